@@ -1,0 +1,3 @@
+"""Runtime patches for OmniGibson, one module per upstream area. Importing this imports no simulator."""
+
+PATCHES: tuple = ()

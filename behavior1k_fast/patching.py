@@ -1,0 +1,392 @@
+"""The patch registry: declared targets, feature detection, idempotent apply, exact revert, a report.
+
+A :class:`Patch` declares the upstream module and the qualified names it changes, says from the code it
+would patch whether it is needed (feature detection, never a version pin) and installs its change through
+a :class:`PatchContext`, which records how to undo every step. The registry applies the patches a
+:class:`~behavior1k_fast.profile.RolloutProfile` asks for:
+
+- ``apply()`` twice with the same profile is the same as once; with another profile it reverts first.
+- A target module that is not imported yet is patched when it is imported (wrapt post-import hook); its
+  entry reports ``pending`` until then. Nothing here imports the simulator.
+- If any wanted patch fails, every patch of that ``apply()`` is rolled back and :class:`PatchError` is
+  raised with the report: nothing stays half-applied.
+- ``revert()`` restores the original objects themselves (identity, raw class ``__dict__`` entries, so
+  classmethods and properties come back intact), in reverse order.
+
+Wrapped callables are ``wrapt.FunctionWrapper`` proxies whose ``__wrapped__`` is the original, so a
+patched target can be recognised and undone from the outside too.
+
+The ``from x import y`` copy problem: patches replace attributes of classes (methods, properties) and
+module functions that upstream reaches through its own module globals. A name someone copied with
+``from module import function`` *before* ``apply()`` keeps the old function; classes are never copied,
+so class-level patches reach every holder of the class.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Mapping
+
+import wrapt
+
+from .profile import RolloutProfile
+
+_MISSING = object()
+
+APPLIED, PENDING, SKIPPED, FAILED, DISABLED = "applied", "pending", "skipped", "failed", "disabled"
+
+
+class PatchError(RuntimeError):
+    """A wanted patch failed; every patch of that ``apply()`` was rolled back. ``.report`` says why."""
+
+    def __init__(self, message: str, report: "PatchReport"):
+        super().__init__(message)
+        self.report = report
+
+
+class PatchContext:
+    """Installs changes and remembers how to undo each one (LIFO)."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def set_attribute(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr``; undo restores the raw previous entry (or deletes it if there was none)."""
+        raw = _raw_attribute(owner, attr)
+        setattr(owner, attr, value)
+        if raw is _MISSING:
+            self._undo.append(lambda: delattr(owner, attr))
+        else:
+            self._undo.append(lambda: setattr(owner, attr, raw))
+
+    def wrap(self, owner: Any, attr: str, wrapper: Callable, adapter: Callable | None = None) -> Any:
+        """Replace ``owner.attr`` by a wrapt wrapper ``wrapper(wrapped, instance, args, kwargs)``.
+
+        ``adapter`` is a function whose signature the patched callable reports (for new keyword
+        arguments). Returns the installed wrapper.
+        """
+        original = _raw_attribute(owner, attr)
+        if original is _MISSING:
+            raise AttributeError(f"{_name_of(owner)} has no attribute {attr!r} to wrap")
+        if isinstance(original, (classmethod, staticmethod)):
+            inner = original.__func__
+            wrapped = wrapt.decorator(wrapper, adapter=adapter)(inner) if adapter else wrapt.FunctionWrapper(inner, wrapper)
+            new = type(original)(wrapped)
+        else:
+            new = wrapt.decorator(wrapper, adapter=adapter)(original) if adapter else wrapt.FunctionWrapper(original, wrapper)
+        self.set_attribute(owner, attr, new)
+        return new
+
+    def set_env(self, name: str, value: str) -> None:
+        """Set an environment variable; undo restores the previous value or removes it."""
+        previous = os.environ.get(name)
+        os.environ[name] = value
+
+        def undo() -> None:
+            if previous is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = previous
+
+        self._undo.append(undo)
+
+    def on_undo(self, fn: Callable[[], None]) -> None:
+        """Register an arbitrary undo step."""
+        self._undo.append(fn)
+
+    def undo_all(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _raw_attribute(owner: Any, attr: str) -> Any:
+    if isinstance(owner, type):
+        return owner.__dict__.get(attr, _MISSING)
+    return getattr(owner, attr, _MISSING)
+
+
+def _name_of(owner: Any) -> str:
+    return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or repr(owner)
+
+
+def resolve(module: Any, qualname: str) -> tuple[Any, str]:
+    """``(owner, attr)`` for a dotted qualified name inside ``module``; AttributeError if absent."""
+    *path, attr = qualname.split(".")
+    owner = module
+    for part in path:
+        owner = getattr(owner, part)
+    if _raw_attribute(owner, attr) is _MISSING and not hasattr(owner, attr):
+        raise AttributeError(f"{module.__name__}.{qualname} does not exist")
+    return owner, attr
+
+
+class Patch:
+    """One reversible change to one upstream area.
+
+    Subclasses set ``name``, ``module`` (the module holding the targets; ``None`` for process settings
+    such as environment variables), ``targets`` (qualified names inside ``module``) and implement
+    :meth:`wanted`, :meth:`skip_reason` and :meth:`install`.
+    """
+
+    name: ClassVar[str]
+    module: ClassVar[str | None]
+    targets: ClassVar[tuple[str, ...]]
+    #: Upstream source file the targets live in, relative to the repository's ``OmniGibson/`` folder.
+    upstream_file: ClassVar[str | None] = None
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        """Whether the profile asks for this change."""
+        raise NotImplementedError
+
+    def skip_reason(self, module: Any) -> str | None:
+        """Why the loaded upstream code does not need this patch, or ``None`` if it does."""
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        raise NotImplementedError
+
+    def describe_targets(self) -> tuple[str, ...]:
+        return tuple(f"{self.module}.{t}" if self.module else t for t in self.targets)
+
+
+@dataclass(frozen=True)
+class PatchOutcome:
+    name: str
+    state: str  # applied | pending | skipped | failed | disabled
+    reason: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    profile: RolloutProfile
+    outcomes: tuple[PatchOutcome, ...] = field(default_factory=tuple)
+
+    def by_state(self, state: str) -> list[PatchOutcome]:
+        return [o for o in self.outcomes if o.state == state]
+
+    @property
+    def ok(self) -> bool:
+        return not self.by_state(FAILED)
+
+    def __getitem__(self, name: str) -> PatchOutcome:
+        for o in self.outcomes:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile.to_dict(),
+            "patches": [
+                {"name": o.name, "state": o.state, "reason": o.reason, "targets": list(o.targets)}
+                for o in self.outcomes
+            ],
+        }
+
+    def __str__(self) -> str:
+        width = max((len(o.name) for o in self.outcomes), default=4)
+        lines = [f"{o.name:<{width}}  {o.state:<8}  {o.reason}".rstrip() for o in self.outcomes]
+        return "\n".join(lines)
+
+
+class PatchRegistry:
+    """Holds patches in application order and the state of the current profile."""
+
+    def __init__(self, patches: Iterable[Patch] = ()) -> None:
+        self._lock = threading.RLock()
+        self._patches: dict[str, Patch] = {}
+        self._contexts: dict[str, PatchContext] = {}  # name -> installed change
+        self._outcomes: dict[str, PatchOutcome] = {}
+        self._profile: RolloutProfile | None = None
+        self._generation = 0  # bumps on every revert; stale import hooks compare against it
+        for p in patches:
+            self.register(p)
+
+    def register(self, patch: Patch) -> None:
+        if patch.name in self._patches:
+            raise ValueError(f"a patch named {patch.name!r} is already registered")
+        self._patches[patch.name] = patch
+
+    @property
+    def patches(self) -> tuple[Patch, ...]:
+        return tuple(self._patches.values())
+
+    @property
+    def profile(self) -> RolloutProfile | None:
+        """The profile currently applied, or ``None``."""
+        return self._profile
+
+    # --- apply / revert ---------------------------------------------------------------------------
+    def apply(self, profile: RolloutProfile | Mapping[str, Any] | None = None) -> PatchReport:
+        profile = _coerce_profile(profile)
+        with self._lock:
+            if self._profile == profile:
+                return self.report()
+            if self._profile is not None:
+                self.revert()
+            self._profile = profile
+            generation = self._generation
+            for patch in self._patches.values():
+                outcome = self._apply_one(patch, profile, generation)
+                self._outcomes[patch.name] = outcome
+                if outcome.state == FAILED:
+                    report = self.report()
+                    self.revert()
+                    raise PatchError(
+                        f"patch {patch.name!r} failed ({outcome.reason}); every patch of this apply() was "
+                        f"rolled back",
+                        report,
+                    )
+            return self.report()
+
+    def _apply_one(self, patch: Patch, profile: RolloutProfile, generation: int) -> PatchOutcome:
+        targets = patch.describe_targets()
+        if not patch.wanted(profile):
+            return PatchOutcome(patch.name, DISABLED, "not asked for by the profile", targets)
+        if patch.module is None:
+            return self._install(patch, None, profile)
+        top = patch.module.split(".")[0]
+        if top not in sys.modules and importlib.util.find_spec(top) is None:
+            return PatchOutcome(patch.name, SKIPPED, f"{top} is not installed", targets)
+        if patch.module in sys.modules:
+            return self._install(patch, sys.modules[patch.module], profile)
+
+        def on_import(module: Any) -> None:
+            with self._lock:
+                if self._generation != generation or self._outcomes.get(patch.name, None) is None:
+                    return
+                if self._outcomes[patch.name].state != PENDING:
+                    return
+                outcome = self._install(patch, module, profile)
+                self._outcomes[patch.name] = outcome
+                if outcome.state == FAILED:
+                    report = self.report()
+                    self.revert()
+                    raise PatchError(
+                        f"patch {patch.name!r} failed when {patch.module} was imported ({outcome.reason}); "
+                        f"every patch was rolled back",
+                        report,
+                    )
+
+        wrapt.register_post_import_hook(on_import, patch.module)
+        return PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)
+
+    def _install(self, patch: Patch, module: Any, profile: RolloutProfile) -> PatchOutcome:
+        targets = patch.describe_targets()
+        try:
+            reason = patch.skip_reason(module)
+        except Exception as exc:  # the upstream layout is not one we know
+            return PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", targets)
+        if reason:
+            return PatchOutcome(patch.name, SKIPPED, reason, targets)
+        ctx = PatchContext()
+        try:
+            patch.install(module, profile, ctx)
+        except Exception as exc:
+            ctx.undo_all()
+            return PatchOutcome(patch.name, FAILED, f"{type(exc).__name__}: {exc}", targets)
+        self._contexts[patch.name] = ctx
+        return PatchOutcome(patch.name, APPLIED, "installed", targets)
+
+    def revert(self) -> None:
+        """Undo every installed patch, newest first; forget pending import hooks."""
+        with self._lock:
+            for name in reversed(list(self._contexts)):
+                self._contexts.pop(name).undo_all()
+            self._outcomes.clear()
+            self._profile = None
+            self._generation += 1
+
+    # --- introspection ----------------------------------------------------------------------------
+    def report(self) -> PatchReport:
+        profile = self._profile or RolloutProfile()
+        return PatchReport(profile, tuple(self._outcomes[n] for n in self._patches if n in self._outcomes))
+
+    def status(self) -> dict[str, PatchOutcome]:
+        """Name -> outcome for the current profile (empty when nothing is applied)."""
+        with self._lock:
+            return dict(self._outcomes)
+
+    def plan(self, profile: RolloutProfile | Mapping[str, Any] | None = None) -> PatchReport:
+        """What ``apply(profile)`` would do to the modules imported now, without changing anything.
+
+        Modules not imported yet are imported here (read-only use: ``doctor``)."""
+        profile = _coerce_profile(profile)
+        outcomes = []
+        for patch in self._patches.values():
+            targets = patch.describe_targets()
+            if not patch.wanted(profile):
+                outcomes.append(PatchOutcome(patch.name, DISABLED, "not asked for by the profile", targets))
+                continue
+            if patch.module is None:
+                outcomes.append(PatchOutcome(patch.name, "would apply", "process setting", targets))
+                continue
+            try:
+                module = importlib.import_module(patch.module)
+            except ImportError as exc:
+                outcomes.append(PatchOutcome(patch.name, SKIPPED, f"cannot import {patch.module}: {exc}", targets))
+                continue
+            try:
+                reason = patch.skip_reason(module)
+            except Exception as exc:
+                outcomes.append(PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", targets))
+                continue
+            state, why = (SKIPPED, reason) if reason else ("would apply", "needed")
+            outcomes.append(PatchOutcome(patch.name, state, why, targets))
+        return PatchReport(profile, tuple(outcomes))
+
+
+def _coerce_profile(profile: RolloutProfile | Mapping[str, Any] | None) -> RolloutProfile:
+    if profile is None:
+        return RolloutProfile()
+    if isinstance(profile, RolloutProfile):
+        return profile
+    if isinstance(profile, Mapping):
+        return RolloutProfile.from_dict(profile)
+    raise TypeError(f"profile must be a RolloutProfile, a mapping or None, got {type(profile).__name__}")
+
+
+_default: PatchRegistry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> PatchRegistry:
+    """The process-wide registry holding the OmniGibson patch set (imports no simulator)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from .omnigibson import PATCHES
+
+            _default = PatchRegistry(PATCHES)
+        return _default
+
+
+def apply(profile: RolloutProfile | Mapping[str, Any] | None = None) -> PatchReport:
+    """Apply the patch set for ``profile`` (default: the fast path). Idempotent; see module docs."""
+    return default_registry().apply(profile)
+
+
+def revert() -> None:
+    """Restore every original object the patch set replaced."""
+    default_registry().revert()
+
+
+def status() -> dict[str, PatchOutcome]:
+    """Name -> outcome of every patch for the active profile (empty when nothing is applied)."""
+    return default_registry().status()
+
+
+def active_profile() -> RolloutProfile | None:
+    return default_registry().profile
+
+
+def worker_bootstrap(profile: Mapping[str, Any] | None) -> None:
+    """First call in every worker process this package starts: apply the owner's profile before the
+    simulator is imported. ``profile`` is ``RolloutProfile.to_dict()`` output or ``None`` (do nothing)."""
+    if profile is not None:
+        apply(RolloutProfile.from_dict(profile))

@@ -1,0 +1,248 @@
+"""RolloutProfile: every knob of the fast rollout path in one typed, immutable config.
+
+The defaults are the fast path (slim observation, on-demand observation, capped thread pools, numba cache,
+GC on). ``RolloutProfile.stock()`` is the stock BEHAVIOR path with every optimisation off; the ablation
+benchmark walks from one to the other.
+
+RLinf key names are accepted with RLinf's meaning: ``skip_intermediate_obs_in_chunk``,
+``pipeline_stage_num``, ``num_env_subprocess``, ``total_num_envs`` and ``num_action_chunks``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+#: Observation modalities a vision sensor can produce (OmniGibson ``VisionSensor.ALL_MODALITIES``).
+VISION_MODALITIES = (
+    "rgb",
+    "depth",
+    "depth_linear",
+    "normal",
+    "seg_semantic",
+    "seg_instance",
+    "seg_instance_id",
+    "flow",
+    "bbox_2d_tight",
+    "bbox_2d_loose",
+    "bbox_3d",
+    "camera_params",
+    "pointcloud",
+)
+#: Non-vision modalities a robot can produce (``proprio`` is the proprioception vector).
+OTHER_MODALITIES = ("proprio", "scan", "occupancy_grid")
+KNOWN_MODALITIES = VISION_MODALITIES + OTHER_MODALITIES
+
+#: How physics frequency follows the stage count K (see ``behavior1k_fast.timing``).
+PHYSICS_RESCALE_MODES = ("none", "divide_physics", "preserve_sim_time")
+#: How envs are grouped into pipeline stages (see ``behavior1k_fast.rollout``).
+PARTITION_MODES = ("hybrid", "process")
+
+#: RLinf key -> our field. Same meaning, other name.
+RLINF_ALIASES = {
+    "skip_intermediate_obs_in_chunk": "skip_intermediate_obs",
+    "pipeline_stage_num": "pipeline_stages",
+    "num_env_subprocess": "num_env_processes",
+    "num_action_chunks": "chunk_size",
+}
+
+
+def _default_numba_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "behavior1k_fast", "numba")
+
+
+@dataclass(frozen=True)
+class RolloutProfile:
+    """Every knob of the fast path. Times in the simulator's own units; frequencies in Hz."""
+
+    # --- feature slimming -------------------------------------------------------------------------
+    #: Headless runs create no viewport per camera and no viewer camera (upstream PR #2117 semantics).
+    remove_headless_viewports: bool = True
+    #: Modalities the policy consumes. ``None`` keeps whatever the env config asks for (stock).
+    obs_modalities: tuple[str, ...] | None = ("rgb", "proprio")
+    #: ``VisionSensor.camera_parameters`` reuses one annotator instead of attaching one on the hot path.
+    cache_camera_parameters: bool = True
+
+    # --- on-demand observation ------------------------------------------------------------------
+    #: Inside a chunk, render and read observations only at the chunk boundary (and at episode end).
+    skip_intermediate_obs: bool = True
+    #: Actions per chunk the policy emits (RLinf ``num_action_chunks``).
+    chunk_size: int = 32
+    #: Renders at the chunk boundary before the observation is read (RTX lags physics by frames).
+    boundary_rerenders: int = 1
+
+    # --- hybrid-partition pipeline --------------------------------------------------------------
+    #: Pipeline stages K (RLinf ``pipeline_stage_num``). 1 = no pipeline.
+    pipeline_stages: int = 1
+    #: Env worker processes P (RLinf ``num_env_subprocess``).
+    num_env_processes: int = 1
+    #: Total envs over all processes (RLinf ``total_num_envs``); ``None`` = one env per process.
+    total_num_envs: int | None = None
+    #: ``hybrid``: stage k is slice k of every process; ``process``: stage k is a set of whole processes.
+    partition: str = "hybrid"
+    #: How physics frequency follows K: ``none``, ``divide_physics`` (RLinf) or ``preserve_sim_time``.
+    physics_rescale: str = "divide_physics"
+
+    # --- thread caps (None = leave the library default) ---------------------------------------
+    #: Kit ``/plugins/carb.tasking.plugin/threadCount``.
+    carb_tasking_threads: int | None = 8
+    #: Kit ``/plugins/omni.tbb.globalcontrol/maxThreadCount``.
+    tbb_max_threads: int | None = 4
+    #: Kit ``/persistent/physics/numThreads`` (PhysX CPU workers).
+    physx_worker_threads: int | None = 4
+    #: OMP / MKL / OpenBLAS threads and torch intra-op threads in each env process.
+    intra_op_threads: int | None = 1
+
+    # --- runtime --------------------------------------------------------------------------------
+    #: numba ``cache=True`` for the controller kernels.
+    numba_cache: bool = True
+    #: Writable numba cache dir (``NUMBA_CACHE_DIR``); default ``~/.cache/behavior1k_fast/numba``.
+    numba_cache_dir: str = field(default_factory=_default_numba_cache_dir)
+    #: Re-enable Python's GC after the simulator launched (Kit disables it).
+    gc_enable: bool = True
+    #: ``/rtx-transient/resourcemanager/texturestreaming/memoryBudget`` after launch (fraction of VRAM).
+    texture_streaming_budget: float | None = 0.1
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_field(f.name, getattr(self, f.name))
+        if self.obs_modalities is not None:
+            object.__setattr__(self, "obs_modalities", tuple(self.obs_modalities))
+        if self.total_num_envs is not None and self.total_num_envs % self.num_env_processes:
+            raise ValueError(
+                f"total_num_envs={self.total_num_envs} is not divisible by "
+                f"num_env_processes={self.num_env_processes}"
+            )
+
+    # --- constructors -----------------------------------------------------------------------------
+    @classmethod
+    def stock(cls, **overrides: Any) -> "RolloutProfile":
+        """The stock BEHAVIOR path: every optimisation off."""
+        base = dict(
+            remove_headless_viewports=False,
+            obs_modalities=None,
+            cache_camera_parameters=False,
+            skip_intermediate_obs=False,
+            pipeline_stages=1,
+            carb_tasking_threads=None,
+            tbb_max_threads=None,
+            physx_worker_threads=None,
+            intra_op_threads=None,
+            numba_cache=False,
+            gc_enable=False,
+            texture_streaming_budget=None,
+        )
+        base.update(overrides)
+        return cls.from_dict(base)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RolloutProfile":
+        """Build from a flat mapping; RLinf key names are accepted; unknown keys are an error."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"profile data must be a mapping, got {type(data).__name__}")
+        valid = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            name = RLINF_ALIASES.get(key, key)
+            if name not in valid:
+                close = difflib.get_close_matches(str(key), sorted(valid | set(RLINF_ALIASES)), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown profile key {key!r}{hint}")
+            if name in kwargs:
+                raise ValueError(f"profile key {key!r} given twice (as {name!r} and an alias)")
+            kwargs[name] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_yaml(cls, source: str | os.PathLike) -> "RolloutProfile":
+        """Build from a YAML file path or a YAML string holding a flat mapping."""
+        import yaml
+
+        text = str(source)
+        if os.path.exists(text):
+            with open(text, encoding="utf-8") as fh:
+                text = fh.read()
+        data = yaml.safe_load(text)
+        return cls.from_dict(data or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if data["obs_modalities"] is not None:
+            data["obs_modalities"] = list(data["obs_modalities"])
+        return data
+
+    def replace(self, **changes: Any) -> "RolloutProfile":
+        """A copy with some knobs changed (validated; RLinf names accepted)."""
+        data = self.to_dict()
+        data.update({RLINF_ALIASES.get(k, k): v for k, v in changes.items()})
+        return type(self).from_dict(data)
+
+    @property
+    def envs_per_process(self) -> int:
+        return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
+
+
+def _check_positive_int(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value!r}")
+
+
+_BOOL_FIELDS = {
+    "remove_headless_viewports",
+    "cache_camera_parameters",
+    "skip_intermediate_obs",
+    "numba_cache",
+    "gc_enable",
+}
+_INT_FIELDS = {"chunk_size", "boundary_rerenders", "pipeline_stages", "num_env_processes"}
+_OPTIONAL_INT_FIELDS = {
+    "total_num_envs",
+    "carb_tasking_threads",
+    "tbb_max_threads",
+    "physx_worker_threads",
+    "intra_op_threads",
+}
+
+
+def _check_field(name: str, value: Any) -> None:
+    if name in _BOOL_FIELDS:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+    elif name in _INT_FIELDS:
+        _check_positive_int(name, value)
+    elif name in _OPTIONAL_INT_FIELDS:
+        _check_positive_int(name, value, allow_none=True)
+    elif name == "obs_modalities":
+        if value is None:
+            return
+        if isinstance(value, str) or not all(isinstance(m, str) for m in value):
+            raise TypeError(f"obs_modalities must be a sequence of modality names, got {value!r}")
+        for m in value:
+            if m not in KNOWN_MODALITIES:
+                close = difflib.get_close_matches(m, KNOWN_MODALITIES, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown modality {m!r} in obs_modalities{hint}")
+        if not value:
+            raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
+    elif name == "partition":
+        if value not in PARTITION_MODES:
+            raise ValueError(f"partition must be one of {PARTITION_MODES}, got {value!r}")
+    elif name == "physics_rescale":
+        if value not in PHYSICS_RESCALE_MODES:
+            raise ValueError(f"physics_rescale must be one of {PHYSICS_RESCALE_MODES}, got {value!r}")
+    elif name == "numba_cache_dir":
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"numba_cache_dir must be a non-empty path string, got {value!r}")
+    elif name == "texture_streaming_budget":
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"texture_streaming_budget must be a fraction in [0, 1] or None, got {value!r}")
