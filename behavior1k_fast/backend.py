@@ -1,0 +1,94 @@
+"""The backend contract the rollout engine drives: OmniGibson's ``VectorEnvironment`` API as extended here.
+
+A backend holds ``num_envs`` envs that share one physics step (one process). The engine never imports a
+concrete backend: it is handed a picklable :class:`BackendFactory` and calls it inside each worker process,
+after the worker has applied the package profile.
+
+Semantics (tested on every backend):
+
+- ``step(actions, env_indices=None, get_obs=True, render=True)``: ``actions`` has one row per selected env,
+  in ``env_indices`` order (all envs when ``None``). Only selected envs take the new action and get
+  post-step work (reward, termination, observation); every other env holds its last action while the
+  shared physics advances one global step for all envs. Stepping never resets an env.
+- ``render=False``: nothing is rendered this step. ``get_obs=False``: no observation is read, the ``obs``
+  entries are ``None``; reward, termination and info are still computed.
+- ``get_obs=True, render=False`` reads the images of the last render (stale by design, as on OmniGibson).
+- Returns ``obs`` (list of per-env dicts or ``None``), ``rewards`` float64 ``[n]``, ``terminated`` and
+  ``truncated`` bool ``[n]``, ``infos`` (list of dicts), for the ``n`` selected envs in order.
+- ``reset(env_indices=None, get_obs=True)`` resets only the selected envs and returns ``(obs, infos)``.
+- No automatic reset: the engine decides when an episode that ended is reset.
+- ``sim_time``: simulated seconds since construction, shared by all envs of the backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class VectorBackend(Protocol):
+    num_envs: int
+    #: Action space of one env (gymnasium Box).
+    action_space: Any
+    #: Observation space of one env (gymnasium Dict of Box spaces, fixed shapes and dtypes).
+    observation_space: Any
+
+    def step(
+        self,
+        actions: np.ndarray,
+        env_indices: Sequence[int] | None = None,
+        get_obs: bool = True,
+        render: bool = True,
+    ) -> tuple[list[dict[str, np.ndarray] | None], np.ndarray, np.ndarray, np.ndarray, list[dict]]: ...
+
+    def reset(
+        self, env_indices: Sequence[int] | None = None, get_obs: bool = True
+    ) -> tuple[list[dict[str, np.ndarray] | None], list[dict]]: ...
+
+    @property
+    def sim_time(self) -> float: ...
+
+    def close(self) -> None: ...
+
+
+class BackendFactory(Protocol):
+    """Picklable callable building one backend inside a worker process.
+
+    ``profile`` is the package profile the worker applied; its ``pipeline_stages`` is the number of stages
+    that share this backend's physics (K in hybrid partition, 1 in process partition), so the backend can
+    rescale its physics frequency with ``behavior1k_fast.timing.rescale_for_stages``.
+    """
+
+    def __call__(self, num_envs: int, seed: int, profile: Any) -> VectorBackend: ...
+
+
+def check_env_indices(env_indices: Sequence[int] | None, num_envs: int) -> np.ndarray:
+    """Validated selected env ids as an int array (all envs for ``None``)."""
+    if env_indices is None:
+        return np.arange(num_envs)
+    idx = np.asarray(env_indices)
+    if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+        raise TypeError(f"env_indices must be a 1-D sequence of ints, got {env_indices!r}")
+    if idx.size == 0:
+        raise ValueError("env_indices must select at least one env, got an empty sequence")
+    if idx.min() < 0 or idx.max() >= num_envs:
+        raise ValueError(f"env_indices={list(idx)} out of range for num_envs={num_envs}")
+    if len(set(idx.tolist())) != idx.size:
+        raise ValueError(f"env_indices={list(idx)} contains duplicates")
+    return idx.astype(np.int64)
+
+
+def check_actions(actions: Any, n_rows: int, action_dim: int, argname: str = "actions") -> np.ndarray:
+    """Validated float action rows ``[n_rows, action_dim]``; NaN or inf is an error."""
+    if not isinstance(actions, np.ndarray):
+        raise TypeError(f"{argname} must be a numpy array, got {type(actions).__name__}")
+    if not np.issubdtype(actions.dtype, np.floating):
+        raise TypeError(f"{argname} must have a float dtype, got {actions.dtype}")
+    if actions.shape != (n_rows, action_dim):
+        raise ValueError(f"{argname} must have shape ({n_rows}, {action_dim}), got {actions.shape}")
+    if not np.all(np.isfinite(actions)):
+        bad = np.argwhere(~np.isfinite(actions))[0].tolist()
+        raise ValueError(f"{argname} contains NaN or inf (first at row/col {bad})")
+    return actions
