@@ -16,6 +16,8 @@ Semantics (tested on every backend):
 - Returns ``obs`` (list of per-env dicts or ``None``), ``rewards`` float64 ``[n]``, ``terminated`` and
   ``truncated`` bool ``[n]``, ``infos`` (list of dicts), for the ``n`` selected envs in order.
 - ``reset(env_indices=None, get_obs=True)`` resets only the selected envs and returns ``(obs, infos)``.
+- ``observe(env_indices=None, render=True)`` renders once (if ``render``) and reads the observations of the
+  selected envs without stepping: the terminal observation of an episode that ends inside a chunk.
 - No automatic reset: the engine decides when an episode that ended is reset.
 - ``sim_time``: simulated seconds since construction, shared by all envs of the backend.
 """
@@ -46,6 +48,10 @@ class VectorBackend(Protocol):
     def reset(
         self, env_indices: Sequence[int] | None = None, get_obs: bool = True
     ) -> tuple[list[dict[str, np.ndarray] | None], list[dict]]: ...
+
+    def observe(
+        self, env_indices: Sequence[int] | None = None, render: bool = True
+    ) -> list[dict[str, np.ndarray]]: ...
 
     @property
     def sim_time(self) -> float: ...
