@@ -1,0 +1,93 @@
+import pytest
+
+from behavior1k_fast.profile import KNOWN_MODALITIES, RolloutProfile
+
+
+def test_defaults_are_the_fast_path():
+    p = RolloutProfile()
+    assert p.remove_headless_viewports and p.skip_intermediate_obs and p.numba_cache and p.gc_enable
+    assert p.obs_modalities == ("rgb", "proprio")
+    assert p.carb_tasking_threads is not None and p.intra_op_threads is not None
+
+
+def test_stock_turns_every_optimisation_off():
+    s = RolloutProfile.stock()
+    assert not s.remove_headless_viewports and not s.skip_intermediate_obs and not s.numba_cache
+    assert s.obs_modalities is None and s.pipeline_stages == 1 and s.texture_streaming_budget is None
+    assert s.carb_tasking_threads is None and s.intra_op_threads is None
+
+
+def test_rlinf_keys_have_our_meaning():
+    p = RolloutProfile.from_dict(
+        {
+            "skip_intermediate_obs_in_chunk": False,
+            "pipeline_stage_num": 2,
+            "num_env_subprocess": 3,
+            "total_num_envs": 12,
+            "num_action_chunks": 16,
+        }
+    )
+    assert (p.skip_intermediate_obs, p.pipeline_stages, p.num_env_processes) == (False, 2, 3)
+    assert (p.total_num_envs, p.chunk_size, p.envs_per_process) == (12, 16, 4)
+
+
+def test_yaml_string_and_file_round_trip(tmp_path):
+    p = RolloutProfile.from_yaml("pipeline_stage_num: 2\nobs_modalities: [rgb, depth, proprio]\n")
+    assert p.pipeline_stages == 2 and p.obs_modalities == ("rgb", "depth", "proprio")
+    path = tmp_path / "profile.yaml"
+    path.write_text("chunk_size: 8\n")
+    assert RolloutProfile.from_yaml(path).chunk_size == 8
+    assert RolloutProfile.from_dict(p.to_dict()) == p
+
+
+def test_unknown_key_names_the_key_and_closest_valid_key():
+    with pytest.raises(ValueError, match=r"'pipeline_stage_nums'.*'pipeline_stage_num'"):
+        RolloutProfile.from_dict({"pipeline_stage_nums": 2})
+    with pytest.raises(ValueError, match=r"unknown profile key 'zzz'$"):
+        RolloutProfile.from_dict({"zzz": 1})
+
+
+def test_alias_and_field_given_together_is_an_error():
+    with pytest.raises(ValueError, match="given twice"):
+        RolloutProfile.from_dict({"pipeline_stages": 2, "pipeline_stage_num": 2})
+
+
+@pytest.mark.parametrize(
+    "key, value, exc, text",
+    [
+        ("obs_modalities", ["rgb", "dpeth"], ValueError, "'dpeth'.*'depth'"),
+        ("obs_modalities", "rgb", TypeError, "obs_modalities"),
+        ("obs_modalities", [], ValueError, "obs_modalities"),
+        ("pipeline_stages", 0, ValueError, "pipeline_stages must be >= 1, got 0"),
+        ("pipeline_stages", 2.0, TypeError, "pipeline_stages must be an int, got 2.0"),
+        ("skip_intermediate_obs", "yes", TypeError, "skip_intermediate_obs must be a bool"),
+        ("partition", "round_robin", ValueError, "partition must be one of"),
+        ("physics_rescale", "halve", ValueError, "physics_rescale must be one of"),
+        ("texture_streaming_budget", 2.0, ValueError, "texture_streaming_budget"),
+        ("carb_tasking_threads", -1, ValueError, "carb_tasking_threads must be >= 1, got -1"),
+    ],
+)
+def test_bad_values_name_argument_and_value(key, value, exc, text):
+    with pytest.raises(exc, match=text):
+        RolloutProfile.from_dict({key: value})
+
+
+def test_total_envs_must_divide_over_processes():
+    with pytest.raises(ValueError, match="total_num_envs=5 .* num_env_processes=2"):
+        RolloutProfile(total_num_envs=5, num_env_processes=2)
+
+
+def test_replace_validates_and_accepts_rlinf_names():
+    p = RolloutProfile().replace(pipeline_stage_num=2)
+    assert p.pipeline_stages == 2
+    with pytest.raises(ValueError):
+        p.replace(chunk_size=0)
+
+
+def test_non_mapping_is_a_type_error():
+    with pytest.raises(TypeError, match="mapping"):
+        RolloutProfile.from_dict(["chunk_size", 2])
+
+
+def test_known_modalities_include_proprio_and_vision():
+    assert "proprio" in KNOWN_MODALITIES and "seg_instance" in KNOWN_MODALITIES
