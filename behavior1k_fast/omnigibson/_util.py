@@ -1,0 +1,94 @@
+"""Small helpers shared by the OmniGibson patch modules (feature detection, call binding, per-call overrides)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Iterator
+
+from ..patching import Patch, PatchContext
+from ..profile import RolloutProfile
+
+
+def raw_member(owner: type, qualname: str) -> Any:
+    """The raw class ``__dict__`` entry ``owner.qualname``; AttributeError naming it if the layout lacks it."""
+    try:
+        return owner.__dict__[qualname]
+    except KeyError:
+        raise AttributeError(
+            f"{owner.__module__}.{owner.__qualname__}.{qualname} is missing: unsupported OmniGibson layout"
+        ) from None
+
+
+def class_in(module: Any, name: str) -> type:
+    """``module.name`` as a class; AttributeError naming it if this OmniGibson layout has no such class."""
+    cls = getattr(module, name, None)
+    if not isinstance(cls, type):
+        raise AttributeError(f"{module.__name__}.{name} is missing: unsupported OmniGibson layout")
+    return cls
+
+
+def has_parameter(fn: Callable, name: str) -> bool:
+    """Whether ``fn`` (a function, or a property's getter) names parameter ``name``."""
+    return name in inspect.signature(fn).parameters
+
+
+def source_of(fn: Callable) -> str:
+    """Source text of ``fn`` ('' when unavailable, e.g. a compiled extension)."""
+    try:
+        return inspect.getsource(inspect.unwrap(fn))
+    except (OSError, TypeError):
+        return ""
+
+
+def bind(adapter: Callable, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Arguments of a call bound to ``adapter``'s signature (without ``self``), defaults filled in."""
+    bound = inspect.signature(adapter).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.pop(next(iter(arguments)))
+    return arguments
+
+
+@contextlib.contextmanager
+def instance_override(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    """Shadow ``obj.attr`` with ``value`` in the instance ``__dict__`` for the duration of the block."""
+    had = attr in obj.__dict__
+    previous = obj.__dict__.get(attr)
+    obj.__dict__[attr] = value
+    try:
+        yield
+    finally:
+        if had:
+            obj.__dict__[attr] = previous
+        else:
+            del obj.__dict__[attr]
+
+
+class LaunchAppPatch(Patch):
+    """A change around ``omnigibson.simulator._launch_app`` (the Isaac Sim / Kit app start).
+
+    Subclasses implement :meth:`launch`, which must call ``start()`` once and return its app."""
+
+    module = "omnigibson.simulator"
+    targets = ("_launch_app",)
+    upstream_file = "omnigibson/simulator.py"
+
+    def skip_reason(self, module: Any) -> str | None:
+        launch = getattr(module, "_launch_app", None)
+        if not callable(launch):
+            raise AttributeError(f"{module.__name__}._launch_app is missing: unsupported OmniGibson layout")
+        return self.upstream_has_it(module, source_of(launch))
+
+    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
+        """Why upstream's launch already does this (feature detection), or ``None``."""
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        def launch_app(wrapped, instance, args, kwargs):
+            return self.launch(module, profile, lambda: wrapped(*args, **kwargs))
+
+        ctx.wrap(module, "_launch_app", launch_app)
+
+    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+        raise NotImplementedError

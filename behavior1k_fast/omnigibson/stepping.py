@@ -1,0 +1,231 @@
+"""On-demand observation and per-env stepping for OmniGibson's ``Environment`` and ``VectorEnvironment``.
+
+Patched signatures (the backend contract of ``behavior1k_fast.backend``):
+
+- ``Environment.step(self, action, n_render_iterations=1, get_obs=True, render=True)``
+- ``Environment._post_step(self, action, get_obs=True)``
+- ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)``
+- ``VectorEnvironment.reset(self, env_indices=None, get_obs=True, **kwargs)``
+
+Semantics:
+
+- ``get_obs=False``: no sensor is read; ``task.step`` (reward, termination), info, the terminated/truncated
+  split and the step counter still run every step; ``obs`` is ``None`` and ``info["obs_info"]`` is empty.
+  An automatic reset inside ``_post_step`` still returns the new episode's first observation, as upstream.
+- ``render=False``: ``og.sim.step()`` runs inside ``og.sim.render_on_step(False)``: physics-only substeps,
+  the same simulated time (``sim_step_dt``) as a rendered step. It excludes ``n_render_iterations > 1``.
+- ``env_indices``: only those envs take an action (rows of ``actions`` in that order) and get
+  ``_pre_step``/``_post_step``. During the shared ``og.sim.step()`` the simulator's scene list is scoped
+  to their scenes (robot controllers, object states, visuals of the other scenes are not stepped; PhysX
+  still simulates every scene, so the other robots hold their last joint targets); if the controller
+  views were rebuilt meanwhile, ``og.sim.update_handles()`` runs after the list is restored.
+- ``reset(env_indices)`` resets only the selected envs (the upstream trap that reset every env, or raised
+  ``TypeError`` in 1.1.1, is gone), each with its scene scoped as above, and returns ``(obs, infos)``
+  lists for the selected envs (``obs`` entries ``None`` when ``get_obs=False``).
+
+Both patches are capabilities the engine needs on every profile (the stock path calls them with the
+default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how
+:func:`step_chunk` and the engine call them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from typing import Any, Iterator, Sequence
+
+from ..backend import check_env_indices
+from ..patching import Patch, PatchContext
+from ..profile import RolloutProfile
+from ._util import bind, class_in, has_parameter, instance_override, raw_member
+
+
+def _og() -> Any:
+    return sys.modules["omnigibson"]
+
+
+# --- Environment ------------------------------------------------------------------------------------
+def _env_step_signature(self, action, n_render_iterations=1, get_obs=True, render=True):
+    """Signature of the patched ``Environment.step``."""
+
+
+def _env_post_step_signature(self, action, get_obs=True):
+    """Signature of the patched ``Environment._post_step``."""
+
+
+class _ObservationSkippedOnce:
+    """Stands in for ``env.get_obs`` during one ``_post_step``: the step's own read returns ``(None, {})``;
+    later reads in the same call (an automatic reset) go to the real ``get_obs``."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self._skipped = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._skipped:
+            return type(self._env).get_obs(self._env, *args, **kwargs)
+        self._skipped = True
+        return None, {}
+
+
+def _render_scope(render: bool) -> contextlib.AbstractContextManager:
+    """``og.sim.render_on_step(False)`` when ``render`` is False, else nothing."""
+    if not isinstance(render, bool):
+        raise TypeError(f"render must be a bool, got {render!r}")
+    return contextlib.nullcontext() if render else _og().sim.render_on_step(False)
+
+
+def _check_get_obs(get_obs: Any) -> bool:
+    if not isinstance(get_obs, bool):
+        raise TypeError(f"get_obs must be a bool, got {get_obs!r}")
+    return get_obs
+
+
+def _env_post_step(wrapped, env, args, kwargs):
+    a = bind(_env_post_step_signature, args, kwargs)
+    if _check_get_obs(a["get_obs"]):
+        return wrapped(a["action"])
+    with instance_override(env, "get_obs", _ObservationSkippedOnce(env)):
+        return wrapped(a["action"])
+
+
+def _env_step(wrapped, env, args, kwargs):
+    a = bind(_env_step_signature, args, kwargs)
+    n = a["n_render_iterations"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n_render_iterations must be an int >= 1, got {n!r}")
+    if a["render"] is False and n != 1:
+        raise ValueError(f"n_render_iterations={n} renders, which contradicts render=False")
+    post_step = contextlib.nullcontext()
+    if not _check_get_obs(a["get_obs"]):
+        post_step = instance_override(env, "_post_step", functools.partial(env._post_step, get_obs=False))
+    with _render_scope(a["render"]), post_step:
+        return wrapped(a["action"], n)
+
+
+class EnvironmentStepPatch(Patch):
+    """``Environment.step(get_obs, render)`` and ``Environment._post_step(get_obs)``."""
+
+    name = "env_step_obs"
+    module = "omnigibson.envs.env_base"
+    targets = ("Environment.step", "Environment._post_step")
+    upstream_file = "omnigibson/envs/env_base.py"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return True  # capability of the backend contract; skip_intermediate_obs decides the calls
+
+    def skip_reason(self, module: Any) -> str | None:
+        env = class_in(module, "Environment")
+        step, post_step = raw_member(env, "step"), raw_member(env, "_post_step")
+        if all(has_parameter(step, p) for p in ("get_obs", "render")) and has_parameter(post_step, "get_obs"):
+            return "upstream Environment.step already takes get_obs and render, _post_step takes get_obs"
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        env = class_in(module, "Environment")
+        ctx.wrap(env, "_post_step", _env_post_step, adapter=_env_post_step_signature)
+        ctx.wrap(env, "step", _env_step, adapter=_env_step_signature)
+
+
+# --- VectorEnvironment -----------------------------------------------------------------------------
+def _vector_step_signature(self, actions, env_indices=None, get_obs=True, render=True):
+    """Signature of the patched ``VectorEnvironment.step``."""
+
+
+def _vector_reset_signature(self, env_indices=None, get_obs=True, **kwargs):
+    """Signature of the patched ``VectorEnvironment.reset``."""
+
+
+@contextlib.contextmanager
+def scoped_scenes(sim: Any, envs: Sequence[Any], num_envs: int) -> Iterator[None]:
+    """Restrict ``sim``'s per-scene loops to the scenes of ``envs`` for the block (nothing when all envs
+    are selected or the simulator keeps no ``_scenes`` list); see the module docs."""
+    if len(envs) == num_envs or not hasattr(sim, "_scenes"):
+        yield
+        return
+    from omnigibson.utils.usd_utils import ControllableObjectViewAPI
+
+    selected = {id(env.scene) for env in envs}
+    views = ControllableObjectViewAPI._VIEWS_BY_PATTERN
+    all_scenes = sim._scenes
+    sim._scenes = [scene for scene in all_scenes if id(scene) in selected]
+    try:
+        yield
+    finally:
+        sim._scenes = all_scenes
+        if ControllableObjectViewAPI._VIEWS_BY_PATTERN is not views:
+            sim.update_handles()
+
+
+def _selected_envs(venv: Any, env_indices: Any) -> list[Any]:
+    return [venv.envs[i] for i in check_env_indices(env_indices, venv.num_envs).tolist()]
+
+
+def _vector_step(wrapped, venv, args, kwargs):
+    a = bind(_vector_step_signature, args, kwargs)
+    envs = _selected_envs(venv, a["env_indices"])
+    actions = a["actions"]
+    try:
+        rows = len(actions)
+    except TypeError:
+        raise TypeError(f"actions must be a sequence of per-env actions, got {type(actions).__name__}") from None
+    if rows != len(envs):
+        raise ValueError(
+            f"actions has {rows} rows but env_indices={a['env_indices']!r} selects {len(envs)} envs "
+            f"(one row per selected env, in env_indices order)"
+        )
+    get_obs = _check_get_obs(a["get_obs"])
+    if not get_obs and not has_parameter(type(envs[0])._post_step, "get_obs"):
+        raise TypeError("VectorEnvironment.step(get_obs=False) needs Environment._post_step(get_obs); "
+                        "the env_step_obs patch is not applied")
+    sim = _og().sim
+    for env, action in zip(envs, actions):
+        env._pre_step(action)
+    with _render_scope(a["render"]), scoped_scenes(sim, envs, venv.num_envs):
+        sim.step()
+    post_kwargs = {} if get_obs else {"get_obs": False}
+    results = [env._post_step(action, **post_kwargs) for env, action in zip(envs, actions)]
+    obs, rewards, terminated, truncated, infos = (list(column) for column in zip(*results))
+    return obs, rewards, terminated, truncated, infos
+
+
+def _vector_reset(wrapped, venv, args, kwargs):
+    a = bind(_vector_reset_signature, args, kwargs)
+    envs = _selected_envs(venv, a["env_indices"])
+    get_obs = _check_get_obs(a["get_obs"])
+    obs, infos = [], []
+    for env in envs:
+        with scoped_scenes(_og().sim, [env], venv.num_envs):
+            result = env.reset(get_obs=get_obs, **a["kwargs"])
+        ob, info = result if result is not None else (None, {})
+        obs.append(ob)
+        infos.append(info)
+    return obs, infos
+
+
+class VectorEnvironmentStepPatch(Patch):
+    """``VectorEnvironment.step(env_indices, get_obs, render)`` and ``reset(env_indices, get_obs)``."""
+
+    name = "vector_env_step"
+    module = "omnigibson.envs.vec_env_base"
+    targets = ("VectorEnvironment.step", "VectorEnvironment.reset")
+    upstream_file = "omnigibson/envs/vec_env_base.py"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return True  # the backend contract and the reset-all fix; pipeline_stages decides env_indices use
+
+    def skip_reason(self, module: Any) -> str | None:
+        venv = class_in(module, "VectorEnvironment")
+        step, reset = raw_member(venv, "step"), raw_member(venv, "reset")
+        if all(has_parameter(step, p) for p in ("env_indices", "get_obs", "render")) and has_parameter(
+            reset, "env_indices"
+        ):
+            return "upstream VectorEnvironment.step/reset already take env_indices, get_obs and render"
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        venv = class_in(module, "VectorEnvironment")
+        ctx.wrap(venv, "step", _vector_step, adapter=_vector_step_signature)
+        ctx.wrap(venv, "reset", _vector_reset, adapter=_vector_reset_signature)
+

@@ -1,0 +1,198 @@
+"""No viewport per camera in headless runs, and no viewer camera (upstream PR #2117 semantics, backported).
+
+Before #2117 (PyPI 1.1.1, v3.7.x) ``VisionSensor._post_load`` always creates a viewport window next to
+the Replicator render product, so every camera renders twice per app update. Patched: a viewport is made
+only if ``viewport_name`` is given or the run is not headless (``gm.HEADLESS``); otherwise
+``_viewport is None`` and the image size lives in ``_image_width``/``_image_height`` (pixels). Members that
+assumed a viewport:
+
+- ``image_height`` / ``image_width``: read the cached size; setting one rebuilds the render product at the
+  new size (annotators detached and re-attached) without touching a viewport;
+- ``viewer_visibility``: ``False`` without a viewport; setting it ``True`` raises ``RuntimeError``;
+- ``active_camera_path``: the sensor's own prim path without a viewport; setting it raises ``RuntimeError``;
+- ``remove()`` / ``VisionSensor.clear()``: skip viewport teardown for sensors without one.
+
+The viewer camera (``gm.RENDER_VIEWER_CAMERA``) is switched off at launch in headless runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ..patching import Patch, PatchContext
+from ..profile import RolloutProfile
+from ._util import LaunchAppPatch, class_in, raw_member, source_of
+
+#: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
+LENS_KEYS = ("focal_length", "focus_distance", "fstop", "horizontal_aperture", "clipping_range")
+#: App updates upstream takes for camera changes to propagate.
+PROPAGATION_RENDERS = 3
+
+
+def _gm() -> Any:
+    return sys.modules["omnigibson.macros"].gm
+
+
+def _render_app(module: Any) -> None:
+    for _ in range(PROPAGATION_RENDERS):
+        module.render()
+
+
+class HeadlessViewportPatch(Patch):
+    """``VisionSensor`` without a viewport when headless; resolution cached; viewport members guarded."""
+
+    name = "headless_viewport"
+    module = "omnigibson.sensors.vision_sensor"
+    targets = (
+        "VisionSensor._post_load",
+        "VisionSensor.image_height",
+        "VisionSensor.image_width",
+        "VisionSensor.viewer_visibility",
+        "VisionSensor.active_camera_path",
+        "VisionSensor.remove",
+        "VisionSensor.clear",
+    )
+    upstream_file = "omnigibson/sensors/vision_sensor.py"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return profile.remove_headless_viewports
+
+    def skip_reason(self, module: Any) -> str | None:
+        sensor = class_in(module, "VisionSensor")
+        for target in self.targets:
+            raw_member(sensor, target.split(".", 1)[1])
+        if not callable(getattr(module, "render", None)):
+            raise AttributeError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
+        if "HEADLESS" in source_of(sensor._post_load):
+            return "upstream VisionSensor._post_load already skips the viewport when headless (PR #2117)"
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        sensor_cls = class_in(module, "VisionSensor")
+        base_cls = sensor_cls.__mro__[1]
+
+        def post_load(wrapped, sensor, args, kwargs):
+            config = sensor._load_config
+            width, height = config["image_width"], config["image_height"]
+            if config["viewport_name"] is not None or not _gm().HEADLESS:
+                result = wrapped(*args, **kwargs)
+                sensor._image_width, sensor._image_height = width, height
+                return result
+            base_cls._post_load(sensor)
+            sensor.SENSORS[sensor.prim_path] = sensor
+            sensor._image_width, sensor._image_height = width, height
+            sensor._render_product = module.lazy.omni.replicator.core.create.render_product(
+                sensor.prim_path, (width, height)
+            )
+            sensor._viewport = None
+            for key in LENS_KEYS:
+                if key in config:
+                    setattr(sensor, key, config[key])
+            _render_app(module)
+
+        def resize(sensor, width: int, height: int) -> None:
+            """New render product at ``width`` x ``height`` pixels, annotators moved over; no viewport."""
+            for name, value in (("image_width", width), ("image_height", height)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"{name} must be a positive int of pixels, got {value!r}")
+            annotators = [a for a in sensor._annotators.values() if a is not None]
+            for annotator in annotators:
+                annotator.detach([sensor._render_product.path])
+            sensor._render_product.destroy()
+            sensor._render_product = module.lazy.omni.replicator.core.create.render_product(
+                sensor.prim_path, (width, height), force_new=True
+            )
+            for annotator in annotators:
+                annotator.attach([sensor._render_product])
+            sensor._image_width, sensor._image_height = width, height
+            _render_app(module)
+
+        def size_property(original: property, axis: str) -> property:
+            def getter(sensor):
+                cached = sensor.__dict__.get(f"_image_{axis}")
+                return original.fget(sensor) if cached is None else cached
+
+            def setter(sensor, value):
+                if sensor._viewport is not None:
+                    original.fset(sensor, value)
+                    setattr(sensor, f"_image_{axis}", value)
+                elif axis == "width":
+                    resize(sensor, value, sensor._image_height)
+                else:
+                    resize(sensor, sensor._image_width, value)
+
+            return property(getter, setter, doc=original.__doc__)
+
+        def guarded_property(original: property, headless_value, may_set_false: bool = False) -> property:
+            def getter(sensor):
+                return headless_value(sensor) if sensor._viewport is None else original.fget(sensor)
+
+            def setter(sensor, value):
+                if sensor._viewport is None:
+                    if may_set_false and value is False:
+                        return
+                    raise RuntimeError(
+                        f"VisionSensor {sensor.name!r} has no viewport (headless run); cannot set "
+                        f"{original.fget.__name__} to {value!r}"
+                    )
+                original.fset(sensor, value)
+
+            return property(getter, setter, doc=original.__doc__)
+
+        def remove(wrapped, sensor, args, kwargs):
+            if sensor._viewport is not None:
+                return wrapped(*args, **kwargs)
+            sensor.SENSORS.pop(sensor.prim_path)
+            return base_cls.remove(sensor)
+
+        def clear(wrapped, cls, args, kwargs):
+            cls.SENSORS = {path: s for path, s in cls.SENSORS.items() if s._viewport is not None}
+            return wrapped(*args, **kwargs)
+
+        ctx.wrap(sensor_cls, "_post_load", post_load)
+        for axis in ("height", "width"):
+            ctx.set_attribute(sensor_cls, f"image_{axis}", size_property(raw_member(sensor_cls, f"image_{axis}"), axis))
+        ctx.set_attribute(
+            sensor_cls,
+            "viewer_visibility",
+            guarded_property(raw_member(sensor_cls, "viewer_visibility"), lambda sensor: False, may_set_false=True),
+        )
+        ctx.set_attribute(
+            sensor_cls,
+            "active_camera_path",
+            guarded_property(raw_member(sensor_cls, "active_camera_path"), lambda sensor: sensor.prim_path),
+        )
+        ctx.wrap(sensor_cls, "remove", remove)
+        ctx.wrap(sensor_cls, "clear", clear)
+
+
+class ViewerCameraOffPatch(LaunchAppPatch):
+    """Headless launches create no viewer camera: ``gm.RENDER_VIEWER_CAMERA`` is False when the app starts."""
+
+    name = "viewer_camera_off"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return profile.remove_headless_viewports
+
+    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
+        gm = _gm()
+        if "RENDER_VIEWER_CAMERA" not in gm:
+            return "this OmniGibson has no RENDER_VIEWER_CAMERA macro"
+        if gm["RENDER_VIEWER_CAMERA"] is False:
+            return "upstream already renders no viewer camera by default (gm.RENDER_VIEWER_CAMERA is False)"
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        gm = _gm()
+        previous = gm["RENDER_VIEWER_CAMERA"]
+        super().install(module, profile, ctx)
+        ctx.on_undo(lambda: gm.__setitem__("RENDER_VIEWER_CAMERA", previous))
+
+    def launch(self, module: Any, profile: RolloutProfile, start):
+        gm = _gm()
+        if gm["HEADLESS"]:
+            # Item access: MacroDict refuses attribute writes once a macro was read.
+            gm["RENDER_VIEWER_CAMERA"] = False
+        return start()
+
