@@ -1,0 +1,345 @@
+"""ReferenceVectorEnv: E envs in one MjModel/MjData, driven through the backend contract.
+
+One ``mj_step`` call advances every env of the process by one global sim step (``physics_substeps``
+physics steps): the shared-physics structure of an OmniGibson vector env. See ``behavior1k_fast.backend``
+for the semantics of ``step``, ``reset`` and ``observe``.
+
+Actions (per env, ``Box(-1, 1, (11,), float32)``; values outside [-1, 1] are clipped, NaN/inf is an
+error): 0-2 base velocity in the robot frame (x, y scaled to ``BASE_SPEED`` m/s, yaw to rad/s); then
+per arm (left, right) the lift, extension and wrist-yaw joint targets and the gripper (each mapped
+linearly from [-1, 1] onto the joint range; gripper -1 closed, +1 open). The base command is turned
+into world-frame joint velocity targets when the action is applied, and an env that takes no new action
+keeps its actuator targets (``ctrl``) unchanged: it holds its last action.
+
+Stock costs. Each switch reproduces one default cost of the BEHAVIOR stack and follows the profile
+knob the OmniGibson patches use for the same cost (``STOCK_COSTS``; ``env.stock_costs`` says which are
+on):
+
+- ``all_modalities`` (``obs_modalities=None``): stock BEHAVIOR task configs enable every modality of
+  every camera; each extra modality costs a render pass and annotator work here as it does in Isaac Sim
+  (depth, normals and segmentation are separate passes).
+- ``viewport_render_targets`` (``remove_headless_viewports=False``): stock OmniGibson creates an Isaac
+  Sim viewport per camera even when headless, and the viewport is rendered with every frame although
+  nothing reads it; here each camera renders one extra RGB frame, discarded.
+- ``render_every_step`` (``skip_intermediate_obs=False``): stock rollouts render and read observations
+  after every sim step. This one is the caller's: the engine passes ``render``/``get_obs``, and the env
+  renders exactly when asked.
+
+``intra_op_threads`` has no effect here: MuJoCo stepping and rendering are single-threaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from ..backend import check_actions, check_env_indices
+from ..profile import RolloutProfile
+from ..profiling import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
+from ..timing import Frequencies, StageTiming, rescale_for_stages
+from . import scene, task
+from .config import SUPPORTED_VISION_MODALITIES, ReferenceConfig
+from .sensors import PROPRIO_DIM, CameraRig, image_spec, proprioception
+
+ACTION_DIM = 3 + 4 * len(scene.ARMS)
+#: Stock cost switch -> the RolloutProfile knob it follows (what each models: module docstring).
+STOCK_COSTS = {
+    "all_modalities": "obs_modalities",
+    "viewport_render_targets": "remove_headless_viewports",
+    "render_every_step": "skip_intermediate_obs",
+}
+#: Per arm joint ranges in action order: lift, extension, wrist yaw, gripper (one finger's opening).
+_ARM_RANGES = np.array([scene.LIFT_RANGE, scene.EXTEND_RANGE, scene.WRIST_RANGE, scene.FINGER_RANGE])
+#: Reset pose per arm: lift, extension, wrist yaw, finger opening.
+_ARM_HOME = np.array([0.2, 0.0, 0.0, 0.05])
+
+
+def resolve_modalities(obs_modalities: Sequence[str] | None) -> tuple[tuple[str, ...], bool]:
+    """(vision modalities, proprio on) for a profile's ``obs_modalities`` (``None``: every modality)."""
+    if obs_modalities is None:
+        return SUPPORTED_VISION_MODALITIES, True
+    vision = []
+    for m in obs_modalities:
+        if m != "proprio" and m not in SUPPORTED_VISION_MODALITIES:
+            raise ValueError(
+                f"modality {m!r} in obs_modalities is not supported by the reference simulator; supported: "
+                f"{SUPPORTED_VISION_MODALITIES + ('proprio',)}"
+            )
+        if m != "proprio" and m not in vision:
+            vision.append(m)
+    return tuple(vision), "proprio" in obs_modalities
+
+
+def arm_targets_to_actions(targets: np.ndarray) -> np.ndarray:
+    """Joint targets (lift, extension, wrist yaw, finger opening) -> normalized actions in [-1, 1]."""
+    lo, hi = _ARM_RANGES[:, 0], _ARM_RANGES[:, 1]
+    return 2.0 * (targets - lo) / (hi - lo) - 1.0
+
+
+class ReferenceVectorEnv:
+    """``num_envs`` BEHAVIOR-shaped pick-and-place envs sharing one MuJoCo model (a ``VectorBackend``).
+
+    ``seed`` with the env id and the env's reset count decides every reset; ``profile`` (default: the
+    fast-path ``RolloutProfile()``) decides the modalities, the stock costs and the K-stage physics
+    rescale; ``config`` the scene. ``timing`` and ``frequencies`` are the rescaled ones in use.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int = 0,
+        profile: RolloutProfile | None = None,
+        config: ReferenceConfig | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        profile = RolloutProfile() if profile is None else profile
+        config = ReferenceConfig() if config is None else config
+        if not isinstance(profile, RolloutProfile):
+            raise TypeError(f"profile must be a RolloutProfile or None, got {type(profile).__name__}")
+        if not isinstance(config, ReferenceConfig):
+            raise TypeError(f"config must be a ReferenceConfig or None, got {type(config).__name__}")
+        self.num_envs = num_envs
+        self.seed = int(seed)
+        self.profile = profile
+        self.config = config
+        self.timing: StageTiming = rescale_for_stages(
+            config.frequencies, profile.pipeline_stages, profile.physics_rescale
+        )
+        self.frequencies: Frequencies = self.timing.frequencies
+        self.vision_modalities, self.proprio = resolve_modalities(profile.obs_modalities)
+        self.stock_costs = {
+            "all_modalities": profile.obs_modalities is None,
+            "viewport_render_targets": not profile.remove_headless_viewports,
+            "render_every_step": not profile.skip_intermediate_obs,
+        }
+
+        self.model = mujoco.MjModel.from_xml_string(
+            scene.build_mjcf(config, num_envs, self.frequencies.physics_dt)
+        )
+        self.data = mujoco.MjData(self.model)
+        self.index = scene.index_scene(self.model, config, num_envs)
+        self._substeps = self.frequencies.physics_substeps
+        self._rig = CameraRig(
+            self.model,
+            self.index,
+            config.cameras,
+            self.vision_modalities,
+            config.resolution,
+            viewport_targets=self.stock_costs["viewport_render_targets"] and bool(self.vision_modalities),
+        )
+        self._cells = scene.placement_cells()
+        self._obj_half_z = self.model.geom_aabb[self.index.obj_geom[0], 5]
+        self._env_dofs = np.concatenate(
+            [
+                self.index.base_dof,
+                self.index.arm_dof.reshape(num_envs, -1),
+                (self.index.obj_dof[..., None] + np.arange(6)).reshape(num_envs, -1),
+            ],
+            axis=1,
+        )
+        self._reset_count = np.zeros(num_envs, np.int64)
+        self._episode_step = np.zeros(num_envs, np.int64)
+        self._last_action = np.zeros((num_envs, ACTION_DIM), np.float32)
+        self._closed = False
+
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
+        self.observation_space = self._make_observation_space()
+        self._set_initial_state(np.arange(num_envs))
+        self._reset_count[:] = 0  # the state after construction is episode 0 of every env
+
+    # --- spaces -------------------------------------------------------------------------------------
+    def _make_observation_space(self) -> gym.spaces.Dict:
+        h, w = self.config.resolution
+        n_sem = len(scene.SEMANTIC_CLASSES) - 1
+        n_inst = scene.FIRST_OBJECT_INSTANCE + self.config.num_objects - 1
+        bounds = {
+            "rgb": (0, 255),
+            "depth": (0.0, np.inf),
+            "depth_linear": (0.0, np.inf),
+            "normal": (-1.0, 1.0),
+            "seg_semantic": (0, n_sem),
+            "seg_instance": (0, n_inst),
+        }
+        spaces = {}
+        for cam in self.config.cameras:
+            for m in self.vision_modalities:
+                shape, dtype = image_spec(m, h, w)
+                spaces[f"{cam}::{m}"] = gym.spaces.Box(*bounds[m], shape, dtype)
+        if self.proprio:
+            spaces["proprio"] = gym.spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32)
+        return gym.spaces.Dict(spaces)
+
+    # --- contract -----------------------------------------------------------------------------------
+    def step(self, actions, env_indices=None, get_obs=True, render=True):
+        self._check_open()
+        idx = check_env_indices(env_indices, self.num_envs)
+        actions = check_actions(actions, len(idx), ACTION_DIM)
+        prof = get_profiler()
+        with prof.section(ACTION_APPLY):
+            self._apply_actions(idx, np.clip(actions, -1.0, 1.0).astype(np.float32))
+        with prof.section(PHYSICS):
+            mujoco.mj_step(self.model, self.data, nstep=self._substeps)
+        with prof.section(REWARD):
+            preds, center = task.evaluate_predicates(self.model, self.data, self.index, idx)
+            rewards, success, terms = task.reward_and_success(
+                preds, center, task.grip_points(self.data, self.index, idx)
+            )
+        with prof.section(TERMINATION):
+            self._episode_step[idx] += 1
+            terminated = success.copy()
+            truncated = self._episode_step[idx] >= self.config.horizon
+        if render:
+            self._render(idx)
+        obs = self._read_obs(idx) if get_obs else [None] * len(idx)
+        infos = [
+            {
+                "episode_step": int(self._episode_step[e]),
+                "success": bool(success[row]),
+                "predicates": preds.for_env(row),
+                "reward_terms": {k: float(v[row]) for k, v in terms.items()},
+            }
+            for row, e in enumerate(idx)
+        ]
+        return obs, rewards, terminated, truncated, infos
+
+    def reset(self, env_indices=None, get_obs=True):
+        self._check_open()
+        idx = check_env_indices(env_indices, self.num_envs)
+        self._set_initial_state(idx)
+        obs = self.observe(idx) if get_obs else [None] * len(idx)
+        infos = [{"episode": int(self._reset_count[e]) - 1, "episode_step": 0} for e in idx]
+        return obs, infos
+
+    def observe(self, env_indices=None, render=True):
+        self._check_open()
+        idx = check_env_indices(env_indices, self.num_envs)
+        if render:
+            self._render(idx)
+        return self._read_obs(idx)
+
+    @property
+    def sim_time(self) -> float:
+        """Simulated seconds since construction (``MjData.time``), shared by all envs."""
+        return float(self.data.time)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._rig.close()
+            self._closed = True
+
+    # --- introspection for tests, expert and benchmarks -------------------------------------------
+    @property
+    def render_count(self) -> int:
+        """Camera frames rendered since construction (discarded viewport frames not included)."""
+        return self._rig.render_count
+
+    @property
+    def viewport_count(self) -> int:
+        """Discarded viewport frames rendered since construction (stock ``viewport_render_targets``)."""
+        return self._rig.viewport_count
+
+    @property
+    def last_actions(self) -> np.ndarray:
+        """The clipped action each env holds [E, ACTION_DIM] (a copy)."""
+        return self._last_action.copy()
+
+    def predicates(self, env_indices=None) -> task.Predicates:
+        """Predicate values of the current state (no stepping)."""
+        idx = check_env_indices(env_indices, self.num_envs)
+        return task.evaluate_predicates(self.model, self.data, self.index, idx)[0]
+
+    def set_object_pose(self, env: int, obj: int, pos_env_frame, quat=(1.0, 0.0, 0.0, 0.0)) -> None:
+        """Place object ``obj`` of ``env`` at rest (position in the env frame, m; quaternion wxyz), then
+        recompute the derived state (``mj_forward``): constructs states for predicate checks."""
+        self._check_open()
+        env = int(check_env_indices([env], self.num_envs)[0])
+        n = self.config.num_objects
+        if isinstance(obj, bool) or not isinstance(obj, (int, np.integer)) or not 0 <= obj < n:
+            raise ValueError(f"obj must be an object index in [0, {n}), got {obj!r}")
+        pos = np.asarray(pos_env_frame, dtype=np.float64)
+        if pos.shape != (3,) or not np.all(np.isfinite(pos)):
+            raise ValueError(f"pos_env_frame must be 3 finite numbers, got {pos_env_frame!r}")
+        adr, dof = self.index.obj_qpos[env, obj], self.index.obj_dof[env, obj]
+        self.data.qpos[adr : adr + 3] = pos + (self.index.origin_x[env], 0.0, 0.0)
+        self.data.qpos[adr + 3 : adr + 7] = quat
+        self.data.qvel[dof : dof + 6] = 0.0
+        mujoco.mj_forward(self.model, self.data)
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this ReferenceVectorEnv is closed")
+
+    def _apply_actions(self, idx: np.ndarray, actions: np.ndarray) -> None:
+        self._last_action[idx] = actions
+        yaw = self.data.qpos[self.index.base_qpos[idx, 2]]
+        cmd = actions[:, :3] * np.asarray(scene.BASE_SPEED)
+        cos, sin = np.cos(yaw), np.sin(yaw)
+        base = np.stack([cos * cmd[:, 0] - sin * cmd[:, 1], sin * cmd[:, 0] + cos * cmd[:, 1], cmd[:, 2]], 1)
+        arm = actions[:, 3:].reshape(len(idx), len(scene.ARMS), 4)
+        lo, hi = _ARM_RANGES[:, 0], _ARM_RANGES[:, 1]
+        targets = lo + (arm + 1.0) * 0.5 * (hi - lo)
+        # Both fingers of a gripper follow its one gripper target.
+        arm_ctrl = np.concatenate([targets, targets[..., 3:]], axis=-1).reshape(len(idx), -1)
+        cols = self.index.ctrl_start[idx][:, None] + np.arange(scene.CTRL_PER_ENV)
+        self.data.ctrl[cols] = np.concatenate([base, arm_ctrl], axis=1)
+
+    def _set_initial_state(self, idx: np.ndarray) -> None:
+        """Episode start of the selected envs: robot at home, objects on random table cells."""
+        d, ix = self.data, self.index
+        home = np.concatenate([np.zeros(3), np.tile(arm_targets_to_actions(_ARM_HOME), len(scene.ARMS))])
+        for e in idx:
+            rng = np.random.default_rng([self.seed, int(e), int(self._reset_count[e])])
+            d.qpos[ix.base_qpos[e]] = rng.uniform([-0.05, -0.05, -0.1], [0.05, 0.05, 0.1])
+            d.qpos[ix.arm_qpos[e]] = np.concatenate([_ARM_HOME, _ARM_HOME[3:]])
+            cells = self._cells[rng.choice(len(self._cells), self.config.num_objects, replace=False)]
+            xy = cells + rng.uniform(-0.01, 0.01, cells.shape)
+            yaw = rng.uniform(-np.pi, np.pi, len(cells))
+            for j, adr in enumerate(ix.obj_qpos[e]):
+                d.qpos[adr : adr + 3] = (xy[j, 0] + ix.origin_x[e], xy[j, 1], scene.TABLE_TOP + self._obj_half_z[j])
+                d.qpos[adr + 3 : adr + 7] = (np.cos(yaw[j] / 2), 0.0, 0.0, np.sin(yaw[j] / 2))
+            d.qvel[self._env_dofs[e]] = 0.0
+            d.qacc_warmstart[self._env_dofs[e]] = 0.0
+            self._reset_count[e] += 1
+        self._episode_step[idx] = 0
+        self._apply_actions(idx, np.tile(home, (len(idx), 1)).astype(np.float32))
+        mujoco.mj_forward(self.model, self.data)
+
+    def _render(self, idx: np.ndarray) -> None:
+        if not self.vision_modalities:
+            return
+        with get_profiler().section(RENDER):
+            self._rig.render(self.data, idx)
+
+    def _read_obs(self, idx: np.ndarray) -> list[dict[str, np.ndarray]]:
+        with get_profiler().section(OBS_READ):
+            frames = self._rig.frames
+            proprio = proprioception(self.data, self.index, idx) if self.proprio else None
+            out = []
+            for row, e in enumerate(idx):
+                obs = {
+                    f"{cam}::{m}": frames[m][e, c].copy()
+                    for c, cam in enumerate(self.config.cameras)
+                    for m in self.vision_modalities
+                }
+                if proprio is not None:
+                    obs["proprio"] = proprio[row]
+                out.append(obs)
+            return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceFactory:
+    """Picklable ``BackendFactory``: builds a ``ReferenceVectorEnv`` inside a (spawned) worker process."""
+
+    config: ReferenceConfig = dataclasses.field(default_factory=ReferenceConfig)
+
+    def __call__(self, num_envs: int, seed: int, profile: RolloutProfile | None) -> ReferenceVectorEnv:
+        return ReferenceVectorEnv(num_envs, seed=seed, profile=profile, config=self.config)
