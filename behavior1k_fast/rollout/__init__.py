@@ -1,0 +1,22 @@
+"""Rollout engine: chunk stepping, partition plan, env workers (processes, Ray), pipeline driver.
+
+Depends only on the backend contract (``behavior1k_fast.backend``), never on a concrete backend.
+"""
+
+from .chunk import ChunkResult, check_chunk_actions, step_chunk
+from .engine import RolloutEngine, RolloutStats
+from .plan import PartitionPlan, StageSlice
+from .worker import ObsBuffers, WorkerDiedError, WorkerError
+
+__all__ = [
+    "ChunkResult",
+    "check_chunk_actions",
+    "step_chunk",
+    "RolloutEngine",
+    "RolloutStats",
+    "PartitionPlan",
+    "StageSlice",
+    "ObsBuffers",
+    "WorkerError",
+    "WorkerDiedError",
+]

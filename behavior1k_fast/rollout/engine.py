@@ -1,0 +1,381 @@
+"""The rollout engine: the driver side of the hybrid-partition pipeline.
+
+``RolloutEngine(factory, profile)`` starts P env workers (processes or Ray actors) of E envs each, groups
+their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them chunk by chunk. Each worker's
+backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in hybrid
+partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.timing``).
+
+:meth:`RolloutEngine.rollout` runs the pipeline: stage k's chunk is sent to its workers asynchronously and
+the driver runs the policy for the next stage while they step, so with K >= 2 the forward pass of one stage
+overlaps env stepping of the others. In hybrid partition the other slices of a process hold their last
+action while a stage steps (the backend contract); :class:`RolloutStats` reports, per env, the simulated
+seconds per own action (from the backends' clocks) and the hold steps per round.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..backend import BackendFactory
+from ..patching import _coerce_profile
+from ..profile import RolloutProfile
+from ..profiling import MODEL_FORWARD, get_profiler
+from .chunk import ChunkResult, check_chunk_actions, concat_results
+from .executors import EXECUTORS, ProcessExecutor, make_executor
+from .plan import PartitionPlan
+from .worker import WorkerDiedError, WorkerError, WorkerSpec
+
+#: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
+Policy = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class RolloutStats:
+    """What one :meth:`RolloutEngine.rollout` measured. Wall times in seconds, sim times in simulated s."""
+
+    rounds: int
+    stages: int
+    chunk_size: int
+    #: Global env ids 0..num_envs-1 index every per-env array.
+    num_envs: int
+    wall_seconds: float
+    #: Driver time inside the policy forward.
+    model_seconds: float
+    #: Driver time blocked on workers.
+    wait_seconds: float
+    #: int [num_envs]: actions each env applied itself (masked actions excluded).
+    own_actions: np.ndarray
+    #: int [num_envs]: episodes that ended during the run.
+    episodes: np.ndarray
+    #: float [num_envs]: summed rewards of applied steps.
+    total_reward: np.ndarray
+    #: float [num_envs]: simulated seconds the env's backend advanced, per own action of the env.
+    sim_seconds_per_own_action: np.ndarray
+    #: float [num_envs]: global steps of the env's backend without an own action of the env, per round.
+    hold_steps_per_round: np.ndarray
+    #: Profiler summary per stage name (empty when the profiler is off).
+    stage_timings: dict = field(default_factory=dict)
+
+    @property
+    def env_steps_per_second(self) -> float:
+        """Own env actions per wall-clock second, over all envs."""
+        return float(self.own_actions.sum()) / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        out["env_steps_per_second"] = self.env_steps_per_second
+        return out
+
+
+class _Accounting:
+    """Per-env and per-worker counters of one rollout."""
+
+    def __init__(self, plan: PartitionPlan):
+        self.plan = plan
+        self.own = np.zeros(plan.num_envs, dtype=np.int64)
+        self.episodes = np.zeros(plan.num_envs, dtype=np.int64)
+        self.reward = np.zeros(plan.num_envs)
+        self.worker_steps = np.zeros(plan.num_processes, dtype=np.int64)
+        self.worker_sim = np.zeros(plan.num_processes)
+
+    def add(self, result: ChunkResult) -> None:
+        ids = result.env_ids
+        self.own[ids] += result.applied.sum(axis=1)
+        self.episodes[ids] += result.episode_ended
+        self.reward[ids] += np.where(result.applied, result.rewards, 0.0).sum(axis=1)
+        workers, first = np.unique(ids // self.plan.envs_per_process, return_index=True)
+        self.worker_steps[workers] += result.global_steps[first]
+        self.worker_sim[workers] += result.sim_seconds[first]
+
+    def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float) -> RolloutStats:
+        worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_action = np.where(self.own > 0, self.worker_sim[worker] / np.maximum(self.own, 1), np.nan)
+        profiler = get_profiler()
+        return RolloutStats(
+            rounds=rounds,
+            stages=self.plan.stages,
+            chunk_size=chunk_size,
+            num_envs=self.plan.num_envs,
+            wall_seconds=wall,
+            model_seconds=model,
+            wait_seconds=wait,
+            own_actions=self.own,
+            episodes=self.episodes,
+            total_reward=self.reward,
+            sim_seconds_per_own_action=per_action,
+            hold_steps_per_round=(self.worker_steps[worker] - self.own) / rounds,
+            stage_timings=profiler.summary() if profiler.enabled else {},
+        )
+
+
+class RolloutEngine:
+    """P env workers x E envs x K stages, driven chunk by chunk (see module docs).
+
+    ``profile``: a :class:`RolloutProfile`, a mapping (RLinf names ``pipeline_stage_num``,
+    ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``, ``num_action_chunks``
+    accepted) or ``None`` (defaults). ``executor``: ``"process"`` or ``"ray"``. ``auto_reset``: an episode
+    that ends inside a chunk is reset once at the chunk boundary. ``restart_workers``: respawn a dead worker
+    and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply.
+
+    A worker error, a dead worker (without restart) or a timeout closes the engine and re-raises; bad
+    arguments raise before anything is sent and leave the engine usable.
+    """
+
+    def __init__(
+        self,
+        factory: BackendFactory,
+        profile: RolloutProfile | Mapping[str, Any] | None = None,
+        *,
+        executor: str = "process",
+        auto_reset: bool = True,
+        restart_workers: bool = False,
+        seed: int = 0,
+        timeout_s: float = 300.0,
+        ray_actor_options: dict | None = None,
+    ):
+        if not callable(factory):
+            raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
+        try:
+            pickle.dumps(factory)
+        except Exception as exc:
+            raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        for name, value in (("auto_reset", auto_reset), ("restart_workers", restart_workers)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        self.profile = _coerce_profile(profile)
+        self.plan = PartitionPlan.from_profile(self.profile)
+        self.chunk_size = self.profile.chunk_size
+        worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()
+        specs = [
+            WorkerSpec(w, factory, self.plan.envs_per_process, seed + w, worker_profile, auto_reset,
+                       profiling=get_profiler().enabled)
+            for w in range(self.plan.num_processes)
+        ]
+        self._closed = True
+        self._executor = make_executor(executor, specs, float(timeout_s), restart_workers, ray_actor_options)
+        self.observation_space, self.action_space = self._executor.start()
+        self._closed = False
+        self.action_dim = int(np.prod(self.action_space.shape))
+        self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.stages
+        self._in_flight = [False] * self.plan.stages
+        self._model_s = self._wait_s = 0.0
+
+    # --- properties ---------------------------------------------------------------------------
+    @property
+    def num_envs(self) -> int:
+        return self.plan.num_envs
+
+    @property
+    def num_stages(self) -> int:
+        return self.plan.stages
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """OS pids of the worker processes (process executor; empty for Ray)."""
+        return self._executor.pids if isinstance(self._executor, ProcessExecutor) else []
+
+    @property
+    def restarts(self) -> int:
+        """Workers respawned so far (``restart_workers=True``)."""
+        return self._executor.restarts
+
+    def stage_envs(self, stage: int) -> np.ndarray:
+        """Global env ids of ``stage`` in batch order (the rows of its observations and actions)."""
+        return self.plan.stage_envs(stage)
+
+    def stage_obs(self, stage: int) -> dict[str, np.ndarray]:
+        """The latest boundary observations of ``stage``: key -> [stage_size, ...]."""
+        self._check_stage(stage)
+        if self._stage_obs[stage] is None:
+            raise RuntimeError("call reset() before reading observations")
+        return self._stage_obs[stage]
+
+    # --- stepping -----------------------------------------------------------------------------
+    def reset(self) -> list[dict[str, np.ndarray]]:
+        """Reset every env; returns the observations of each stage."""
+        self._check_open()
+        if any(self._in_flight):
+            raise RuntimeError(f"cannot reset with chunks in flight for stages {np.flatnonzero(self._in_flight).tolist()}")
+        rows = list(range(self.plan.envs_per_process))
+        with self._guard():
+            for w in range(self.plan.num_processes):
+                self._executor.submit(w, "reset", rows, rows)
+            worker_obs = [self._executor.collect(w)[1] for w in range(self.plan.num_processes)]
+            self._executor.pop_restarts()
+        for k in range(self.plan.stages):
+            parts = [{key: worker_obs[s.worker][key][list(s.local_envs)] for key in worker_obs[0]}
+                     for s in self.plan.stage_slices(k)]
+            self._stage_obs[k] = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        return list(self._stage_obs)
+
+    def submit(self, stage: int, actions: np.ndarray) -> None:
+        """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once."""
+        self._check_open()
+        self._check_stage(stage)
+        if self._in_flight[stage]:
+            raise RuntimeError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
+        actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size)
+        offset = 0
+        with self._guard():
+            for s in self.plan.stage_slices(stage):
+                part = actions[offset : offset + len(s.local_envs)]
+                offset += len(s.local_envs)
+                self._executor.submit(s.worker, "chunk", (s.local_envs, part), s.local_envs)
+        self._in_flight[stage] = True
+
+    def collect(self, stage: int) -> ChunkResult:
+        """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global."""
+        self._check_open()
+        self._check_stage(stage)
+        if not self._in_flight[stage]:
+            raise RuntimeError(f"stage {stage} has no chunk in flight; submit() one first")
+        start = time.perf_counter()
+        with self._guard():
+            parts = []
+            for s in self.plan.stage_slices(stage):
+                result, obs = self._executor.collect(s.worker)
+                result.obs = obs
+                parts.append(result)
+            self._in_flight[stage] = False
+            self._refresh_restarted()
+        self._wait_s += time.perf_counter() - start
+        result = concat_results(parts)
+        self._stage_obs[stage] = result.obs
+        return result
+
+    def step(self, stage: int, actions: np.ndarray) -> ChunkResult:
+        """:meth:`submit` then :meth:`collect` (no overlap)."""
+        self.submit(stage, actions)
+        return self.collect(stage)
+
+    def rollout(
+        self,
+        policy: Policy,
+        num_rounds: int,
+        *,
+        reset: bool = True,
+        on_chunk: Callable[[int, ChunkResult], None] | None = None,
+    ) -> RolloutStats:
+        """Run ``num_rounds`` rounds (one chunk per stage each) through ``policy``; see module docs.
+
+        ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``) or any
+        callable on the stage's observation dict of numpy arrays; returns ``[stage_size, chunk_size,
+        action_dim]`` actions (tensor or array). ``on_chunk(stage, result)`` receives every collected
+        chunk (the trajectory data), while the other stages step. Any failure closes the engine before it
+        is raised.
+        """
+        if not callable(policy):
+            raise TypeError(f"policy must be callable, got {policy!r}")
+        if isinstance(num_rounds, bool) or not isinstance(num_rounds, int) or num_rounds < 1:
+            raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
+        self._check_open()
+        if any(self._in_flight):
+            raise RuntimeError("rollout() needs every stage collected first")
+        stages = self.plan.stages
+        try:
+            if reset or any(o is None for o in self._stage_obs):
+                self.reset()
+            accounting = _Accounting(self.plan)
+            self._model_s = self._wait_s = 0.0
+            start = time.perf_counter()
+            for k in range(stages):
+                self.submit(k, self._forward(policy, k))
+            total = num_rounds * stages
+            for i in range(total):
+                k = i % stages
+                result = self.collect(k)
+                accounting.add(result)
+                if on_chunk is not None:
+                    on_chunk(k, result)
+                if i + stages < total:
+                    self.submit(k, self._forward(policy, k))
+            wall = time.perf_counter() - start
+        except BaseException:
+            self.close()
+            raise
+        return accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s)
+
+    def _forward(self, policy: Policy, stage: int) -> np.ndarray:
+        obs = self._stage_obs[stage]
+        start = time.perf_counter()
+        with get_profiler().section(MODEL_FORWARD, pipeline_stage=stage):
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(policy, torch.nn.Module):
+                with torch.inference_mode():
+                    out = policy({k: torch.from_numpy(v) for k, v in obs.items()})
+            else:
+                out = policy(obs)
+            if hasattr(out, "detach") and hasattr(out, "cpu"):
+                out = out.detach().cpu().numpy()
+        self._model_s += time.perf_counter() - start
+        return check_chunk_actions(out, self.plan.stage_size, self.action_dim, self.chunk_size,
+                                   argname=f"policy output for stage {stage}")
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def _refresh_restarted(self) -> None:
+        """Envs of a respawned worker were reset: update the observations of stages not in flight."""
+        for worker, obs in self._executor.pop_restarts().items():
+            for k in range(self.plan.stages):
+                if self._in_flight[k] or self._stage_obs[k] is None:
+                    continue
+                offset = 0
+                for s in self.plan.stage_slices(k):
+                    n = len(s.local_envs)
+                    if s.worker == worker:
+                        for key, arr in self._stage_obs[k].items():
+                            arr[offset : offset + n] = obs[key][list(s.local_envs)]
+                    offset += n
+
+    class _Guarded:
+        def __init__(self, engine: "RolloutEngine"):
+            self.engine = engine
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+            if exc_type is not None and issubclass(exc_type, (WorkerError, WorkerDiedError, TimeoutError)):
+                self.engine.close()
+            return False
+
+    def _guard(self) -> "_Guarded":
+        """Close the engine when a worker fails, dies or times out (state of its envs unknown)."""
+        return RolloutEngine._Guarded(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the rollout engine is closed")
+
+    def _check_stage(self, stage: int) -> None:
+        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < self.plan.stages:
+            raise ValueError(f"stage must be an int in [0, {self.plan.stages}), got {stage!r}")
+
+    def close(self) -> None:
+        """Stop every worker and free the shared memory. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._executor.close()
+
+    def __enter__(self) -> "RolloutEngine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        p = self.plan
+        return (f"RolloutEngine({p.num_processes} workers x {p.envs_per_process} envs x {p.stages} stages, "
+                f"partition={p.mode!r}, chunk_size={self.chunk_size}, closed={self._closed})")

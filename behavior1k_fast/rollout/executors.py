@@ -1,0 +1,379 @@
+"""Executors host the env workers: local spawned processes (``"process"``) or Ray actors (``"ray"``).
+
+Both expose the same calls to the engine: ``start()``, ``submit(worker, command, args)``,
+``collect(worker)`` (replies in submit order), ``close()``. Boundary observations come back through shared
+memory for processes and through Ray's object store for actors. A dead worker is detected at once
+(process sentinel / actor error): :class:`~.worker.WorkerDiedError`, or, with ``restart_workers``, a fresh
+worker whose envs are all reset; every command that was pending on the dead worker then yields a
+placeholder result: the reset observation, zero rewards, ``truncated`` at the first step, no action applied,
+``info["worker_restarted"] = True``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import weakref
+from collections import deque
+from multiprocessing.connection import wait
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..profiling import IPC, WAIT, get_profiler
+from .chunk import ChunkResult
+from .worker import ObsBuffers, WorkerDiedError, WorkerError, WorkerSpec, process_worker_main
+
+#: Seconds ``close()`` waits for a worker to exit before it is terminated.
+CLOSE_GRACE_S = 5.0
+
+EXECUTORS = ("process", "ray")
+
+
+class _Pending:
+    __slots__ = ("command", "rows", "steps", "reply")
+
+    def __init__(self, command: str, rows: tuple[int, ...], steps: int):
+        self.command = command
+        self.rows = rows
+        self.steps = steps  # chunk length (0 for other commands)
+        self.reply: tuple | None = None  # filled with a placeholder after a restart
+
+
+class Executor:
+    """Worker bookkeeping shared by the process and Ray executors."""
+
+    def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float, restart_workers: bool):
+        self.specs = list(specs)
+        self.timeout_s = timeout_s
+        self.restart_workers = restart_workers
+        self._pending: list[deque[_Pending]] = [deque() for _ in self.specs]
+        self.observation_space: Any = None
+        self.action_space: Any = None
+        self.restarts = 0
+        self._fresh: dict[int, dict[str, np.ndarray]] = {}  # worker -> reset obs of all its envs
+
+    # --- hooks --------------------------------------------------------------------------------
+    def _launch(self, worker: int) -> None: ...
+    def _await_init(self, worker: int) -> tuple[Any, Any]: ...
+    def _send(self, worker: int, command: str, args: Any) -> None: ...
+    def _receive(self, worker: int, command: str) -> tuple: ...
+    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]: ...
+    def _discard(self, worker: int) -> None: ...
+    def close(self) -> None: ...
+
+    # --- shared -------------------------------------------------------------------------------
+    def start(self) -> tuple[Any, Any]:
+        """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0."""
+        try:
+            for w in range(len(self.specs)):
+                self._launch(w)
+            spaces = [self._await_init(w) for w in range(len(self.specs))]
+        except BaseException:
+            self.close()
+            raise
+        self.observation_space, self.action_space = spaces[0]
+        return spaces[0]
+
+    def submit(self, worker: int, command: str, args: Any, rows: Sequence[int]) -> None:
+        """Queue ``command`` on ``worker``; ``rows`` are the local envs it concerns."""
+        with get_profiler().section(IPC, worker=worker, command=command):
+            self._send(worker, command, args)
+        steps = args[1].shape[1] if command == "chunk" else 0
+        self._pending[worker].append(_Pending(command, tuple(rows), steps))
+
+    def collect(self, worker: int) -> tuple[Any, dict[str, np.ndarray]]:
+        """Payload and boundary observations of the oldest pending command of ``worker``."""
+        pending = self._pending[worker]
+        if not pending:
+            raise RuntimeError(f"worker {worker} has no pending command to collect")
+        entry = pending[0]
+        if entry.reply is None:
+            try:
+                with get_profiler().section(WAIT, worker=worker, command=entry.command):
+                    entry.reply = self._receive(worker, entry.command)
+            except WorkerDiedError:
+                if not self.restart_workers:
+                    raise
+                self._restart(worker)
+        pending.popleft()
+        status, payload, *rest = entry.reply
+        if status == "error":
+            raise WorkerError(worker, payload)
+        get_profiler().merge(rest[0])
+        data, obs = payload
+        if obs is None:
+            with get_profiler().section(IPC, worker=worker, command="read_obs"):
+                obs = self._read_obs(worker, entry.rows)
+        return data, obs
+
+    def pop_restarts(self) -> dict[int, dict[str, np.ndarray]]:
+        """Workers respawned since the last call -> reset observations of all their envs."""
+        fresh, self._fresh = self._fresh, {}
+        return fresh
+
+    def _restart(self, worker: int) -> None:
+        """Replace a dead worker, reset all its envs, answer its pending commands with placeholders."""
+        self._discard(worker)
+        self._launch(worker)
+        self._await_init(worker)
+        self.restarts += 1
+        spec = self.specs[worker]
+        rows = tuple(range(spec.num_envs))
+        self._send(worker, "reset", rows)
+        status, payload, *_ = self._receive(worker, "reset")
+        if status == "error":
+            raise WorkerError(worker, payload)
+        infos, obs = payload
+        obs = obs if obs is not None else self._read_obs(worker, rows)
+        self._fresh[worker] = obs
+        for entry in self._pending[worker]:
+            sel = list(entry.rows)
+            entry.reply = ("ok", _placeholder(entry, spec, [infos[r] for r in sel], {k: v[sel] for k, v in obs.items()}), [])
+
+
+def _placeholder(entry: _Pending, spec: WorkerSpec, infos: list[dict], obs: dict) -> tuple:
+    infos = [{**i, "worker_restarted": True} for i in infos]
+    if entry.command != "chunk":
+        return (infos, obs)
+    n = len(entry.rows)
+    steps = entry.steps
+    truncated = np.zeros((n, steps), dtype=bool)
+    truncated[:, 0] = True
+    result = ChunkResult(
+        env_ids=spec.env_ids[list(entry.rows)],
+        obs=None,
+        rewards=np.zeros((n, steps)),
+        terminated=np.zeros((n, steps), dtype=bool),
+        truncated=truncated,
+        applied=np.zeros((n, steps), dtype=bool),
+        infos=infos,
+        global_steps=np.zeros(n, dtype=np.int64),
+        sim_seconds=np.zeros(n),
+    )
+    return (result, obs)
+
+
+class ProcessExecutor(Executor):
+    """Workers as spawned local processes; observations through shared memory, commands over pipes."""
+
+    def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float, restart_workers: bool):
+        super().__init__(specs, timeout_s, restart_workers)
+        self._ctx = mp.get_context("spawn")
+        # Shared with the finalizer, which must not hold a reference to self.
+        self._state: dict[str, list] = {
+            "procs": [None] * len(self.specs),
+            "conns": [None] * len(self.specs),
+            "buffers": [None] * len(self.specs),
+        }
+        self._finalizer = weakref.finalize(self, _shutdown_processes, self._state)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._state["procs"] if p is not None]
+
+    def _launch(self, worker: int) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(
+            target=process_worker_main,
+            args=(child, os.getpid(), self.specs[worker]),
+            daemon=True,
+            name=f"behavior1k_fast-env-{worker}",
+        )
+        proc.start()
+        child.close()
+        self._state["procs"][worker] = proc
+        self._state["conns"][worker] = parent
+
+    def _await_init(self, worker: int) -> tuple[Any, Any]:
+        status, payload, *_ = self._receive(worker, "init")
+        if status == "error":
+            raise WorkerError(worker, payload)
+        buffers = self._state["buffers"][worker]
+        if buffers is None:
+            buffers = self._state["buffers"][worker] = ObsBuffers.create(payload[0], self.specs[worker].num_envs)
+        self._send(worker, "attach", buffers.spec)
+        status, info, *_ = self._receive(worker, "attach")
+        if status == "error":
+            raise WorkerError(worker, info)
+        return payload
+
+    def _send(self, worker: int, command: str, args: Any) -> None:
+        try:
+            self._state["conns"][worker].send((command, args))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the dead worker is reported by _receive
+
+    def _receive(self, worker: int, command: str) -> tuple:
+        conn, proc = self._state["conns"][worker], self._state["procs"][worker]
+        ready = wait([conn, proc.sentinel], timeout=self.timeout_s)
+        if conn in ready or conn.poll():
+            try:
+                return conn.recv()
+            except (EOFError, ConnectionResetError):
+                pass
+        elif not ready:
+            raise TimeoutError(
+                f"worker {worker} (pid {proc.pid}) gave no reply to {command!r} within timeout_s={self.timeout_s}"
+            )
+        proc.join(CLOSE_GRACE_S)
+        code = proc.exitcode
+        detail = f"pid {proc.pid} exit code {code}"
+        if code is not None and code < 0:
+            import signal
+
+            detail += f" ({signal.Signals(-code).name})"
+        raise WorkerDiedError(worker, self.specs[worker].env_ids, command, detail)
+
+    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
+        return self._state["buffers"][worker].read(rows)
+
+    def _discard(self, worker: int) -> None:
+        _stop_process(self._state["procs"][worker], self._state["conns"][worker])
+        self._state["procs"][worker] = self._state["conns"][worker] = None
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _stop_process(proc: Any, conn: Any) -> None:
+    if conn is not None:
+        try:
+            conn.send(("close", None))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+    if proc is not None:
+        proc.join(CLOSE_GRACE_S)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(CLOSE_GRACE_S)
+    if conn is not None:
+        conn.close()
+
+
+def _shutdown_processes(state: dict[str, list]) -> None:
+    """Stop every worker and unlink every segment (close() and interpreter exit)."""
+    for conn in state["conns"]:
+        if conn is not None:
+            try:
+                conn.send(("close", None))
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass
+    for i, (proc, conn) in enumerate(zip(state["procs"], state["conns"])):
+        _stop_process(proc, None)
+        if conn is not None:
+            conn.close()
+        state["procs"][i] = state["conns"][i] = None
+    for i, buffers in enumerate(state["buffers"]):
+        if buffers is not None:
+            buffers.close()
+            buffers.unlink()
+            state["buffers"][i] = None
+
+
+class RayEnvHost:
+    """Ray actor body: the same :class:`~.worker.EnvWorker` behind ``init()`` and ``call()``."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.worker = None
+
+    def init(self) -> tuple:
+        from .worker import error_reply, start_worker
+
+        try:
+            self.worker = start_worker(self.spec)
+        except Exception as exc:
+            return error_reply(exc, "init", self.spec.env_ids)
+        return ("ok", self.worker.spaces(), [])
+
+    def call(self, command: str, args: Any) -> tuple:
+        return self.worker.handle(command, args)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+class RayExecutor(Executor):
+    """Workers as Ray actors (one per process slot of the plan), so one config runs across machines."""
+
+    def __init__(
+        self,
+        specs: Sequence[WorkerSpec],
+        timeout_s: float,
+        restart_workers: bool,
+        actor_options: dict | None = None,
+    ):
+        super().__init__(specs, timeout_s, restart_workers)
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False)
+        self._ray = ray
+        self._actor_cls = ray.remote(RayEnvHost)
+        self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
+        self._actors: list[Any] = [None] * len(self.specs)
+        self._refs: list[deque] = [deque() for _ in self.specs]
+
+    def _launch(self, worker: int) -> None:
+        actor = self._actor_cls.options(**self._actor_options).remote(self.specs[worker])
+        self._actors[worker] = actor
+        self._refs[worker] = deque([actor.init.remote()])
+
+    def _await_init(self, worker: int) -> tuple[Any, Any]:
+        status, payload, *_ = self._receive(worker, "init")
+        if status == "error":
+            raise WorkerError(worker, payload)
+        return payload
+
+    def _send(self, worker: int, command: str, args: Any) -> None:
+        self._refs[worker].append(self._actors[worker].call.remote(command, args))
+
+    def _receive(self, worker: int, command: str) -> tuple:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        ref = self._refs[worker][0]
+        try:
+            reply = self._ray.get(ref, timeout=self.timeout_s)
+        except GetTimeoutError:
+            raise TimeoutError(
+                f"worker {worker} (Ray actor) gave no reply to {command!r} within timeout_s={self.timeout_s}"
+            ) from None
+        except RayActorError as exc:
+            raise WorkerDiedError(worker, self.specs[worker].env_ids, command, f"Ray actor died: {exc}") from None
+        self._refs[worker].popleft()
+        return reply
+
+    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
+        raise RuntimeError("Ray workers return observations in their replies")
+
+    def _discard(self, worker: int) -> None:
+        if self._actors[worker] is not None:
+            self._ray.kill(self._actors[worker])
+        self._actors[worker] = None
+        self._refs[worker] = deque()
+
+    def close(self) -> None:
+        for w, actor in enumerate(self._actors):
+            if actor is None:
+                continue
+            try:
+                self._ray.get(actor.close.remote(), timeout=CLOSE_GRACE_S)
+            except Exception:
+                pass  # a dead or stuck actor is killed below either way
+            self._discard(w)
+
+
+def make_executor(
+    kind: str,
+    specs: Sequence[WorkerSpec],
+    timeout_s: float,
+    restart_workers: bool,
+    ray_actor_options: dict | None = None,
+) -> Executor:
+    if kind == "process":
+        return ProcessExecutor(specs, timeout_s, restart_workers)
+    if kind == "ray":
+        return RayExecutor(specs, timeout_s, restart_workers, ray_actor_options)
+    raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")

@@ -1,0 +1,103 @@
+"""Partition plan: P worker processes x E envs each x K pipeline stages.
+
+Global env ids run process by process: env ``g`` lives in worker ``g // E`` at local index ``g % E``.
+
+- ``hybrid`` (RLinf ``pipeline_stage_num``): every process holds K slices of E / K envs; stage k is slice k
+  of every process. The K stages of one process share its physics, so each backend is built for K stages.
+- ``process``: stage k is the k-th block of P / K whole processes; nothing is shared between stages, so each
+  backend is built for one stage (per-env trajectories equal the unpipelined run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..profile import PARTITION_MODES, RolloutProfile
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class StageSlice:
+    """The envs one worker steps for one stage: local indices in that worker, and their global ids."""
+
+    worker: int
+    local_envs: tuple[int, ...]
+    global_envs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """Which envs of which worker form each pipeline stage."""
+
+    num_processes: int
+    envs_per_process: int
+    stages: int
+    mode: str = "hybrid"
+
+    def __post_init__(self) -> None:
+        p = _positive_int("num_env_processes", self.num_processes)
+        e = _positive_int("envs_per_process", self.envs_per_process)
+        k = _positive_int("pipeline_stages", self.stages)
+        if self.mode not in PARTITION_MODES:
+            raise ValueError(f"partition must be one of {PARTITION_MODES}, got {self.mode!r}")
+        if self.mode == "hybrid" and e % k:
+            raise ValueError(
+                f"hybrid partition needs pipeline_stages={k} to divide envs_per_process={e} "
+                f"(total_num_envs={p * e} over num_env_processes={p}); each process holds one slice per stage"
+            )
+        if self.mode == "process" and p % k:
+            raise ValueError(
+                f"process partition needs pipeline_stages={k} to divide num_env_processes={p}; "
+                f"each stage is a set of whole processes"
+            )
+
+    @classmethod
+    def from_profile(cls, profile: RolloutProfile) -> "PartitionPlan":
+        return cls(profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition)
+
+    @property
+    def num_envs(self) -> int:
+        return self.num_processes * self.envs_per_process
+
+    @property
+    def stage_size(self) -> int:
+        """Envs per stage: the policy's batch size."""
+        return self.num_envs // self.stages
+
+    @property
+    def stages_per_process(self) -> int:
+        """Stages that share one process's physics (the K each backend is built for)."""
+        return self.stages if self.mode == "hybrid" else 1
+
+    def stage_slices(self, stage: int) -> tuple[StageSlice, ...]:
+        """The per-worker slices of ``stage``, in global env order."""
+        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < self.stages:
+            raise ValueError(f"stage must be an int in [0, {self.stages}), got {stage!r}")
+        e = self.envs_per_process
+        if self.mode == "hybrid":
+            width = e // self.stages
+            workers = range(self.num_processes)
+            local = tuple(range(stage * width, (stage + 1) * width))
+        else:
+            per_stage = self.num_processes // self.stages
+            workers = range(stage * per_stage, (stage + 1) * per_stage)
+            local = tuple(range(e))
+        return tuple(StageSlice(w, local, tuple(w * e + i for i in local)) for w in workers)
+
+    def stage_envs(self, stage: int) -> np.ndarray:
+        """Global env ids of ``stage`` in batch order."""
+        return np.array([g for s in self.stage_slices(stage) for g in s.global_envs], dtype=np.int64)
+
+    def worker_envs(self, worker: int) -> np.ndarray:
+        """Global env ids held by ``worker``."""
+        return np.arange(worker * self.envs_per_process, (worker + 1) * self.envs_per_process)

@@ -1,0 +1,284 @@
+"""Env workers: one backend per worker, an explicit command protocol, shared-memory observation buffers.
+
+A worker is told what to do by ``(command, args)`` messages and answers each with one reply, in order:
+
+- ``("attach", spec)``: attach the driver's :class:`ObsBuffers` (process workers only).
+- ``("reset", local_envs)``: reset those envs; reply ``(infos, obs)``.
+- ``("chunk", (local_envs, actions))``: run one chunk (:func:`~.chunk.run_chunk`); reply ``(result, obs)``.
+- ``("close", None)``: close the backend and stop.
+
+Replies are ``("ok", payload, spans)`` (``spans``: the worker profiler's drained spans) or ``("error", info)``
+with the exception type, message, traceback, command and global env ids; the driver raises
+:class:`WorkerError` from it. Boundary observations go into the worker's rows of the shared-memory buffers
+(``obs`` is then ``None``); without buffers (Ray actors) they travel in the reply as stacked arrays.
+
+The command set does not assume a stage order: any subset of a worker's envs can be stepped in any order.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..backend import BackendFactory, VectorBackend
+from ..profile import RolloutProfile
+from ..profiling import get_profiler
+from .chunk import ChunkResult, run_chunk, stack_obs
+
+#: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
+SHM_PREFIX = "b1kf_"
+#: Seconds between checks that the owner process is still alive.
+WATCHDOG_PERIOD_S = 0.5
+
+
+class WorkerError(RuntimeError):
+    """An exception raised inside a worker, carried back with its traceback and the env ids involved."""
+
+    def __init__(self, worker: int, info: Mapping[str, Any]):
+        self.worker = worker
+        self.command = info["command"]
+        self.env_ids = list(info["env_ids"])
+        self.exc_type = info["type"]
+        self.remote_traceback = info["traceback"]
+        super().__init__(
+            f"worker {worker} failed in {self.command!r} for envs {self.env_ids}: {self.exc_type}: "
+            f"{info['message']}\n\nWorker traceback:\n{self.remote_traceback}"
+        )
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process or actor died (killed, crashed) while the driver waited on it."""
+
+    def __init__(self, worker: int, env_ids: Sequence[int], command: str, detail: str):
+        self.worker = worker
+        self.env_ids = list(env_ids)
+        self.command = command
+        super().__init__(
+            f"worker {worker} (envs {self.env_ids}) died while running {command!r}: {detail}; "
+            f"pass restart_workers=True to respawn it and reset its envs"
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs to build its backend (picklable)."""
+
+    worker: int
+    factory: BackendFactory
+    num_envs: int
+    seed: int
+    #: ``RolloutProfile.to_dict()``; ``pipeline_stages`` = stages sharing this worker's physics.
+    profile: dict
+    auto_reset: bool
+    profiling: bool = False
+
+    @property
+    def env_ids(self) -> np.ndarray:
+        """Global ids of this worker's envs."""
+        return np.arange(self.worker * self.num_envs, (self.worker + 1) * self.num_envs)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """Name and layout ``(key, shape, dtype, byte offset)`` of one worker's observation segment."""
+
+    name: str
+    num_envs: int
+    layout: tuple[tuple[str, tuple[int, ...], str, int], ...]
+
+
+class ObsBuffers:
+    """One shared-memory segment holding ``[num_envs, *shape]`` per key of a gymnasium Dict of Box spaces.
+
+    The driver creates (and unlinks) it; the worker attaches to it and writes its boundary observations.
+    """
+
+    def __init__(self, shm: shared_memory.SharedMemory, spec: BufferSpec):
+        self._shm = shm
+        self.spec = spec
+        self.arrays = {
+            key: np.ndarray((spec.num_envs, *shape), dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+            for key, shape, dtype, offset in spec.layout
+        }
+
+    @classmethod
+    def create(cls, observation_space: Any, num_envs: int) -> "ObsBuffers":
+        check_observation_space(observation_space)
+        layout, offset = [], 0
+        for key, space in observation_space.spaces.items():
+            dtype = np.dtype(space.dtype)
+            offset = -(-offset // 64) * 64  # 64-byte aligned rows
+            layout.append((key, tuple(space.shape), dtype.str, offset))
+            offset += num_envs * int(np.prod(space.shape, dtype=np.int64)) * dtype.itemsize
+        name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
+        return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
+
+    @classmethod
+    def attach(cls, spec: BufferSpec) -> "ObsBuffers":
+        return cls(shared_memory.SharedMemory(name=spec.name), spec)
+
+    def write(self, rows: Sequence[int], obs: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """Copy one observation dict per row into the buffers."""
+        for row, ob in zip(rows, obs):
+            for key, arr in self.arrays.items():
+                value = ob[key]
+                if np.shape(value) != arr.shape[1:]:
+                    raise ValueError(
+                        f"observation {key!r} has shape {np.shape(value)}, the observation_space says {arr.shape[1:]}"
+                    )
+                arr[row] = value
+
+    def read(self, rows: Sequence[int]) -> dict[str, np.ndarray]:
+        """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``."""
+        rows = np.asarray(rows)
+        first, last = int(rows[0]), int(rows[-1])
+        if last - first + 1 == rows.size and np.all(np.diff(rows) == 1):
+            return {k: a[first : last + 1].copy() for k, a in self.arrays.items()}
+        return {k: a[rows] for k, a in self.arrays.items()}
+
+    def close(self) -> None:
+        self.arrays = {}
+        self._shm.close()
+
+    def unlink(self) -> None:
+        try:
+            self._shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def check_observation_space(space: Any) -> None:
+    """The engine needs a gymnasium Dict of Box spaces with fixed shapes and dtypes."""
+    from gymnasium import spaces
+
+    if not isinstance(space, spaces.Dict) or not all(isinstance(s, spaces.Box) for s in space.spaces.values()):
+        raise TypeError(f"backend observation_space must be a gymnasium Dict of Box spaces, got {space!r}")
+
+
+class EnvWorker:
+    """One backend and the handlers of the command protocol; hosted by a process loop or a Ray actor."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.profile = RolloutProfile.from_dict(spec.profile)
+        self.backend = spec.factory(spec.num_envs, spec.seed, self.profile)
+        if not isinstance(self.backend, VectorBackend):
+            raise TypeError(f"factory returned {type(self.backend).__name__}, which is not a VectorBackend")
+        if self.backend.num_envs != spec.num_envs:
+            raise ValueError(f"factory built num_envs={self.backend.num_envs}, asked for num_envs={spec.num_envs}")
+        check_observation_space(self.backend.observation_space)
+        self.keys = list(self.backend.observation_space.spaces)
+        self.buffers: ObsBuffers | None = None
+
+    def spaces(self) -> tuple[Any, Any]:
+        return self.backend.observation_space, self.backend.action_space
+
+    def handle(self, command: str, args: Any) -> tuple:
+        """Run one command; never raises (errors become an ``("error", info)`` reply)."""
+        env_ids = self.spec.env_ids
+        try:
+            if command == "attach":
+                self.buffers = ObsBuffers.attach(args)
+                payload = None
+            elif command == "reset":
+                env_ids = env_ids[list(args)]
+                obs, infos = self.backend.reset(list(args))
+                payload = (infos, self._ship(args, obs))
+            elif command == "chunk":
+                local, actions = args
+                env_ids = env_ids[list(local)]
+                obs, result = run_chunk(
+                    self.backend,
+                    actions,
+                    local,
+                    skip_intermediate_obs=self.profile.skip_intermediate_obs,
+                    auto_reset=self.spec.auto_reset,
+                )
+                result.env_ids = env_ids
+                payload = (result, self._ship(local, obs))
+            else:
+                raise ValueError(f"unknown worker command {command!r}")
+            return ("ok", payload, get_profiler().drain())
+        except Exception as exc:
+            return error_reply(exc, command, env_ids)
+
+    def _ship(self, rows: Sequence[int], obs: Sequence[Mapping[str, np.ndarray]]) -> dict | None:
+        if self.buffers is not None:
+            self.buffers.write(rows, obs)
+            return None
+        return stack_obs(obs, self.keys)
+
+    def close(self) -> None:
+        try:
+            self.backend.close()
+        finally:
+            if self.buffers is not None:
+                self.buffers.close()
+                self.buffers = None
+
+
+def error_reply(exc: BaseException, command: str, env_ids: Sequence[int]) -> tuple:
+    return (
+        "error",
+        {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc)),
+            "command": command,
+            "env_ids": [int(i) for i in env_ids],
+        },
+    )
+
+
+def start_worker(spec: WorkerSpec) -> EnvWorker:
+    """Apply the profile (before the simulator is imported), then build the worker."""
+    from ..patching import worker_bootstrap
+
+    worker_bootstrap(spec.profile)
+    get_profiler().enabled = spec.profiling
+    return EnvWorker(spec)
+
+
+def _watch_owner(owner_pid: int) -> None:
+    while True:
+        time.sleep(WATCHDOG_PERIOD_S)
+        if os.getppid() != owner_pid:
+            os._exit(1)
+
+
+def process_worker_main(conn: Any, owner_pid: int, spec: WorkerSpec) -> None:
+    """Entry point of a spawned env worker process: build, then serve commands until close or EOF.
+
+    The worker exits when its owner dies (watchdog on the parent pid) or its pipe closes.
+    """
+    threading.Thread(target=_watch_owner, args=(owner_pid,), daemon=True, name="owner-watchdog").start()
+    try:
+        worker = start_worker(spec)
+    except Exception as exc:
+        conn.send(error_reply(exc, "init", spec.env_ids))
+        return
+    try:
+        conn.send(("ok", worker.spaces(), []))
+        while True:
+            try:
+                command, args = conn.recv()
+            except EOFError:
+                break
+            if command == "close":
+                break
+            reply = worker.handle(command, args)
+            try:
+                conn.send(reply)
+            except Exception as exc:  # e.g. an info value that does not pickle
+                conn.send(error_reply(exc, command, spec.env_ids))
+    finally:
+        worker.close()

@@ -1,0 +1,8 @@
+"""Engine tests: the repo root must be importable so spawned workers can unpickle test backends."""
+
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
