@@ -118,22 +118,22 @@ def _arm_xml(p: str, arm: str, cameras: tuple[str, ...]) -> str:
     fingers = "".join(
         f'<body name="{a}finger{k}" pos="0 {s * 0.01} {GRIP_DZ + 0.01}">'
         f'<joint name="{a}finger{k}" type="slide" axis="0 {s} 0" range="{FINGER_RANGE[0]} {FINGER_RANGE[1]}" '
-        f'damping="5"/>'
-        f'<geom name="{a}finger{k}" type="box" size="0.008 0.01 0.04" mass="0.05" material="finger" '
-        f'{_ROBOT} {_GRIP}/></body>'
+        f'damping="10" armature="0.05"/>'
+        f'<geom name="{a}finger{k}" type="box" size="0.008 0.01 0.04" mass="0.1" material="finger" '
+        f'{_ROBOT} {_GRIP} margin="0.004" gap="0.004"/></body>'
         for k, s in ((0, 1), (1, -1))
     )
     return (
         f'<body name="{a}lift" pos="0 {ARM_Y[arm]} {LIFT_Z0}">'
-        f'<joint name="{a}lift" type="slide" axis="0 0 1" range="{LIFT_RANGE[0]} {LIFT_RANGE[1]}" damping="100"/>'
+        f'<joint name="{a}lift" type="slide" axis="0 0 1" range="{LIFT_RANGE[0]} {LIFT_RANGE[1]}" damping="300"/>'
         f'<geom type="box" pos="0 0 0" size="0.04 0.04 0.04" mass="1" material="robot" {_ROBOT}/>'
         f'<body name="{a}arm" pos="0.1 0 0">'
         f'<joint name="{a}extend" type="slide" axis="1 0 0" range="{EXTEND_RANGE[0]} {EXTEND_RANGE[1]}" '
-        f'damping="50"/>'
+        f'damping="150"/>'
         f'<geom type="box" pos="0.2 0 0" size="0.25 0.015 0.015" mass="0.5" material="robot" {_ROBOT}/>'
         f'<body name="{a}wrist" pos="{WRIST_X0 - 0.1} 0 0">'
         f'<joint name="{a}wrist_yaw" type="hinge" axis="0 0 1" range="{WRIST_RANGE[0]} {WRIST_RANGE[1]}" '
-        f'damping="2"/>'
+        f'damping="2" armature="0.01"/>'
         f'<geom type="box" pos="0 0 -0.06" size="0.03 0.05 0.06" mass="0.3" material="robot" {_ROBOT}/>'
         f'<site name="{a}grip" pos="0 0 {GRIP_DZ}" size="0.005" group="5"/>'
         f'{cam}{fingers}</body></body></body>'
@@ -170,20 +170,20 @@ def _objects_xml(p: str, ox: float, num_objects: int) -> str:
 
 def _actuators_xml(p: str) -> str:
     base = "".join(
-        f'<velocity name="{p}base_{ax}" joint="{p}base_{ax}" kv="{kv}" ctrlrange="{-v} {v}"/>'
-        for ax, kv, v in zip(("x", "y", "yaw"), (2000, 2000, 500), BASE_SPEED)
+        f'<velocity name="{p}base_{ax}" joint="{p}base_{ax}" kv="{kv}" forcerange="-{f} {f}" ctrlrange="{-v} {v}"/>'
+        for ax, kv, f, v in zip(("x", "y", "yaw"), (2000, 2000, 500), (200, 200, 100), BASE_SPEED)
     )
     arms = []
     for arm in ARMS:
         a = f"{p}{arm}_"
         arms.append(
-            f'<position name="{a}lift" joint="{a}lift" kp="4000" ctrlrange="{LIFT_RANGE[0]} {LIFT_RANGE[1]}"/>'
-            f'<position name="{a}extend" joint="{a}extend" kp="1500" '
+            f'<position name="{a}lift" joint="{a}lift" kp="4000" forcerange="-80 80" ctrlrange="{LIFT_RANGE[0]} {LIFT_RANGE[1]}"/>'
+            f'<position name="{a}extend" joint="{a}extend" kp="1500" forcerange="-40 40" '
             f'ctrlrange="{EXTEND_RANGE[0]} {EXTEND_RANGE[1]}"/>'
             f'<position name="{a}wrist_yaw" joint="{a}wrist_yaw" kp="50" '
             f'ctrlrange="{WRIST_RANGE[0]} {WRIST_RANGE[1]}"/>'
             + "".join(
-                f'<position name="{a}finger{k}" joint="{a}finger{k}" kp="600" forcerange="-40 40" '
+                f'<position name="{a}finger{k}" joint="{a}finger{k}" kp="200" forcerange="-20 20" '
                 f'ctrlrange="{FINGER_RANGE[0]} {FINGER_RANGE[1]}"/>'
                 for k in (0, 1)
             )
