@@ -1,0 +1,171 @@
+"""Faults and bad input: clear errors, never a hang, no orphan processes, no leaked shared memory."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import psutil
+import pytest
+
+from behavior1k_fast import RolloutProfile
+from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError, WorkerError
+
+from .helpers import CHUNK, assert_gone, our_segments, policy
+from .pointmass import PointMassFactory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILE = RolloutProfile(num_env_processes=2, total_num_envs=4, chunk_size=CHUNK, pipeline_stages=2)
+
+
+def assert_clean(pids):
+    assert_gone(pids)
+    assert not {c.pid for c in psutil.Process().children(recursive=True)} & set(pids)
+    assert our_segments() == []
+
+
+def test_worker_exception_is_reraised_with_traceback_and_env_ids():
+    engine = RolloutEngine(PointMassFactory(fail_at_step=3), PROFILE, timeout_s=30)
+    pids = engine.worker_pids
+    engine.reset()
+    with pytest.raises(WorkerError) as info:
+        engine.step(1, np.zeros((2, CHUNK, 2), np.float32))
+    err = info.value
+    assert err.command == "chunk" and err.exc_type == "ValueError" and err.worker == 0
+    assert err.env_ids == [1]  # stage 1 of worker 0 is its local env 1 = global env 1
+    assert "point mass exploded at global step 3" in str(err)
+    assert "in step" in err.remote_traceback and "pointmass.py" in err.remote_traceback
+    assert_clean(pids)
+
+
+def test_factory_that_raises_gives_worker_error_and_no_leftovers():
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(WorkerError, match="factory failed on purpose") as info:
+        RolloutEngine(PointMassFactory(fail_in_factory=True), PROFILE, timeout_s=30)
+    assert info.value.command == "init" and info.value.env_ids == [0, 1]
+    assert_clean([c.pid for c in psutil.Process().children(recursive=True) if c.pid not in before])
+
+
+def test_sigkilled_worker_is_detected_not_waited_for():
+    # timeout_s=5: a missed death would surface as TimeoutError, a detected one as WorkerDiedError
+    engine = RolloutEngine(PointMassFactory(), PROFILE, timeout_s=5)
+    pids = engine.worker_pids
+    engine.reset()
+    os.kill(pids[1], signal.SIGKILL)
+    with pytest.raises(WorkerDiedError, match=r"worker 1 \(envs \[2, 3\]\) died .*SIGKILL") as info:
+        engine.step(0, np.zeros((2, CHUNK, 2), np.float32))
+    assert info.value.env_ids == [2, 3]
+    assert_clean(pids)
+
+
+def test_restart_workers_respawns_and_resets_its_envs():
+    engine = RolloutEngine(PointMassFactory(), PROFILE, timeout_s=5, restart_workers=True)
+    engine.reset()
+    old = engine.worker_pids
+    os.kill(old[0], signal.SIGKILL)
+    psutil.Process(old[0]).wait(timeout=5)
+    result = engine.step(0, np.full((2, CHUNK, 2), 0.5, np.float32))
+    assert engine.restarts == 1 and engine.worker_pids[0] != old[0]
+    # row 0 = env 0 of the dead worker: placeholder; row 1 = env 2 of worker 1: stepped normally
+    assert result.infos[0]["worker_restarted"] and result.truncated[0, 0] and not result.applied[0].any()
+    assert result.applied[1].all()
+    stats = engine.rollout(policy, 2, reset=False)
+    assert stats.own_actions.tolist() == [2 * CHUNK] * 4
+    pids = engine.worker_pids
+    engine.close()
+    assert_clean(pids + old)
+
+
+def test_bad_actions_are_rejected_and_engine_stays_usable():
+    with RolloutEngine(PointMassFactory(), PROFILE, timeout_s=30) as engine:
+        engine.reset()
+        good = np.zeros((2, CHUNK, 2), np.float32)
+        with pytest.raises(ValueError, match=r"actions must have shape \(2, 4, 2\), got \(3, 4, 2\)"):
+            engine.submit(0, np.zeros((3, CHUNK, 2), np.float32))
+        with pytest.raises(ValueError, match=r"shape \(2, 4, 2\), got \(2, 5, 2\)"):
+            engine.submit(0, np.zeros((2, CHUNK + 1, 2), np.float32))
+        with pytest.raises(TypeError, match="float dtype, got int32"):
+            engine.submit(0, good.astype(np.int32))
+        nan = good.copy()
+        nan[1, 2, 1] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            engine.submit(0, nan)
+        with pytest.raises(ValueError, match=r"stage must be an int in \[0, 2\), got 2"):
+            engine.submit(2, good)
+        assert engine.step(0, good).applied.all()
+
+
+def test_policy_with_wrong_batch_size_closes_the_engine():
+    engine = RolloutEngine(PointMassFactory(), PROFILE, timeout_s=30)
+    pids = engine.worker_pids
+    with pytest.raises(ValueError, match=r"policy output for stage 0 must have shape \(2, 4, 2\), got \(3, 4, 2\)"):
+        engine.rollout(lambda obs: np.zeros((3, CHUNK, 2), np.float32), 2)
+    assert_clean(pids)
+
+
+def test_torch_policy_module():
+    torch = pytest.importorskip("torch")
+
+    class Hold(torch.nn.Module):
+        def forward(self, obs):
+            p = obs["proprio"]
+            assert isinstance(p, torch.Tensor)
+            return (-p[:, None, :2]).repeat(1, CHUNK, 1)
+
+    with RolloutEngine(PointMassFactory(), PROFILE, timeout_s=30) as engine:
+        stats = engine.rollout(Hold(), 2)
+    assert stats.own_actions.tolist() == [2 * CHUNK] * 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(profile={"num_env_subprocess": 2, "total_num_envs": 6, "pipeline_stage_num": 2}), ValueError,
+         ["pipeline_stages=2", "envs_per_process=3"]),
+        (dict(profile={"num_env_subprocess": 3, "total_num_envs": 6, "pipeline_stage_num": 2, "partition": "process"}),
+         ValueError, ["pipeline_stages=2", "num_env_processes=3"]),
+        (dict(executor="threads"), ValueError, ["executor", "threads"]),
+        (dict(timeout_s=0), ValueError, ["timeout_s", "0"]),
+        (dict(factory=lambda n, s, p: None), TypeError, ["factory must be picklable"]),
+    ],
+)
+def test_bad_configuration_fails_before_any_worker_starts(kwargs, error, words):
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    factory = kwargs.pop("factory", PointMassFactory())
+    with pytest.raises(error) as info:
+        RolloutEngine(factory, **kwargs)
+    for word in words:
+        assert word in str(info.value)
+    assert {c.pid for c in psutil.Process().children(recursive=True)} <= before
+
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from behavior1k_fast.rollout import RolloutEngine
+    from tests.rollout.pointmass import PointMassFactory
+    if __name__ == "__main__":
+        engine = RolloutEngine(PointMassFactory(), {{"num_env_subprocess": 2, "total_num_envs": 2}}, timeout_s=30)
+        engine.reset()
+        print(os.getpid(), " ".join(map(str, engine.worker_pids)), flush=True)
+        if sys.argv[1] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_workers_never_outlive_their_owner(how, tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER_SCRIPT.format(root=ROOT))
+    proc = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=60)
+    owner, *pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2, proc.stderr
+    assert_gone(pids)  # "exit": interpreter-exit finalizer; "kill": the workers' owner watchdog
+    if how == "exit":
+        assert proc.returncode == 0, proc.stderr
+        assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
+        assert "leaked" not in proc.stderr, proc.stderr
