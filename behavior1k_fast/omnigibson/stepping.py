@@ -35,6 +35,8 @@ import functools
 import sys
 from typing import Any, Iterator, Sequence
 
+import numpy as np
+
 from ..backend import check_env_indices
 from ..patching import Patch, PatchContext
 from ..profile import RolloutProfile
@@ -71,20 +73,20 @@ class _ObservationSkippedOnce:
 
 def _render_scope(render: bool) -> contextlib.AbstractContextManager:
     """``og.sim.render_on_step(False)`` when ``render`` is False, else nothing."""
-    if not isinstance(render, bool):
-        raise TypeError(f"render must be a bool, got {render!r}")
     return contextlib.nullcontext() if render else _og().sim.render_on_step(False)
 
 
-def _check_get_obs(get_obs: Any) -> bool:
-    if not isinstance(get_obs, bool):
-        raise TypeError(f"get_obs must be a bool, got {get_obs!r}")
-    return get_obs
+def _check_flags(arguments: dict) -> None:
+    """TypeError naming ``get_obs`` / ``render`` when one is not a bool."""
+    for name in ("get_obs", "render"):
+        if name in arguments and not isinstance(arguments[name], bool):
+            raise TypeError(f"{name} must be a bool, got {arguments[name]!r}")
 
 
 def _env_post_step(wrapped, env, args, kwargs):
     a = bind(_env_post_step_signature, args, kwargs)
-    if _check_get_obs(a["get_obs"]):
+    _check_flags(a)
+    if a["get_obs"]:
         return wrapped(a["action"])
     with instance_override(env, "get_obs", _ObservationSkippedOnce(env)):
         return wrapped(a["action"])
@@ -92,13 +94,14 @@ def _env_post_step(wrapped, env, args, kwargs):
 
 def _env_step(wrapped, env, args, kwargs):
     a = bind(_env_step_signature, args, kwargs)
+    _check_flags(a)
     n = a["n_render_iterations"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n_render_iterations must be an int >= 1, got {n!r}")
     if a["render"] is False and n != 1:
         raise ValueError(f"n_render_iterations={n} renders, which contradicts render=False")
     post_step = contextlib.nullcontext()
-    if not _check_get_obs(a["get_obs"]):
+    if not a["get_obs"]:
         post_step = instance_override(env, "_post_step", functools.partial(env._post_step, get_obs=False))
     with _render_scope(a["render"]), post_step:
         return wrapped(a["action"], n)
@@ -164,6 +167,7 @@ def _selected_envs(venv: Any, env_indices: Any) -> list[Any]:
 
 def _vector_step(wrapped, venv, args, kwargs):
     a = bind(_vector_step_signature, args, kwargs)
+    _check_flags(a)
     envs = _selected_envs(venv, a["env_indices"])
     actions = a["actions"]
     try:
@@ -175,7 +179,7 @@ def _vector_step(wrapped, venv, args, kwargs):
             f"actions has {rows} rows but env_indices={a['env_indices']!r} selects {len(envs)} envs "
             f"(one row per selected env, in env_indices order)"
         )
-    get_obs = _check_get_obs(a["get_obs"])
+    get_obs = a["get_obs"]
     if not get_obs and not has_parameter(type(envs[0])._post_step, "get_obs"):
         raise TypeError("VectorEnvironment.step(get_obs=False) needs Environment._post_step(get_obs); "
                         "the env_step_obs patch is not applied")
@@ -192,12 +196,12 @@ def _vector_step(wrapped, venv, args, kwargs):
 
 def _vector_reset(wrapped, venv, args, kwargs):
     a = bind(_vector_reset_signature, args, kwargs)
+    _check_flags(a)
     envs = _selected_envs(venv, a["env_indices"])
-    get_obs = _check_get_obs(a["get_obs"])
     obs, infos = [], []
     for env in envs:
         with scoped_scenes(_og().sim, [env], venv.num_envs):
-            result = env.reset(get_obs=get_obs, **a["kwargs"])
+            result = env.reset(get_obs=a["get_obs"], **a["kwargs"])
         ob, info = result if result is not None else (None, {})
         obs.append(ob)
         infos.append(info)
@@ -229,3 +233,22 @@ class VectorEnvironmentStepPatch(Patch):
         ctx.wrap(venv, "step", _vector_step, adapter=_vector_step_signature)
         ctx.wrap(venv, "reset", _vector_reset, adapter=_vector_reset_signature)
 
+
+def step_chunk(
+    venv: Any,
+    actions: np.ndarray,
+    env_indices: Sequence[int] | None = None,
+    *,
+    skip_intermediate_obs: bool = True,
+    observe_renders: int = 1,
+):
+    """One chunk ``actions [n, N, action_dim]`` on a patched ``VectorEnvironment``, no automatic reset.
+
+    Chunk semantics are :func:`behavior1k_fast.rollout.chunk.run_chunk`'s: physics, reward and termination
+    every step; observation only at the boundary, or at the step where an env's episode ends (its
+    remaining actions are masked). Returns ``(obs, ChunkResult)`` with ``obs`` a per-env list."""
+    from ..rollout.chunk import run_chunk
+    from .backend import OmniGibsonBackend
+
+    backend = OmniGibsonBackend(venv, observe_renders=observe_renders)
+    return run_chunk(backend, actions, env_indices, skip_intermediate_obs=skip_intermediate_obs, auto_reset=False)

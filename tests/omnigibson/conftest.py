@@ -1,0 +1,332 @@
+"""Integration tests against the real omnigibson 1.1.1 classes.
+
+``omnigibson`` is imported once per session, through the CPU import hook. Two harnesses run the same
+contract checks (:class:`Checks`):
+
+- ``seam``: the real ``Environment`` / ``VectorEnvironment`` code with a recording stand-in for ``og.sim``
+  and, as upstream's doc names the seam, an ``og.Environment`` that skips ``load()`` (scene, robot and task
+  are small stand-ins; ``post_play_load``, ``reset``, ``step``, ``_pre_step``, ``_post_step`` and ``get_obs``
+  are upstream's);
+- ``isaacsim`` (tests marked ``isaacsim``): a real BEHAVIOR-1K install and Isaac Sim.
+
+Both record the same events into ``harness.log`` by instrumenting instances (never the patched classes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def og():
+    from behavior1k_fast.omnigibson import cpu_import
+
+    cpu_import.install()
+    module = cpu_import.import_omnigibson()
+    import omnigibson.envs.env_base  # noqa: F401
+    import omnigibson.envs.vec_env_base  # noqa: F401
+    import omnigibson.sensors.vision_sensor  # noqa: F401
+    import omnigibson.simulator  # noqa: F401
+
+    return module
+
+
+@pytest.fixture
+def registry(og):
+    """A fresh registry over the real patch set; everything is reverted after the test."""
+    from behavior1k_fast.omnigibson import PATCHES
+    from behavior1k_fast.patching import PatchRegistry
+
+    reg = PatchRegistry(PATCHES)
+    yield reg
+    reg.revert()
+
+
+# --- recording ---------------------------------------------------------------------------------------
+def record(log: list, event: str, fn: Callable, detail: Callable[..., Any] | None = None) -> Callable:
+    """``fn`` that first appends ``(event, detail(*args))`` to ``log``."""
+
+    def recorded(*args, **kwargs):
+        log.append((event, detail(*args, **kwargs) if detail else None))
+        return fn(*args, **kwargs)
+
+    return recorded
+
+
+def instrument(harness: "Harness") -> None:
+    """Record sim steps (with the render flag and scoped scenes), renders, per-env pre/post steps, task
+    steps and resets, and every camera read, on instances only."""
+    sim, log = harness.sim, harness.log
+    sim.step = record(log, "sim.step", sim.step, lambda: (sim._render_on_step, tuple(id(s) for s in sim._scenes)))
+    sim.render = record(log, "sim.render", sim.render)
+    for i, env in enumerate(harness.venv.envs):
+        env._pre_step = record(log, "pre_step", env._pre_step, lambda *a, i=i: i)
+        env._post_step = record(log, "post_step", env._post_step, lambda *a, i=i, **k: i)
+        env.task.step = record(log, "task.step", env.task.step, lambda *a, i=i: i)
+        env.task.reset = record(log, "task.reset", env.task.reset, lambda *a, i=i: i)
+        for robot in env.robots:
+            for sensor in robot.sensors.values():
+                sensor.get_obs = record(log, "sensor.read", sensor.get_obs, lambda *a, i=i: i)
+
+
+@dataclass
+class Harness:
+    venv: Any
+    sim: Any
+    #: A valid action row for env i.
+    action: Callable[[int], Any]
+    log: list = field(default_factory=list)
+
+    def events(self, name: str) -> list:
+        return [detail for event, detail in self.log if event == name]
+
+    def actions(self, envs) -> list:
+        return [self.action(i) for i in envs]
+
+    def scene_ids(self, envs) -> tuple:
+        return tuple(id(self.venv.envs[i].scene) for i in envs)
+
+
+class Checks:
+    """Contract assertions shared by the seam harness and the Isaac Sim harness."""
+
+    @staticmethod
+    def render_false_steps_physics_only(h: Harness) -> None:
+        h.log.clear()
+        h.venv.step(h.actions(range(len(h.venv.envs))), render=False)
+        assert [render for render, _ in h.events("sim.step")] == [False]
+        assert h.events("sim.render") == []
+        assert h.sim._render_on_step is True  # restored after the step
+        h.log.clear()
+        h.venv.step(h.actions(range(len(h.venv.envs))))
+        assert [render for render, _ in h.events("sim.step")] == [True]
+
+    @staticmethod
+    def no_obs_reads_no_sensor_but_steps_task(h: Harness, steps: int = 3) -> None:
+        n = len(h.venv.envs)
+        h.log.clear()
+        for _ in range(steps):
+            obs, rewards, terminated, truncated, infos = h.venv.step(h.actions(range(n)), get_obs=False)
+            assert obs == [None] * n
+            assert len(rewards) == len(terminated) == len(truncated) == len(infos) == n
+        assert h.events("sensor.read") == []
+        assert h.events("task.step") == list(range(n)) * steps
+        h.log.clear()
+        obs, *_ = h.venv.step(h.actions(range(n)))
+        assert all(o is not None for o in obs)
+        assert sorted(set(h.events("sensor.read"))) == list(range(n))
+
+    @staticmethod
+    def env_indices_steps_only_selected(h: Harness, selected: int = 1) -> None:
+        h.log.clear()
+        obs, rewards, *_ = h.venv.step(h.actions([selected]), env_indices=[selected])
+        assert h.events("pre_step") == [selected]
+        assert h.events("post_step") == [selected]
+        assert h.events("task.step") == [selected]
+        assert len(obs) == len(rewards) == 1
+        (render, scenes), = h.events("sim.step")
+        assert scenes == h.scene_ids([selected])
+        assert tuple(id(s) for s in h.sim._scenes) == h.scene_ids(range(len(h.venv.envs)))  # restored
+
+    @staticmethod
+    def reset_resets_only_selected(h: Harness, selected: int = 1) -> None:
+        h.log.clear()
+        obs, infos = h.venv.reset(env_indices=[selected])
+        assert h.events("task.reset") == [selected]
+        assert len(obs) == len(infos) == 1 and obs[0] is not None
+        h.log.clear()
+        obs, infos = h.venv.reset(env_indices=[selected], get_obs=False)
+        assert h.events("task.reset") == [selected] and obs == [None]
+        assert h.events("sim.step") == []
+
+
+# --- the og.sim seam -------------------------------------------------------------------------------
+class RecordingSim:
+    """Stand-in for ``og.sim``: the members OmniGibson's env code calls, with upstream's render flag."""
+
+    def __init__(self, sim_step_dt: float = 1 / 30) -> None:
+        self._render_on_step = True
+        self._scenes: list = []
+        self.current_time = 0.0
+        self.sim_step_dt = sim_step_dt
+        self.device = "cpu"
+        self.initial_physics_dt = 1 / 120
+        self.initial_rendering_dt = 1 / 30
+        self.viewer_width = self.viewer_height = 1280
+        self.handle_updates = 0
+
+    @contextlib.contextmanager
+    def render_on_step(self, value):
+        previous, self._render_on_step = self._render_on_step, value
+        try:
+            yield
+        finally:
+            self._render_on_step = previous
+
+    def step(self):
+        self.current_time += self.sim_step_dt
+
+    def render(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def play(self):
+        pass
+
+    def update_handles(self):
+        self.handle_updates += 1
+
+    def get_sim_step_dt(self):
+        return self.sim_step_dt
+
+
+class Camera:
+    """Stand-in camera of a stand-in robot (reads a constant image)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def get_obs(self):
+        import torch
+
+        return {"rgb": torch.full((4, 4, 3), self.value)}, {}
+
+
+class Robot:
+    name = "robot0"
+    action_dim = 2
+
+    def __init__(self, env_id: int) -> None:
+        import gymnasium as gym
+
+        self.sensors = {"robot0:eyes:Camera:0": Camera(float(env_id))}
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.action_dim,), dtype=np.float32)
+        self.applied: list = []
+
+    def load_observation_space(self):
+        import gymnasium as gym
+
+        self.observation_space = gym.spaces.Dict(
+            {"rgb": gym.spaces.Box(0.0, 255.0, (4, 4, 3), dtype=np.float32)}
+        )
+        return self.observation_space
+
+    def apply_action(self, action):
+        self.applied.append(np.asarray(action, dtype=np.float64).copy())
+
+    def get_obs(self):
+        obs, info = {}, {}
+        for name, sensor in self.sensors.items():
+            obs.update(sensor.get_obs()[0])
+        return obs, info
+
+
+class Task:
+    """Stand-in task: reward 1 per step; the episode ends with ``terminate_at`` steps (0 = never)."""
+
+    def __init__(self, terminate_at: int = 0) -> None:
+        self.terminate_at = terminate_at
+        self.steps = 0
+
+    def load_observation_space(self):
+        import gymnasium as gym
+
+        self.observation_space = gym.spaces.Dict({})
+        return self.observation_space
+
+    def post_play_load(self, env):
+        pass
+
+    def reset(self, env):
+        self.steps = 0
+
+    def step(self, env, action):
+        self.steps += 1
+        done = bool(self.terminate_at) and self.steps >= self.terminate_at
+        conditions = {"timeout": {"done": False}, "success": {"done": done}}
+        return 1.0, done, {"done": {"termination_conditions": conditions}}
+
+
+class Scene:
+    def __init__(self, robot: Robot) -> None:
+        self.robots = [robot]
+
+    def reset(self):
+        pass
+
+    def update_initial_state(self):
+        pass
+
+
+def seam_environment_class(og):
+    """``og.Environment`` for the seam: upstream's class, ``__init__`` without ``load()``."""
+    from omnigibson.envs.env_base import Environment
+
+    class SeamEnvironment(Environment):
+        created = 0
+        terminate_at: dict = {}
+
+        def __init__(self, configs, in_vec_env=False):
+            env_id = SeamEnvironment.created
+            SeamEnvironment.created += 1
+            self.in_vec_env = in_vec_env
+            self.config = configs
+            self._automatic_reset = False
+            self._flatten_action_space = True
+            self._flatten_obs_space = False
+            self._scene_graph_builder = None
+            self._external_sensors = None
+            self._external_sensors_include_in_obs = None
+            self._loaded = False
+            self._current_episode = 0
+            self._current_step = 0
+            self._scene = Scene(Robot(env_id))
+            self._task = Task(SeamEnvironment.terminate_at.get(env_id, 0))
+            og.sim._scenes.append(self._scene)
+
+    return SeamEnvironment
+
+
+@pytest.fixture
+def seam(og, monkeypatch):
+    """Factory: ``seam(num_envs, terminate_at={env: step})`` -> a :class:`Harness` over a real, patched
+    ``VectorEnvironment`` built against the recording ``og.sim``. Apply patches before calling it."""
+    sim = RecordingSim()
+    monkeypatch.setattr(og, "sim", sim)
+    env_cls = seam_environment_class(og)
+    monkeypatch.setattr(og, "Environment", env_cls)
+
+    def build(num_envs: int = 2, terminate_at: dict | None = None) -> Harness:
+        from omnigibson.envs.vec_env_base import VectorEnvironment
+
+        env_cls.terminate_at = dict(terminate_at or {})
+        venv = VectorEnvironment(num_envs, {"env": {}})
+        harness = Harness(venv, sim, action=lambda i: np.full(Robot.action_dim, 0.1 * (i + 1), dtype=np.float32))
+        instrument(harness)
+        return harness
+
+    return build
+
+
+@pytest.fixture
+def checks():
+    return Checks
+
+
+def profile(**knobs):
+    from behavior1k_fast.profile import RolloutProfile
+
+    return RolloutProfile(**knobs)
+
+
+@pytest.fixture
+def fast_profile(tmp_path):
+    return profile(numba_cache_dir=str(tmp_path / "numba"))
+
