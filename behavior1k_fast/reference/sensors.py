@@ -154,7 +154,7 @@ class CameraRig:
             far = z >= 0.999 * self._model.vis.map.zfar * self._model.stat.extent
             n = np.divide(n, norm, out=np.zeros_like(n), where=(norm > 0) & ~far[..., None])
             rot = data.cam_xmat[self._index.camera[e, c]].reshape(3, 3)
-            self.frames["normal"][e, c] = n @ rot.T.astype(np.float32)
+            np.clip(n @ rot.T.astype(np.float32), -1.0, 1.0, out=self.frames["normal"][e, c])
 
     def _store_seg(self, e: int, c: int) -> None:
         geom = np.where(self._seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), self._seg[..., 0], -1)

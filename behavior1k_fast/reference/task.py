@@ -4,7 +4,7 @@ Goal (BDDL ``(inside target bin)`` with the target released): put object 0, the 
 and let go of it. Predicates follow BEHAVIOR's object states, decided from geometry and contacts:
 
 - ``ontop(obj, table)``: the object's bottom is within ``ONTOP_GAP`` of the table top (a little
-  penetration allowed) and its centre lies over the table top.
+  penetration allowed) and its centre lies over the table top, outside the bin.
 - ``inside(obj, bin)``: the object's centre lies within the bin's inner volume (between its floor and
   the top of its walls).
 - ``grasped(obj, arm)``: both fingers of that arm are in contact with the object.
@@ -33,7 +33,7 @@ from .scene import (
 )
 
 TARGET = 0
-ONTOP_GAP = 0.01
+ONTOP_GAP = 0.005
 ONTOP_PENETRATION = 0.01
 SUCCESS_BONUS = 10.0
 #: Where the place term pulls the target: the bin's centre, a can's half height above its floor (env frame).
@@ -92,10 +92,11 @@ def evaluate_predicates(model: mujoco.MjModel, data: mujoco.MjData, index: Scene
     over_table = (np.abs(center[..., 0] - TABLE_CENTER[0]) <= TABLE_HALF[0]) & (
         np.abs(center[..., 1] - TABLE_CENTER[1]) <= TABLE_HALF[1]
     )
-    ontop = over_table & (bottom <= TABLE_TOP + ONTOP_GAP) & (bottom >= TABLE_TOP - ONTOP_PENETRATION)
     in_bin_xy = (np.abs(center[..., 0] - BIN_CENTER[0]) <= BIN_INNER_HALF) & (
         np.abs(center[..., 1] - BIN_CENTER[1]) <= BIN_INNER_HALF
     )
+    at_table_top = (bottom <= TABLE_TOP + ONTOP_GAP) & (bottom >= TABLE_TOP - ONTOP_PENETRATION)
+    ontop = over_table & ~in_bin_xy & at_table_top
     floor_top = TABLE_TOP + BIN_WALL
     inside = in_bin_xy & (center[..., 2] >= floor_top) & (center[..., 2] <= floor_top + BIN_WALL_HEIGHT)
     touch = finger_contacts(data, index)[envs]
