@@ -1,0 +1,200 @@
+"""Runtime patches: numba kernel cache, Kit launch settings, intra-op threads, GC."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import sys
+import textwrap
+import types
+
+import pytest
+
+from behavior1k_fast.omnigibson.runtime import (
+    KERNEL_CACHE_PATCHES,
+    KIT_THREAD_SETTINGS,
+    TEXTURE_BUDGET_SETTING,
+    KitThreadCapsPatch,
+    NumbaCacheDirPatch,
+    NumbaKernelCachePatch,
+)
+from behavior1k_fast.patching import APPLIED, FAILED, SKIPPED, PatchError, PatchRegistry
+from behavior1k_fast.profile import RolloutProfile
+
+
+def kernel_module(tmp_path, name: str, body: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+KERNELS = """
+    import numpy as np
+    from numba import jit
+
+    @jit(nopython=True)
+    def _compute_torques_numpy(u, mm):
+        return mm @ u
+"""
+
+
+@pytest.fixture
+def kernels(tmp_path):
+    name = f"b1k_kernels_{tmp_path.name}"
+    yield kernel_module(tmp_path, name, KERNELS)
+    sys.modules.pop(name, None)
+
+
+def test_numba_kernel_cache_writes_to_cache_dir_and_reverts(kernels, tmp_path, monkeypatch):
+    import numpy as np
+    from numba.core import config
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    cache_dir = tmp_path / "numba cache"
+    previous_cache = kernels._compute_torques_numpy._cache
+    previous_dir = config.CACHE_DIR
+    patch = NumbaKernelCachePatch("numba_cache_test", kernels.__name__, ("_compute_torques_numpy",), None)
+    registry = PatchRegistry([NumbaCacheDirPatch(), patch])
+    report = registry.apply(RolloutProfile(numba_cache_dir=str(cache_dir)))
+    assert report["numba_cache_test"].state == APPLIED
+    assert os.environ["NUMBA_CACHE_DIR"] == str(cache_dir)
+    result = kernels._compute_torques_numpy(np.ones(3), np.eye(3))
+    assert result.tolist() == [1.0, 1.0, 1.0]
+    written = [f for _, _, files in os.walk(cache_dir) for f in files]
+    assert any(f.endswith(".nbi") for f in written) and any(f.endswith(".nbc") for f in written)
+    registry.revert()
+    assert kernels._compute_torques_numpy._cache is previous_cache
+    assert config.CACHE_DIR == previous_dir and "NUMBA_CACHE_DIR" not in os.environ
+
+
+def test_numba_cache_dir_must_be_writable(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    registry = PatchRegistry([NumbaCacheDirPatch()])
+    with pytest.raises(PatchError) as info:
+        registry.apply(RolloutProfile(numba_cache_dir=str(blocker / "numba")))
+    reason = info.value.report["numba_cache_dir"].reason
+    assert "numba_cache_dir=" in reason and str(blocker / "numba") in reason
+
+
+def test_kernel_cache_layout_checks(kernels, tmp_path):
+    missing = NumbaKernelCachePatch("t", kernels.__name__, ("_compute_ik_qpos_numpy",), None)
+    with pytest.raises(AttributeError, match=r"not \['_compute_ik_qpos_numpy'\]"):
+        missing.skip_reason(kernels)
+    no_kernels = types.ModuleType("plain_controllers")
+    assert "compiles no numba kernels" in missing.skip_reason(no_kernels)
+    cached = kernel_module(tmp_path, f"b1k_cached_{tmp_path.name}", KERNELS.replace("nopython=True", "nopython=True, cache=True"))
+    patch = NumbaKernelCachePatch("t", cached.__name__, ("_compute_torques_numpy",), None)
+    assert "already compiles _compute_torques_numpy with cache=True" in patch.skip_reason(cached)
+
+
+def test_real_controller_modules_are_detected_without_kernels(og, fast_profile):
+    report = PatchRegistry([NumbaCacheDirPatch(), *KERNEL_CACHE_PATCHES]).plan(fast_profile)
+    for patch in KERNEL_CACHE_PATCHES:
+        assert report[patch.name].state == SKIPPED
+        assert "no numpy controller backend" in report[patch.name].reason
+
+
+@pytest.fixture
+def fake_launch(og, monkeypatch):
+    """``_launch_app`` replaced by a stand-in for the Kit start (disables GC, as Kit does), plus carb settings."""
+    from omnigibson import simulator
+
+    seen: dict = {}
+    settings: dict = {}
+
+    def launch_app():
+        seen["argv"] = list(sys.argv)
+        gc.disable()
+        return "app"
+
+    carb_settings = types.SimpleNamespace(get=settings.get, set_float=settings.__setitem__)
+    monkeypatch.setattr(simulator, "_launch_app", launch_app)
+    monkeypatch.setattr(
+        sys.modules["omnigibson.lazy"], "carb",
+        types.SimpleNamespace(settings=types.SimpleNamespace(get_settings=lambda: carb_settings)), raising=False,
+    )
+    yield simulator, seen, settings
+    gc.enable()
+
+
+def test_launch_gets_thread_caps_gc_and_texture_budget(registry, fake_launch, tmp_path):
+    from behavior1k_fast.omnigibson.runtime import effective_kit_settings
+
+    simulator, seen, settings = fake_launch
+    launch = simulator._launch_app
+    argv = list(sys.argv)
+    profile = RolloutProfile(
+        carb_tasking_threads=6, tbb_max_threads=3, physx_worker_threads=None, texture_streaming_budget=0.25,
+        numba_cache_dir=str(tmp_path),
+    )
+    report = registry.apply(profile)
+    assert all(report[n].state == APPLIED for n in ("kit_thread_caps", "gc_after_launch", "texture_streaming_budget"))
+    assert simulator._launch_app() == "app"
+    assert seen["argv"][len(argv):] == [
+        "--/plugins/carb.tasking.plugin/threadCount=6",
+        "--/plugins/omni.tbb.globalcontrol/maxThreadCount=3",
+    ]
+    assert sys.argv == argv
+    assert gc.isenabled()
+    assert settings[TEXTURE_BUDGET_SETTING] == 0.25
+    assert set(effective_kit_settings()) == set(KIT_THREAD_SETTINGS.values())
+    registry.revert()
+    assert simulator._launch_app is launch
+
+
+def test_launch_patches_follow_their_knobs(registry, fake_launch):
+    simulator, seen, settings = fake_launch
+    report = registry.apply(RolloutProfile.stock())
+    for name in ("kit_thread_caps", "gc_after_launch", "texture_streaming_budget", "intra_op_threads"):
+        assert report[name].state == "disabled"
+    simulator._launch_app()
+    assert not gc.isenabled() and settings == {}
+    assert not any(a.startswith("--/plugins") for a in seen["argv"])
+
+
+def test_thread_caps_skipped_when_upstream_launch_sets_them():
+    module = types.ModuleType("fork_simulator")
+
+    def _launch_app():
+        return ["--/plugins/carb.tasking.plugin/threadCount=8"]
+
+    module._launch_app = _launch_app
+    assert "already sets Kit thread caps" in KitThreadCapsPatch().skip_reason(module)
+    with pytest.raises(AttributeError, match="_launch_app is missing"):
+        KitThreadCapsPatch().skip_reason(types.ModuleType("new_simulator"))
+
+
+def test_intra_op_threads_set_and_restored(monkeypatch, tmp_path):
+    import torch
+
+    from behavior1k_fast.omnigibson.runtime import IntraOpThreadsPatch
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    threads = torch.get_num_threads()
+    registry = PatchRegistry([IntraOpThreadsPatch()])
+    registry.apply(RolloutProfile(intra_op_threads=1, numba_cache_dir=str(tmp_path)))
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
+    assert torch.get_num_threads() == 1
+    registry.revert()
+    assert os.environ["OMP_NUM_THREADS"] == "7" and torch.get_num_threads() == threads
+
+
+def test_failed_launch_patch_rolls_back_earlier_patches(og, fast_profile, monkeypatch):
+    from omnigibson import simulator
+    from omnigibson.envs.env_base import Environment
+
+    from behavior1k_fast.omnigibson.stepping import EnvironmentStepPatch
+
+    step = Environment.__dict__["step"]
+    monkeypatch.delattr(simulator, "_launch_app")
+    registry = PatchRegistry([EnvironmentStepPatch(), KitThreadCapsPatch()])
+    with pytest.raises(PatchError) as info:
+        registry.apply(fast_profile)
+    assert info.value.report["kit_thread_caps"].state == FAILED
+    assert Environment.__dict__["step"] is step
