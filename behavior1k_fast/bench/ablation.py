@@ -1,0 +1,444 @@
+"""The ablation: rows of profiles applied cumulatively, each run through the rollout engine and measured.
+
+Rows (same layout P x E, chunk N, same policy): ``stock`` -> ``+ slim`` -> ``+ skip intermediate obs`` ->
+``+ pipeline`` with K stages, in hybrid and in process partition, each without and with overlap of the
+policy forward and env stepping. ``hybrid_overlap`` is the all-optimisations row.
+
+Measures per row (ms are wall ms; a step is one own action of every env, so ms/step = wall / (rounds * N)):
+
+- ``ms_per_step``: end to end (policy + env + IPC).
+- ``sim_ms_per_step``: driver time blocked on env workers, measured without overlap (an overlapped row
+  takes it from its no-overlap twin: the simulator's work is the same, overlap only hides it).
+- ``t_env_ms`` / ``t_model_ms``: env time per stage chunk and one batched forward per stage, from the
+  no-overlap run; ``bound_ms_per_step = K * max(T_env, T_model) / N`` (perfect overlap) and
+  ``pipeline_efficiency = bound_ms_per_step / ms_per_step``.
+- ``cpu_s_per_env_step`` (psutil, driver + workers), ``peak_rss_mib_per_env_process`` (mean over env
+  workers of each one's peak RSS), ``gpu_mib_per_env`` (NVML, env workers' GPU memory / envs; None
+  without a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..profile import RolloutProfile
+from . import report
+from .backends import make_factory
+
+#: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
+SLIM_FIELDS = (
+    "remove_headless_viewports",
+    "obs_modalities",
+    "cache_camera_parameters",
+    "carb_tasking_threads",
+    "tbb_max_threads",
+    "physx_worker_threads",
+    "intra_op_threads",
+    "numba_cache",
+    "gc_enable",
+    "texture_streaming_budget",
+)
+#: The row with every optimisation on.
+ALL_ROW = "hybrid_overlap"
+#: Pixels of the reference cameras in ``--quick`` runs.
+QUICK_RESOLUTION = 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """One ablation row: a profile and whether the policy forward overlaps env stepping."""
+
+    name: str
+    label: str
+    profile: RolloutProfile
+    overlap: bool = False
+    #: Row this one is compared with in ``speedup_vs_prev``.
+    prev: str | None = None
+    #: For an overlapped row: the no-overlap run of the same profile (gives T_env, T_model, sim-only).
+    twin: str | None = None
+
+
+def ablation_rows(processes: int, envs_per_process: int, stages: int, chunk_size: int) -> list[Row]:
+    """The rows, in table order, for P = ``processes`` x E = ``envs_per_process`` envs and K = ``stages``."""
+    stock = RolloutProfile.stock(
+        num_env_processes=processes, total_num_envs=processes * envs_per_process, chunk_size=chunk_size
+    )
+    fast = RolloutProfile()
+    slim = stock.replace(**{name: getattr(fast, name) for name in SLIM_FIELDS})
+    skip = slim.replace(skip_intermediate_obs=True)
+    rows = [
+        Row("stock", "stock", stock),
+        Row("slim", "+ slim", slim, prev="stock"),
+        Row("skip_obs", "+ skip intermediate obs", skip, prev="slim"),
+    ]
+    for partition in ("hybrid", "process"):
+        piped = skip.replace(pipeline_stages=stages, partition=partition)
+        tag = f"+ pipeline K={stages} {partition}"
+        rows.append(Row(f"{partition}_serial", f"{tag}, no overlap", piped, prev="skip_obs"))
+        rows.append(Row(f"{partition}_overlap", f"{tag}, overlap", piped, overlap=True, prev="skip_obs",
+                        twin=f"{partition}_serial"))
+    return rows
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Everything one ``bench`` run needs (``from_args`` fills the defaults)."""
+
+    backend: str = "reference"
+    backend_options: dict = field(default_factory=dict)
+    quick: bool = False
+    processes: int = 2
+    envs_per_process: int = 2
+    stages: int = 2
+    chunk_size: int = 32
+    rounds: int = 6
+    warmup: int = 1
+    model_ms: float | None = None
+    denoise_steps: int | None = None
+    device: str = "cpu"
+    scaling: tuple[int, ...] = ()
+    baseline: bool = True
+    executor: str = "process"
+    out_dir: str = "benchmarks/results"
+    tag: str | None = None
+    trace: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("processes", "envs_per_process", "stages", "chunk_size", "rounds", "warmup"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "warmup" else 1):
+                raise ValueError(f"{name} must be an int >= {0 if name == 'warmup' else 1}, got {value!r}")
+        if self.envs_per_process % self.stages:
+            raise ValueError(
+                f"stages={self.stages} must divide envs_per_process={self.envs_per_process} (hybrid partition "
+                f"puts one slice of every process in each stage)"
+            )
+        if self.processes % self.stages:
+            raise ValueError(
+                f"stages={self.stages} must divide processes={self.processes} (process partition puts whole "
+                f"processes in each stage)"
+            )
+        if self.model_ms is not None and not self.model_ms > 0:
+            raise ValueError(f"model_ms must be > 0, got {self.model_ms!r}")
+        for p in self.scaling:
+            if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+                raise ValueError(f"scaling process counts must be ints >= 1, got {p!r}")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "BenchConfig":
+        from .backends import backend_options
+
+        cores = os.cpu_count() or 1
+        stages = args.stages
+        options = backend_options(args)
+        if args.quick and args.backend == "reference":
+            options.setdefault("resolution", QUICK_RESOLUTION)
+        default_p = max(stages, min(cores, 8) // stages * stages)
+        device = args.device
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        rounds = args.rounds if args.rounds is not None else (1 if args.quick else 6)
+        return cls(
+            backend=args.backend,
+            backend_options=options,
+            quick=args.quick,
+            processes=args.processes or (stages if args.quick else default_p),
+            envs_per_process=args.envs_per_process or stages,
+            stages=stages,
+            chunk_size=args.chunk_size,
+            rounds=rounds,
+            warmup=args.warmup,
+            model_ms=args.model_ms,
+            denoise_steps=args.denoise_steps,
+            device=device,
+            scaling=tuple(args.scaling or ()),
+            baseline=not args.no_baseline,
+            executor=args.executor,
+            out_dir=args.out_dir,
+            tag=args.tag,
+            trace=args.trace,
+            seed=args.seed,
+        )
+
+
+# --- measuring one row ---------------------------------------------------------------------------
+
+
+def _serial(engine: Any, policy: Callable, rounds: int) -> tuple[list[float], list[float], int]:
+    """Rounds without overlap: forward stage k, then step it. Per stage chunk: model s, env s; own actions."""
+    model, env = [], []
+    actions_taken = 0
+    for _ in range(rounds):
+        for k in range(engine.num_stages):
+            t0 = time.perf_counter()
+            actions = policy(engine.stage_obs(k))
+            t1 = time.perf_counter()
+            result = engine.step(k, actions)
+            model.append(t1 - t0)
+            env.append(time.perf_counter() - t1)
+            actions_taken += int(result.applied.sum())
+    return model, env, actions_taken
+
+
+def run_engine_row(
+    factory: Any, row: Row, policy: Callable, config: BenchConfig, trace_path: str | None = None
+) -> dict[str, Any]:
+    """Run one row through :class:`~behavior1k_fast.rollout.RolloutEngine`; raw times and resource usage."""
+    from ..profiling import get_profiler
+    from ..rollout import RolloutEngine
+    from .resources import ResourceMonitor
+
+    profiler = get_profiler()
+    was_enabled = profiler.enabled
+    profiler.enabled = trace_path is not None
+    profiler.clear()
+    engine = RolloutEngine(factory, row.profile, executor=config.executor, seed=config.seed)
+    try:
+        monitor = ResourceMonitor()
+        if row.overlap:
+            if config.warmup:
+                engine.rollout(policy, config.warmup)
+            monitor.start()
+            stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0)
+            usage = monitor.stop()
+            wall, taken = stats.wall_seconds, int(stats.own_actions.sum())
+            forwards = config.rounds * engine.num_stages
+            model, env = [stats.model_seconds / forwards] * forwards, None
+        else:
+            engine.reset()
+            _serial(engine, policy, config.warmup)
+            monitor.start()
+            start = time.perf_counter()
+            model, env, taken = _serial(engine, policy, config.rounds)
+            wall = time.perf_counter() - start
+            usage = monitor.stop()
+        pids = engine.worker_pids
+    finally:
+        engine.close()
+        if trace_path is not None:
+            profiler.export_chrome_trace(trace_path)
+        profiler.enabled = was_enabled
+        profiler.clear()
+    return _measures(row.name, row.label, row.profile.pipeline_stages, row.profile.total_num_envs, config,
+                     wall, model, env, taken, usage, pids) | {
+        "prev": row.prev, "twin": row.twin, "overlap": row.overlap,
+        "partition": row.profile.partition, "profile": row.profile.to_dict(),
+        "processes": row.profile.num_env_processes, "envs_per_process": row.profile.envs_per_process,
+    }
+
+
+def _measures(name: str, label: str, stages: int, total_envs: int, config: BenchConfig, wall: float,
+              model: list[float], env: list[float] | None, taken: int, usage: Any, pids: list[int]) -> dict[str, Any]:
+    """Row measures from wall seconds and per stage chunk model / env seconds (medians give T_model, T_env)."""
+    steps = config.rounds * config.chunk_size
+    rss = [usage.worker_peak_rss_mib[p] for p in pids if p in usage.worker_peak_rss_mib]
+    gpu = [usage.gpu_mib_by_pid[p] for p in pids if p in usage.gpu_mib_by_pid]
+    out = {
+        "name": name,
+        "label": label,
+        "stages": stages,
+        "total_envs": total_envs,
+        "chunk_size": config.chunk_size,
+        "rounds": config.rounds,
+        "steps": steps,
+        "own_actions": taken,
+        "wall_s": wall,
+        "ms_per_step": wall * 1e3 / steps,
+        "env_steps_per_s": taken / wall,
+        "model_s": float(np.sum(model)),
+        "env_s": None if env is None else float(np.sum(env)),
+        "t_model_ms": float(np.median(model)) * 1e3,
+        "t_env_ms": None if env is None else float(np.median(env)) * 1e3,
+        "sim_ms_per_step": None if env is None else float(np.sum(env)) * 1e3 / steps,
+        "cpu_s_per_env_step": usage.cpu_seconds / taken,
+        "peak_rss_mib_per_env_process": float(np.mean(rss)) if rss else usage.driver_peak_rss_mib,
+        "driver_peak_rss_mib": usage.driver_peak_rss_mib,
+        "gpu_mib_per_env": sum(gpu) / total_envs if gpu else None,
+        "policy_gpu_mib": usage.gpu_mib_by_pid.get(os.getpid()),
+        "worker_pids": list(pids),
+    }
+    _add_bound(out, out)
+    return out
+
+
+def _add_bound(row: dict[str, Any], source: dict[str, Any]) -> None:
+    """Perfect-overlap bound and efficiency of ``row`` from the T_env / T_model measured in ``source``."""
+    t_env, t_model = source["t_env_ms"], source["t_model_ms"]
+    if t_env is None:
+        row.update(bound_ms_per_step=None, serial_bound_ms_per_step=None, pipeline_efficiency=None)
+        return
+    k, n = row["stages"], row["chunk_size"]
+    row["t_env_ms"], row["t_model_ms_serial"] = t_env, t_model
+    row["sim_ms_per_step"] = source["sim_ms_per_step"]
+    row["bound_ms_per_step"] = k * max(t_env, t_model) / n
+    row["serial_bound_ms_per_step"] = k * (t_env + t_model) / n
+    row["pipeline_efficiency"] = row["bound_ms_per_step"] / row["ms_per_step"]
+    row["bound_env_steps_per_s"] = row["total_envs"] * 1e3 / row["bound_ms_per_step"]
+
+
+def link_twins(rows: list[dict[str, Any]]) -> None:
+    """Give every overlapped row the T_env, T_model and sim-only time of its no-overlap twin."""
+    by_name = {r["name"]: r for r in rows}
+    for row in rows:
+        if row.get("twin"):
+            _add_bound(row, by_name[row["twin"]])
+
+
+# --- calibration ---------------------------------------------------------------------------------
+
+
+def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, dict[str, Any]]:
+    """Build the policy; size its forward to ``config.model_ms`` or to the optimised env ms per chunk.
+
+    The env time is measured in this process on one worker's backend built as in the all-optimisations
+    row, stepping one stage slice for a chunk (after one warm-up chunk).
+    """
+    from ..rollout import step_chunk
+    from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
+
+    import torch
+
+    all_row = next(r for r in rows if r.name == ALL_ROW)
+    profile = all_row.profile
+    k, e = profile.pipeline_stages, profile.envs_per_process
+    if config.device == "cpu":
+        # One intra-op thread per core the env workers leave free: oversubscribed OpenMP barriers stall.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.processes))
+    backend = factory(e, config.seed, profile)
+    try:
+        obs, _ = backend.reset()
+        obs_space, act_space = backend.observation_space, backend.action_space
+        local = list(range(e // k))
+        rng = np.random.default_rng(config.seed)
+        low, high = act_space.low.reshape(-1), act_space.high.reshape(-1)
+        samples = []
+        for _ in range(3):
+            actions = rng.uniform(low, high, size=(len(local), config.chunk_size, low.size))
+            start = time.perf_counter()
+            step_chunk(backend, actions, local, skip_intermediate_obs=True)
+            samples.append((time.perf_counter() - start) * 1e3)
+        env_ms = float(np.median(samples[1:]))
+    finally:
+        backend.close()
+    stage_batch = profile.total_num_envs // k
+    batch = {key: np.stack([obs[i % len(obs)][key] for i in range(stage_batch)]) for key in obs[0]}
+    policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,
+                         seed=config.seed)
+    target = config.model_ms if config.model_ms is not None else env_ms
+    if config.denoise_steps is not None:
+        policy.denoise_steps = config.denoise_steps
+    else:
+        calibrate_denoise_steps(policy, batch, target)
+    info = {
+        "env_ms_per_stage_chunk_in_process": env_ms,
+        "target_model_ms": None if config.denoise_steps is not None else target,
+        "denoise_steps": policy.denoise_steps,
+        "forward_ms_at_stage_batch": time_forward_ms(policy, batch),
+        "stage_batch": stage_batch,
+        "policy_device": config.device,
+        "policy_threads": torch.get_num_threads(),
+    }
+    return policy, info
+
+
+# --- the whole benchmark -------------------------------------------------------------------------
+
+
+def _baseline_row(factory: Any, policy: Callable, config: BenchConfig, total_envs: int) -> dict[str, Any]:
+    from .baseline import run_async_vector_env
+    from .resources import ResourceMonitor
+
+    profile = RolloutProfile.stock(chunk_size=config.chunk_size)
+    raw = run_async_vector_env(factory, profile, policy, total_envs, config.rounds, config.chunk_size,
+                               seed=config.seed, monitor=ResourceMonitor(), warmup=config.warmup)
+    row = _measures("async_vector_env", "gymnasium AsyncVectorEnv (peer)", 1, total_envs, config, raw["wall_s"],
+                    raw["model_s"], raw["env_s"], total_envs * raw["steps"], raw["usage"], raw["worker_pids"])
+    return row | {"prev": None, "twin": None, "overlap": False, "partition": "one env per process",
+                  "profile": profile.to_dict(), "processes": total_envs, "envs_per_process": 1}
+
+
+def plan_runs(config: BenchConfig) -> tuple[Any, list[Row], list[tuple[int, Row]]]:
+    """The backend factory, the ablation rows and the scaling sweep ``(P, row)`` a run will measure."""
+    factory = make_factory(config.backend, **config.backend_options)
+    rows = ablation_rows(config.processes, config.envs_per_process, config.stages, config.chunk_size)
+    all_row = next(r for r in rows if r.name == ALL_ROW)
+    sweep = [
+        (p, replace(all_row, profile=all_row.profile.replace(num_env_processes=p,
+                                                             total_num_envs=p * config.envs_per_process)))
+        for p in config.scaling
+    ]
+    return factory, rows, sweep
+
+
+def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
+    """Run the ablation (+ peer baseline, + scaling sweep); print, write JSON and PNG; return the result."""
+    from tqdm import tqdm
+
+    factory, rows, sweep = plan_runs(config)
+    all_row = next(r for r in rows if r.name == ALL_ROW)
+    machine = report.describe_machine(config.device)
+    tag = config.tag or report.machine_tag(machine)
+    out_dir = Path(config.out_dir)
+    bar = tqdm(total=1 + len(rows) + int(config.baseline) + 2 * len(sweep), desc="calibrate", unit="run",
+               disable=not progress)
+    policy, calibration = calibrate(factory, rows, config)
+    bar.update()
+    measured = []
+    for row in rows:
+        bar.set_description(row.name)
+        trace = str(out_dir / f"bench_{tag}.trace.json") if config.trace and row.name == ALL_ROW else None
+        measured.append(run_engine_row(factory, row, policy, config, trace_path=trace))
+        bar.update()
+    link_twins(measured)
+    baseline = None
+    if config.baseline:
+        bar.set_description("async_vector_env")
+        baseline = _baseline_row(factory, policy, config, all_row.profile.total_num_envs)
+        bar.update()
+    scaling = []
+    for p, row in sweep:
+        bar.set_description(f"scaling P={p}")
+        serial = run_engine_row(factory, replace(row, overlap=False, twin=None), policy, config)
+        bar.update()
+        piped = run_engine_row(factory, row, policy, config)
+        bar.update()
+        _add_bound(piped, serial)
+        scaling.append(piped | {"label": f"{row.label}, E={config.envs_per_process}"})
+    bar.close()
+
+    report.add_speedups(measured)
+    by_name = {r["name"]: r for r in measured}
+    best = by_name[ALL_ROW]
+    if baseline is not None:
+        baseline["speedup_vs_stock"] = measured[0]["ms_per_step"] / baseline["ms_per_step"]
+        baseline["speedup_vs_prev"] = None
+    goals = report.check_goals({
+        "speedup_stock_to_all": best["speedup_vs_stock"],
+        "pipeline_efficiency": best["pipeline_efficiency"],
+        "speedup_over_async_vector_env": baseline["ms_per_step"] / best["ms_per_step"] if baseline else None,
+    })
+    result = {
+        "machine": machine,
+        "config": {k: v for k, v in config.__dict__.items()} | {"tag": tag, "all_row": ALL_ROW},
+        "calibration": calibration,
+        "rows": measured,
+        "baseline": baseline,
+        "scaling": scaling,
+        "goals": goals,
+    }
+    print(report.format_table(measured + ([baseline] if baseline else [])))
+    print(report.format_goals(goals))
+    json_path = report.write_json(result, out_dir / f"bench_{tag}.json")
+    png_path = report.write_plot(result, out_dir / f"bench_{tag}.png")
+    print(f"wrote {json_path} and {png_path}")
+    return result

@@ -1,0 +1,195 @@
+"""The benchmark's outputs: the table printed to the terminal, the goals check, the JSON and the PNG chart.
+
+A result is a plain dict (what goes into the JSON): ``machine``, ``config``, ``rows`` (the ablation, in
+order), ``baseline`` (the AsyncVectorEnv peer), ``scaling`` (optional sweep over env processes) and
+``goals``. Times are wall ms per step, where a step is one own action of every env.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any, Sequence
+
+#: (key in a row, column title, format) of the printed table.
+COLUMNS = (
+    ("label", "row", "{}"),
+    ("ms_per_step", "e2e ms/step", "{:.2f}"),
+    ("sim_ms_per_step", "sim ms/step", "{:.2f}"),
+    ("speedup_vs_stock", "x stock", "{:.2f}"),
+    ("speedup_vs_prev", "x prev", "{:.2f}"),
+    ("cpu_s_per_env_step", "CPU s/env-step", "{:.4f}"),
+    ("peak_rss_mib_per_env_process", "RSS MiB/proc", "{:.0f}"),
+    ("gpu_mib_per_env", "GPU MiB/env", "{:.0f}"),
+    ("pipeline_efficiency", "pipe eff", "{:.0%}"),
+)
+
+#: name -> (what, target, unit) of the goals printed after the table.
+GOALS = {
+    "speedup_stock_to_all": ("end-to-end speedup, stock -> all optimisations", 30.0, "x"),
+    "pipeline_efficiency": ("pipeline efficiency of the all-optimisations row", 0.90, "fraction"),
+    "speedup_over_async_vector_env": ("end-to-end speedup over gymnasium AsyncVectorEnv", 10.0, "x"),
+}
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Fixed-width text table of the ablation rows (``-`` where a value does not apply)."""
+    cells = [[title for _, title, _ in COLUMNS]]
+    cells += [[_cell(row, key, fmt) for key, _, fmt in COLUMNS] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def add_speedups(rows: list[dict[str, Any]]) -> None:
+    """Fill ``speedup_vs_stock`` and ``speedup_vs_prev`` (by each row's ``prev`` name) from ms/step."""
+    by_name = {row["name"]: row for row in rows}
+    stock = rows[0]["ms_per_step"]
+    for row in rows:
+        row["speedup_vs_stock"] = stock / row["ms_per_step"]
+        prev = by_name.get(row.get("prev"))
+        row["speedup_vs_prev"] = prev["ms_per_step"] / row["ms_per_step"] if prev else None
+
+
+def check_goals(measured: dict[str, float | None]) -> list[dict[str, Any]]:
+    """One record per goal: target, measured value, whether it is met and, if not, by how much it is missed."""
+    out = []
+    for name, (what, target, unit) in GOALS.items():
+        value = measured.get(name)
+        met = value is not None and value >= target
+        if value is None:
+            gap = "not measured"
+        elif met:
+            gap = ""
+        elif unit == "x":
+            gap = f"missed by {target / value:.2f}x ({value:.1f}x of {target:.0f}x)"
+        else:
+            gap = f"missed by {100 * (target - value):.1f} points ({value:.1%} of {target:.0%})"
+        out.append({"name": name, "what": what, "target": target, "unit": unit, "measured": value, "met": met,
+                    "shortfall": gap})
+    return out
+
+
+def format_goals(goals: Sequence[dict[str, Any]]) -> str:
+    lines = ["Goals (reported, not asserted):"]
+    for g in goals:
+        value = g["measured"]
+        shown = "n/a" if value is None else (f"{value:.1f}x" if g["unit"] == "x" else f"{value:.1%}")
+        target = f"{g['target']:.0f}x" if g["unit"] == "x" else f"{g['target']:.0%}"
+        status = "met" if g["met"] else g["shortfall"]
+        lines.append(f"  {g['what']}: {shown} (goal >= {target}) -> {status}")
+    return "\n".join(lines)
+
+
+def describe_machine(device: str) -> dict[str, Any]:
+    """CPU model, cores, memory, GPU and library versions of this machine."""
+    import psutil
+
+    cpu_model = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": cpu_model,
+        "logical_cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "policy_device": device,
+        "mujoco_gl": os.environ.get("MUJOCO_GL"),
+        "gpu": None,
+    }
+    for module in ("torch", "mujoco", "gymnasium", "numpy"):
+        try:
+            info[f"{module}_version"] = __import__(module).__version__
+        except Exception:  # a missing library is recorded as missing
+            info[f"{module}_version"] = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+                           "count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    except Exception:  # torch absent: no GPU description
+        pass
+    return info
+
+
+def machine_tag(machine: dict[str, Any]) -> str:
+    """Short file-name tag: ``cpu2`` on a CPU machine, ``h200-cpu16`` with a GPU."""
+    cores = f"cpu{machine.get('logical_cores')}"
+    gpu = machine.get("gpu")
+    if not gpu:
+        return cores
+    name = gpu["name"].replace("NVIDIA", "").strip().split()[0].lower()
+    return f"{name}-{cores}"
+
+
+def write_json(result: dict[str, Any], path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Bar chart of end-to-end and simulator-only ms/step per row (+ the peer), and the scaling sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(result["rows"])
+    if result.get("baseline"):
+        rows.append(result["baseline"])
+    scaling = result.get("scaling") or []
+    fig, axes = plt.subplots(1, 2 if scaling else 1, figsize=(14 if scaling else 9, 5), squeeze=False)
+    ax = axes[0][0]
+    xs = range(len(rows))
+    e2e = [r["ms_per_step"] for r in rows]
+    sim = [r.get("sim_ms_per_step") or 0.0 for r in rows]
+    ax.bar([x - 0.2 for x in xs], e2e, width=0.4, label="end-to-end")
+    ax.bar([x + 0.2 for x in xs], sim, width=0.4, label="simulator only")
+    for x, r in zip(xs, rows):
+        ax.annotate(f"{r['speedup_vs_stock']:.1f}x", (x - 0.2, r["ms_per_step"]), ha="center", va="bottom",
+                    fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r["label"] for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("ms per step (log)")
+    ax.set_title("ablation (labels: speedup vs stock)")
+    ax.legend()
+    if scaling:
+        ax2 = axes[0][1]
+        procs = [s["processes"] for s in scaling]
+        ax2.plot(procs, [s["env_steps_per_s"] for s in scaling], "o-", label="measured")
+        ax2.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound max(T_env, T_model)")
+        ax2.set_xlabel("env processes")
+        ax2.set_ylabel("env-steps / s")
+        ax2.set_title(f"scaling ({scaling[0]['label']})")
+        ax2.legend()
+    m = result["machine"]
+    gpu = m["gpu"]["name"] if m.get("gpu") else "no GPU"
+    fig.suptitle(f"behavior1k-fast bench ({result['config']['backend']}): {m['cpu_model']}, "
+                 f"{m['logical_cores']} cores, {gpu}", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,318 @@
+"""``behavior1k-fast validate``: the fast path computes what the stock path computes.
+
+Runs the stock profile and the fast profile (slim + on-demand observation, one stage) side by side on
+the same backend kind, with the same seed and the same fixed-seed random action chunks, for M chunks of
+N actions, and compares per env and step: rewards, terminations / truncations / masked steps, the
+boundary observations (proprioception and other state exactly or within a tolerance; rgb frames exactly
+on the reference simulator, by PSNR on Isaac Sim) and the simulated seconds per action. Exit code 1 when
+any measure is past its threshold.
+
+On the reference simulator both sides run in this process. With ``--backend omnigibson`` each side runs
+in its own spawned process (one Isaac Sim per process, patches applied there before the simulator starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .profile import RolloutProfile
+
+#: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact).
+DEFAULT_THRESHOLDS = {
+    "reference": {"reward_atol": 0.0, "state_atol": 0.0, "min_psnr_db": None},
+    "omnigibson": {"reward_atol": 1e-4, "state_atol": 1e-3, "min_psnr_db": 30.0},
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Pass limits. ``min_psnr_db=None`` demands bit-identical frames."""
+
+    reward_atol: float = 0.0
+    state_atol: float = 0.0
+    min_psnr_db: float | None = None
+    #: Relative tolerance on simulated seconds per action.
+    sim_time_rtol: float = 1e-9
+
+    def __post_init__(self) -> None:
+        for name in ("reward_atol", "state_atol", "sim_time_rtol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if self.min_psnr_db is not None and not self.min_psnr_db > 0:
+            raise ValueError(f"min_psnr_db must be > 0 dB or None, got {self.min_psnr_db!r}")
+
+
+@dataclass
+class Trajectory:
+    """What one side recorded: per chunk ``[n, N]`` step arrays and boundary observations."""
+
+    rewards: list[np.ndarray] = field(default_factory=list)
+    terminated: list[np.ndarray] = field(default_factory=list)
+    truncated: list[np.ndarray] = field(default_factory=list)
+    applied: list[np.ndarray] = field(default_factory=list)
+    #: Boundary observation per chunk: key -> ``[n, *shape]`` (the reset observation first).
+    obs: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: Simulated seconds per global step (one own action at K = 1), per chunk.
+    sim_seconds_per_action: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ValidationReport:
+    """Measured disagreement between the stock and the fast path, and the verdict."""
+
+    backend: str
+    num_envs: int
+    chunks: int
+    chunk_size: int
+    seed: int
+    max_abs_reward_delta: float
+    termination_agreement: float
+    proprio_max_abs_error: float
+    state_max_abs_error: float
+    frames_compared: int
+    frame_max_abs_diff: float
+    frame_min_psnr_db: float
+    sim_seconds_per_action_stock: float
+    sim_seconds_per_action_fast: float
+    thresholds: Thresholds
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        return data
+
+    def format(self) -> str:
+        t = self.thresholds
+        frame_limit = "exact" if t.min_psnr_db is None else f">= {t.min_psnr_db:.1f} dB"
+        lines = [
+            f"validate ({self.backend}): {self.num_envs} envs x {self.chunks} chunks x {self.chunk_size} actions, "
+            f"seed {self.seed}",
+            f"  max |delta reward|          {self.max_abs_reward_delta:.3g}  (<= {t.reward_atol:g})",
+            f"  termination agreement       {self.termination_agreement:.2%}  (= 100%)",
+            f"  proprio max abs error       {self.proprio_max_abs_error:.3g}  (<= {t.state_atol:g})",
+            f"  other state max abs error   {self.state_max_abs_error:.3g}  (<= {t.state_atol:g})",
+            f"  boundary frames             {self.frames_compared} compared, max abs diff "
+            f"{self.frame_max_abs_diff:g}, min PSNR {self.frame_min_psnr_db:.1f} dB  ({frame_limit})",
+            f"  sim seconds per action      stock {self.sim_seconds_per_action_stock:.6g}, "
+            f"fast {self.sim_seconds_per_action_fast:.6g}",
+        ]
+        lines += [f"  FAIL: {f}" for f in self.failures] or ["  PASS"]
+        return "\n".join(lines)
+
+
+def random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int, seed: int) -> np.ndarray:
+    """Fixed-seed uniform actions in the action bounds: float64 ``[chunks, num_envs, chunk_size, dim]``."""
+    low = np.asarray(action_space.low, dtype=np.float64).reshape(-1)
+    high = np.asarray(action_space.high, dtype=np.float64).reshape(-1)
+    rng = np.random.default_rng(seed)
+    return rng.uniform(low, high, size=(chunks, num_envs, chunk_size, low.size))
+
+
+def record(
+    factory: Callable[..., Any],
+    profile: RolloutProfile,
+    num_envs: int,
+    seed: int,
+    actions: np.ndarray | None,
+    chunks: int,
+    wrap: Callable[[Any], Any] | None = None,
+) -> Trajectory:
+    """Step ``chunks`` chunks on ``factory(num_envs, seed, profile)`` (through ``wrap`` if given).
+
+    ``actions=None`` draws them with :func:`random_chunks` from the backend's action space and ``seed``.
+    """
+    from .rollout.chunk import step_chunk
+
+    backend = factory(num_envs, seed, profile)
+    if wrap is not None:
+        backend = wrap(backend)
+    try:
+        if actions is None:
+            actions = random_chunks(backend.action_space, chunks, num_envs, profile.chunk_size, seed)
+        traj = Trajectory()
+        obs, _ = backend.reset()
+        traj.obs.append({k: np.stack([o[k] for o in obs]) for k in obs[0]})
+        for c in range(chunks):
+            res = step_chunk(backend, actions[c], skip_intermediate_obs=profile.skip_intermediate_obs)
+            traj.rewards.append(res.rewards)
+            traj.terminated.append(res.terminated)
+            traj.truncated.append(res.truncated)
+            traj.applied.append(res.applied)
+            traj.obs.append(res.obs)
+            traj.sim_seconds_per_action.append(float(res.sim_seconds[0]) / max(int(res.global_steps[0]), 1))
+        return traj
+    finally:
+        backend.close()
+
+
+def _record_isolated(*args: Any) -> Trajectory:
+    """:func:`record` in a spawned process that applies the profile's patches before the simulator starts."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_bootstrap_and_record, *args).result()
+
+
+def _bootstrap_and_record(factory: Any, profile: RolloutProfile, *rest: Any) -> Trajectory:
+    from .patching import worker_bootstrap
+
+    worker_bootstrap(profile.to_dict())
+    return record(factory, profile, *rest)
+
+
+def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR of two uint8 images in dB (inf when identical)."""
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return math.inf if mse == 0 else 10.0 * math.log10(255.0**2 / mse)
+
+
+def compare(
+    stock: Trajectory, fast: Trajectory, thresholds: Thresholds, **meta: Any
+) -> ValidationReport:
+    """Measure the disagreement of two trajectories and list what is past ``thresholds``."""
+    both = lambda name: (np.stack(getattr(stock, name)), np.stack(getattr(fast, name)))  # noqa: E731
+    (rs, rf), (ts, tf), (us, uf), (as_, af) = (both(n) for n in ("rewards", "terminated", "truncated", "applied"))
+    reward_delta = float(np.max(np.abs(rs - rf))) if rs.size else 0.0
+    agree = (ts == tf) & (us == uf) & (as_ == af)
+    termination_agreement = float(agree.mean()) if agree.size else 1.0
+
+    proprio_err = state_err = frame_diff = 0.0
+    min_psnr = math.inf
+    frames = 0
+    for obs_s, obs_f in zip(stock.obs, fast.obs):
+        for key in sorted(set(obs_s) & set(obs_f)):
+            a, b = np.asarray(obs_s[key]), np.asarray(obs_f[key])
+            if key.endswith("::rgb"):
+                frames += a.shape[0]
+                frame_diff = max(frame_diff, float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
+                min_psnr = min([min_psnr] + [psnr_db(x, y) for x, y in zip(a, b)])
+                continue
+            err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+            if key == "proprio" or key.endswith("::proprio"):
+                proprio_err = max(proprio_err, err)
+            else:
+                state_err = max(state_err, err)
+    sim_s = float(np.mean(stock.sim_seconds_per_action))
+    sim_f = float(np.mean(fast.sim_seconds_per_action))
+
+    t = thresholds
+    failures = []
+    if reward_delta > t.reward_atol:
+        failures.append(f"max |delta reward| = {reward_delta:.3g} > reward_atol = {t.reward_atol:g}")
+    if termination_agreement < 1.0:
+        failures.append(f"terminations/truncations/masked steps agree on {termination_agreement:.2%} of steps")
+    if proprio_err > t.state_atol:
+        failures.append(f"proprio max abs error = {proprio_err:.3g} > state_atol = {t.state_atol:g}")
+    if state_err > t.state_atol:
+        failures.append(f"other state max abs error = {state_err:.3g} > state_atol = {t.state_atol:g}")
+    if frames == 0:
+        failures.append("no rgb boundary frames to compare (no '<camera>::rgb' key on both sides)")
+    elif t.min_psnr_db is None and frame_diff > 0:
+        failures.append(f"boundary frames differ (max abs diff {frame_diff:g}); exact agreement required")
+    elif t.min_psnr_db is not None and min_psnr < t.min_psnr_db:
+        failures.append(f"boundary frame PSNR {min_psnr:.1f} dB < min_psnr_db = {t.min_psnr_db:.1f} dB")
+    if not math.isclose(sim_s, sim_f, rel_tol=t.sim_time_rtol, abs_tol=0.0):
+        failures.append(f"simulated seconds per action differ: stock {sim_s:.6g}, fast {sim_f:.6g}")
+    return ValidationReport(
+        max_abs_reward_delta=reward_delta,
+        termination_agreement=termination_agreement,
+        proprio_max_abs_error=proprio_err,
+        state_max_abs_error=state_err,
+        frames_compared=frames,
+        frame_max_abs_diff=frame_diff,
+        frame_min_psnr_db=min_psnr,
+        sim_seconds_per_action_stock=sim_s,
+        sim_seconds_per_action_fast=sim_f,
+        thresholds=thresholds,
+        failures=failures,
+        **meta,
+    )
+
+
+def validate(
+    backend: str = "reference",
+    num_envs: int = 2,
+    chunks: int = 4,
+    chunk_size: int = 32,
+    seed: int = 0,
+    thresholds: Thresholds | None = None,
+    backend_options: dict[str, Any] | None = None,
+    fault: Callable[[Any], Any] | None = None,
+) -> ValidationReport:
+    """Run stock and fast side by side and compare them.
+
+    ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
+    """
+    from .bench.backends import isolate_sides, make_factory
+
+    for name, value in (("num_envs", num_envs), ("chunks", chunks), ("chunk_size", chunk_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])
+    factory = make_factory(backend, **(backend_options or {}))
+    stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
+    fast_profile = RolloutProfile(chunk_size=chunk_size)
+    sides = []
+    for profile, wrap in ((stock_profile, None), (fast_profile, fault)):
+        args = (factory, profile, num_envs, seed, None, chunks)
+        if isolate_sides(backend):
+            if wrap is not None:
+                raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
+            sides.append(_record_isolated(*args))
+        else:
+            sides.append(record(*args, wrap=wrap))
+    return compare(*sides, thresholds, backend=backend, num_envs=num_envs, chunks=chunks,
+                   chunk_size=chunk_size, seed=seed)
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``validate`` sub-command."""
+    from .bench.backends import BACKENDS, add_backend_arguments
+
+    p = subparsers.add_parser("validate", help="stock vs fast path with identical actions; exit 1 past thresholds",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
+    p.add_argument("--num-envs", type=int, default=2, help="envs per side (default: 2)")
+    p.add_argument("--chunks", type=int, default=4, help="M action chunks (default: 4)")
+    p.add_argument("--chunk-size", type=int, default=32, help="N actions per chunk (default: 32)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the envs and the random actions (default: 0)")
+    p.add_argument("--reward-atol", type=float, default=None, help="max |delta reward| (default per backend)")
+    p.add_argument("--state-atol", type=float, default=None, help="max proprio/state error (default per backend)")
+    p.add_argument("--min-psnr", type=float, default=None,
+                   help="min boundary-frame PSNR in dB (default: exact on reference, 30 dB on omnigibson)")
+    p.add_argument("--json", default=None, help="also write the report as JSON to this path")
+    add_backend_arguments(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate; print the report; 0 when every measure is within its threshold, else 1."""
+    from .bench.backends import backend_options
+
+    limits = dict(DEFAULT_THRESHOLDS[args.backend])
+    for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
+                       ("min_psnr_db", args.min_psnr)):
+        if value is not None:
+            limits[key] = value
+    report = validate(backend=args.backend, num_envs=args.num_envs, chunks=args.chunks,
+                      chunk_size=args.chunk_size, seed=args.seed, thresholds=Thresholds(**limits),
+                      backend_options=backend_options(args))
+    print(report.format())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(report.to_dict(), fh, indent=2, default=float)
+    return 0 if report.passed else 1
