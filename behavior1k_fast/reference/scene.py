@@ -17,6 +17,8 @@ import numpy as np
 from .config import ReferenceConfig
 
 ENV_SPACING = 8.0
+#: Geom groups the envs' geoms cycle through (MuJoCo has six groups).
+ENV_GROUPS = (0, 1, 2, 3, 4, 5)
 ROOM_HALF = 2.5
 ARMS = ("left", "right")
 #: Arm mount offset along the robot's y axis (left = +y).
@@ -63,6 +65,13 @@ _ROBOT = 'contype="2" conaffinity="0"'
 _GRIP = 'friction="1.5 0.02 0.001" condim="4"'
 
 
+def render_group(env: int) -> int:
+    """MuJoCo geom group of env ``env``'s geoms. Rendering a camera of env e shows only e's group, so a
+    render draws the geoms of about E / 6 envs instead of all E (the walls hide the other rooms anyway;
+    this only saves draw calls)."""
+    return ENV_GROUPS[env % len(ENV_GROUPS)]
+
+
 def object_category(j: int) -> int:
     """Category index of movable object ``j`` (object 0, the target, is a can)."""
     return j % len(CATEGORIES)
@@ -77,7 +86,7 @@ def placement_cells() -> np.ndarray:
     return cells[~near_bin]
 
 
-def _room_xml(p: str, ox: float) -> str:
+def _room_xml(p: str, ox: float, group: int) -> str:
     walls = []
     for k, (x, y, hx, hy) in enumerate(
         ((ROOM_HALF, 0, 0.05, ROOM_HALF), (-ROOM_HALF, 0, 0.05, ROOM_HALF),
@@ -103,7 +112,10 @@ def _room_xml(p: str, ox: float) -> str:
         bin_geoms.append(f'<geom name="{p}bin_wall{k}" type="box" pos="{bx + dx} {by + dy} {z0 + hh}" '
                          f'size="{sx} {sy} {hh}" material="bin" {_WORLD}/>')
     return (
-        f'<body name="{p}room" pos="{ox} 0 0">{"".join(walls)}'
+        f'<body name="{p}room" pos="{ox} 0 0" childclass="group{group}">'
+        f'<geom name="{p}floor" type="box" pos="0 0 -0.05" size="{ROOM_HALF} {ROOM_HALF} 0.05" material="floor" '
+        f'{_WORLD}/>'
+        f'{"".join(walls)}'
         f'<geom name="{p}table_top" type="box" pos="{tx} {ty} {TABLE_TOP - 0.025}" '
         f'size="{TABLE_HALF[0]} {TABLE_HALF[1]} 0.025" material="wood" {_WORLD}/>{legs}'
         f'{"".join(bin_geoms)}</body>'
@@ -140,12 +152,12 @@ def _arm_xml(p: str, arm: str, cameras: tuple[str, ...]) -> str:
     )
 
 
-def _robot_xml(p: str, ox: float, cameras: tuple[str, ...]) -> str:
+def _robot_xml(p: str, ox: float, group: int, cameras: tuple[str, ...]) -> str:
     head = ""
     if "head" in cameras:
         head = f'<camera name="{p}head" pos="0.05 0 1.6" xyaxes="0 -1 0 0.667 0 0.745" fovy="70"/>'
     return (
-        f'<body name="{p}base" pos="{ox} 0 0">'
+        f'<body name="{p}base" pos="{ox} 0 0" childclass="group{group}">'
         f'<joint name="{p}base_x" type="slide" axis="1 0 0" damping="10"/>'
         f'<joint name="{p}base_y" type="slide" axis="0 1 0" damping="10"/>'
         f'<joint name="{p}base_yaw" type="hinge" axis="0 0 1" damping="10"/>'
@@ -156,12 +168,12 @@ def _robot_xml(p: str, ox: float, cameras: tuple[str, ...]) -> str:
     )
 
 
-def _objects_xml(p: str, ox: float, num_objects: int) -> str:
+def _objects_xml(p: str, ox: float, group: int, num_objects: int) -> str:
     out = []
     for j in range(num_objects):
         name, gtype, size, rgba = CATEGORIES[object_category(j)]
         out.append(
-            f'<body name="{p}obj{j}" pos="{ox} {j} 2"><freejoint name="{p}obj{j}"/>'
+            f'<body name="{p}obj{j}" pos="{ox} {j} 2" childclass="group{group}"><freejoint name="{p}obj{j}"/>'
             f'<geom name="{p}obj{j}" type="{gtype}" size="{size}" rgba="{rgba}" mass="0.15" '
             f'{_WORLD} {_GRIP}/></body>'
         )
@@ -195,8 +207,8 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     """MJCF text of ``num_envs`` copies of the scene, env ``i`` at x = ``i * ENV_SPACING``; ``physics_dt`` in s."""
     bodies, actuators = [], []
     for i in range(num_envs):
-        p, ox = f"e{i}/", i * ENV_SPACING
-        bodies.append(_room_xml(p, ox) + _robot_xml(p, ox, config.cameras) + _objects_xml(p, ox, config.num_objects))
+        p, ox, g = f"e{i}/", i * ENV_SPACING, render_group(i)
+        bodies.append(_room_xml(p, ox, g) + _robot_xml(p, ox, g, config.cameras) + _objects_xml(p, ox, g, config.num_objects))
         actuators.append(_actuators_xml(p))
     extent = ENV_SPACING * max(num_envs, 1)
     return f"""<mujoco model="behavior1k_fast_reference">
@@ -210,6 +222,7 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     <map znear="{0.02 / extent}" zfar="{12.0 / extent}"/>
     <headlight ambient="0.35 0.35 0.35" diffuse="0.6 0.6 0.6" specular="0 0 0"/>
   </visual>
+  <default>{"".join(f'<default class="group{g}"><geom group="{g}"/></default>' for g in ENV_GROUPS)}</default>
   <asset>
     <material name="floor" rgba="0.55 0.5 0.45 1" reflectance="0"/>
     <material name="wall" rgba="0.85 0.85 0.8 1" reflectance="0"/>
@@ -219,7 +232,6 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     <material name="finger" rgba="0.15 0.15 0.15 1" reflectance="0"/>
   </asset>
   <worldbody>
-    <geom name="floor" type="plane" size="{extent + 10} 10 0.1" pos="{extent / 2} 0 0" material="floor" {_WORLD}/>
     {"".join(bodies)}
   </worldbody>
   <actuator>{"".join(actuators)}</actuator>
@@ -252,7 +264,7 @@ class SceneIndex:
     ctrl_start: np.ndarray
     #: Camera ids [E, C] in ``config.cameras`` order.
     camera: np.ndarray
-    #: geom id -> env (-1 for shared geoms), finger slot (arm * 2 + finger, -1 otherwise), object j (-1).
+    #: geom id -> env, finger slot (arm * 2 + finger, -1 otherwise), object j (-1).
     geom_env: np.ndarray
     geom_finger: np.ndarray
     geom_object: np.ndarray
@@ -290,8 +302,6 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
     instance = np.zeros(model.ngeom + 1, np.int32)
     base_bodies = {oid(mujoco.mjtObj.mjOBJ_BODY, f"e{i}/base"): i for i in range(num_envs)}
     room_bodies = {oid(mujoco.mjtObj.mjOBJ_BODY, f"e{i}/room"): i for i in range(num_envs)}
-    floor = oid(geom, "floor")
-    semantic[floor + 1], instance[floor + 1] = SEMANTIC_CLASSES.index("floor"), INSTANCE_ROOM
     for g in range(model.ngeom):
         name = mujoco.mj_id2name(model, geom, g) or ""
         body = int(model.geom_bodyid[g])
@@ -302,7 +312,9 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         elif root in room_bodies:
             geom_env[g] = room_bodies[root]
             part = name.split("/", 1)[1]
-            if part.startswith("wall"):
+            if part == "floor":
+                semantic[g + 1], instance[g + 1] = SEMANTIC_CLASSES.index("floor"), INSTANCE_ROOM
+            elif part.startswith("wall"):
                 semantic[g + 1], instance[g + 1] = SEMANTIC_CLASSES.index("wall"), INSTANCE_ROOM
             elif part.startswith("table"):
                 semantic[g + 1], instance[g + 1] = SEMANTIC_CLASSES.index("table"), INSTANCE_TABLE

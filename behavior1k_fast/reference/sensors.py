@@ -19,7 +19,7 @@ import os
 import mujoco
 import numpy as np
 
-from .scene import ARMS, SceneIndex
+from .scene import ARMS, ENV_GROUPS, SceneIndex, render_group
 
 #: Pass that produces each vision modality.
 PASS_OF_MODALITY = {
@@ -88,6 +88,12 @@ class CameraRig:
             v = (np.arange(self.height) + 0.5 - self.height / 2) / f
             ray = np.stack(np.broadcast_arrays(u[None, :], -v[:, None], -np.ones((self.height, 1))), axis=-1)
             self._rays.append((ray.astype(np.float32), np.linalg.norm(ray, axis=-1).astype(np.float32)))
+        # One visibility option per env geom group: that group only.
+        self._options = {}
+        for g in ENV_GROUPS:
+            opt = mujoco.MjvOption()
+            opt.geomgroup[:] = [1 if k == g else 0 for k in range(len(opt.geomgroup))]
+            self._options[g] = opt
         self.render_count = 0
         self.viewport_count = 0
 
@@ -120,7 +126,7 @@ class CameraRig:
         frames = self.frames
         for e in envs:
             for c in range(len(self.cameras)):
-                renderer.update_scene(data, int(self._index.camera[e, c]))
+                renderer.update_scene(data, int(self._index.camera[e, c]), self._options[render_group(int(e))])
                 if "rgb" in self._passes:
                     renderer.render(out=frames["rgb"][e, c])
                 if self.viewport_targets:
