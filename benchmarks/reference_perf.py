@@ -1,0 +1,183 @@
+"""Reference-simulator costs on this machine: physics per env, boundary RGB per camera, per-step breakdown.
+
+Measures (wall-clock ms, 224x224 unless --resolution is given):
+
+1. physics: ``step(get_obs=False, render=False)`` per env (``physics_substeps`` MuJoCo steps, reward and
+   termination) and one MuJoCo physics step per env, for E envs in one process, driven by the scripted
+   expert so the arm moves and grasps (expert time excluded).
+2. boundary RGB: ``observe()`` with the fast-path profile (rgb + proprio), per camera frame.
+3. per-step breakdown from the profiler's stage spans: stock mode (every modality, viewport render
+   targets, render and read after every step) against the fast path with on-demand observation
+   (render and read once per chunk).
+
+Writes ``benchmarks/results/reference_perf_<tag>.json`` and ``.png``. Run:
+``python3 benchmarks/reference_perf.py`` (about two minutes on 2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.profiling import STAGES, get_profiler
+from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv
+from behavior1k_fast.reference.expert import expert_actions
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def bench_physics(config: ReferenceConfig, num_envs: int, steps: int) -> dict:
+    env = ReferenceVectorEnv(num_envs, profile=RolloutProfile(obs_modalities=("proprio",)), config=config)
+    total = 0.0
+    for _ in range(steps):
+        actions = expert_actions(env)
+        t0 = time.perf_counter()
+        env.step(actions, get_obs=False, render=False)
+        total += time.perf_counter() - t0
+    import mujoco
+
+    t0 = time.perf_counter()
+    mujoco.mj_step(env.model, env.data, nstep=steps)
+    mj = time.perf_counter() - t0
+    substeps = env.frequencies.physics_substeps
+    env.close()
+    return {
+        "num_envs": num_envs,
+        "physics_substeps": substeps,
+        "env_step_ms_per_env": 1e3 * total / (steps * num_envs),
+        "mj_step_ms_per_env": 1e3 * mj / (steps * num_envs),
+    }
+
+
+def bench_boundary_rgb(config: ReferenceConfig, num_envs: int, frames: int) -> dict:
+    env = ReferenceVectorEnv(num_envs, profile=RolloutProfile(obs_modalities=("rgb", "proprio")), config=config)
+    env.observe()  # creates the GL context; not part of the per-frame cost
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        env.observe()
+    per_camera = 1e3 * (time.perf_counter() - t0) / (frames * num_envs * len(config.cameras))
+    env.close()
+    return {"num_envs": num_envs, "rgb_ms_per_camera": per_camera}
+
+
+def bench_breakdown(config: ReferenceConfig, name: str, profile: RolloutProfile, num_envs: int, steps: int,
+                    chunk: int | None) -> dict:
+    """Per-step stage costs; ``chunk``: render and read only every ``chunk`` steps (None: every step)."""
+    env = ReferenceVectorEnv(num_envs, profile=profile, config=config)
+    env.observe()
+    prof = get_profiler()
+    prof.enabled = True
+    prof.clear()
+    t0 = time.perf_counter()
+    for k in range(steps):
+        boundary = chunk is None or (k + 1) % chunk == 0
+        env.step(expert_actions(env), get_obs=boundary, render=boundary)
+    wall = time.perf_counter() - t0
+    summary = prof.summary(steps=steps, envs=num_envs)
+    prof.enabled = False
+    prof.clear()
+    env.close()
+    stages = {s: summary[s]["ms_per_env_step"] for s in STAGES if s in summary}
+    return {
+        "mode": name,
+        "num_envs": num_envs,
+        "chunk": chunk,
+        "ms_per_env_step": stages,
+        "wall_ms_per_env_step": 1e3 * wall / (steps * num_envs),
+    }
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    phys = result["physics"]
+    e = [r["num_envs"] for r in phys]
+    ax = axes[0]
+    ax.plot(e, [r["env_step_ms_per_env"] for r in phys], "o-", label="env.step (substeps + task)")
+    ax.plot(e, [r["mj_step_ms_per_env"] for r in phys], "s-", label="one MuJoCo physics step")
+    ax.axhline(1.0, color="gray", ls="--", label="goal: 1 ms")
+    ax.set(xlabel="envs per process (E)", ylabel="ms per env", title="Physics per env", xscale="log")
+    ax.legend(fontsize=8)
+    rgb = result["boundary_rgb"]
+    ax = axes[1]
+    ax.plot([r["num_envs"] for r in rgb], [r["rgb_ms_per_camera"] for r in rgb], "o-")
+    ax.axhline(10.0, color="gray", ls="--", label="goal: 10 ms")
+    ax.set(xlabel="envs per process (E)", ylabel="ms per camera frame", xscale="log", ylim=(0, None),
+           title=f"Boundary RGB frame ({result['resolution'][0]}x{result['resolution'][1]})")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    rows = result["breakdown"]
+    bottom = np.zeros(len(rows))
+    for stage in STAGES:
+        vals = np.array([r["ms_per_env_step"].get(stage, 0.0) for r in rows])
+        if vals.any():
+            ax.bar(range(len(rows)), vals, bottom=bottom, label=stage)
+            bottom += vals
+    ax.set_xticks(range(len(rows)), [r["mode"] for r in rows], fontsize=8)
+    ax.set(ylabel="ms per env-step", title="Per-step cost by stage")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"Reference simulator on {result['machine']['cpus']} CPU cores, MUJOCO_GL={result['machine']['mujoco_gl']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resolution", type=int, nargs=2, default=(224, 224), metavar=("H", "W"))
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--steps", type=int, default=150, help="steps per physics / breakdown measurement")
+    parser.add_argument("--tag", default="cpu", help="results file suffix")
+    args = parser.parse_args()
+    config = ReferenceConfig(resolution=tuple(args.resolution))
+    import mujoco
+
+    result = {
+        "resolution": list(config.resolution),
+        "frequencies": {k: getattr(config.frequencies, k) for k in ("action_hz", "rendering_hz", "physics_hz")},
+        "num_objects": config.num_objects,
+        "cameras": list(config.cameras),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "mujoco": mujoco.__version__,
+            "mujoco_gl": os.environ.get("MUJOCO_GL"),
+        },
+        "physics": [],
+        "boundary_rgb": [],
+        "breakdown": [],
+    }
+    for n in args.envs:
+        result["physics"].append(bench_physics(config, n, args.steps))
+        print("physics", result["physics"][-1], flush=True)
+    for n in args.envs:
+        result["boundary_rgb"].append(bench_boundary_rgb(config, n, frames=10))
+        print("boundary rgb", result["boundary_rgb"][-1], flush=True)
+    e = 2
+    for name, profile, chunk in (
+        ("stock", RolloutProfile.stock(), None),
+        ("slim, every step", RolloutProfile(skip_intermediate_obs=False), None),
+        ("slim, chunk 32", RolloutProfile(), 32),
+    ):
+        result["breakdown"].append(bench_breakdown(config, name, profile, e, min(args.steps, 64), chunk))
+        print("breakdown", result["breakdown"][-1], flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"reference_perf_{args.tag}.json"
+    out.write_text(json.dumps(result, indent=2))
+    plot(result, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
