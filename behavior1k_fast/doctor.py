@@ -1,0 +1,176 @@
+"""``behavior1k-fast doctor``: what this machine runs and what the patch set would do to it.
+
+Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
+a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
+patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
+settings, CPU count and GPUs (``nvidia-smi`` when present). Exit code 1 when a patch the profile asks for
+cannot apply (``failed``) or OmniGibson is installed but does not import; 2 for a bad ``--profile``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from .patching import FAILED, SKIPPED, default_registry
+from .profile import RolloutProfile
+
+#: Distributions whose versions are reported (``None`` when not installed).
+DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
+#: Environment variables that size thread pools.
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PXR_WORK_THREAD_LIMIT")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="versions, patch plan, threads, CPU and GPU of this machine",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--profile", metavar="PATH", help="YAML rollout profile (default: the fast path)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _omnigibson_state() -> dict[str, Any]:
+    """Whether omnigibson is importable here and imports (through the CPU hook when CUDA is absent)."""
+    state: dict[str, Any] = {"installed": False, "imported": False, "cpu_import_hook": False, "error": None}
+    if importlib.util.find_spec("omnigibson") is None:
+        return state
+    state["installed"] = True
+    from .omnigibson import cpu_import
+
+    try:
+        cpu_import.import_omnigibson()
+    except Exception as exc:  # report, do not crash: the point of doctor
+        state["error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        state["imported"] = True
+    state["cpu_import_hook"] = cpu_import.installed()
+    return state
+
+
+def _patches(profile: RolloutProfile, omnigibson_installed: bool) -> list[dict[str, Any]]:
+    registry = default_registry()
+    by_name = {p.name: p for p in registry.patches}
+    rows = []
+    for outcome in registry.plan(profile).outcomes:
+        patch = by_name[outcome.name]
+        reason = outcome.reason
+        if outcome.state == SKIPPED and patch.module and not omnigibson_installed:
+            reason = "omnigibson is not installed"
+        rows.append(
+            {
+                "name": outcome.name,
+                "state": outcome.state,
+                "reason": reason,
+                "targets": list(outcome.targets),
+                "upstream_file": patch.upstream_file,
+            }
+        )
+    return rows
+
+
+def _threads(profile: RolloutProfile) -> dict[str, Any]:
+    from .omnigibson.runtime import kit_thread_args
+
+    torch = sys.modules.get("torch")
+    return {
+        "kit_args": kit_thread_args(profile),
+        "intra_op_threads": profile.intra_op_threads,
+        "env": {var: os.environ.get(var) for var in THREAD_ENV_VARS},
+        "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
+    }
+
+
+def _cpu() -> dict[str, Any]:
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return {"count": os.cpu_count(), "usable": len(affinity) if affinity is not None else None}
+
+
+def _gpus() -> dict[str, Any]:
+    """``nvidia-smi`` rows ``name, memory, driver``; ``available`` False when the tool is absent or fails."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return {"available": False, "devices": [], "note": "nvidia-smi not found"}
+    try:
+        out = subprocess.run(
+            [tool, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"available": False, "devices": [], "note": f"nvidia-smi failed: {exc}"}
+    return {"available": True, "devices": [line.strip() for line in out.splitlines() if line.strip()], "note": ""}
+
+
+def collect(profile: RolloutProfile) -> dict[str, Any]:
+    """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1."""
+    from . import __version__
+
+    omnigibson = _omnigibson_state()
+    patches = _patches(profile, omnigibson["installed"])
+    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches)
+    return {
+        "behavior1k_fast": __version__,
+        "python": platform.python_version(),
+        "versions": {name: _version(name) for name in DISTRIBUTIONS},
+        "omnigibson": omnigibson,
+        "profile": profile.to_dict(),
+        "patches": patches,
+        "threads": _threads(profile),
+        "cpu": _cpu(),
+        "gpu": _gpus(),
+        "ok": ok,
+    }
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report for a person."""
+    og = report["omnigibson"]
+    if not og["installed"]:
+        og_line = "not installed (patches that target it are skipped)"
+    elif og["error"]:
+        og_line = f"installed but does not import: {og['error']}"
+    else:
+        og_line = "imports" + (" (CPU import hook: no CUDA)" if og["cpu_import_hook"] else "")
+    lines = [f"behavior1k_fast {report['behavior1k_fast']} on Python {report['python']}", "", "Versions:"]
+    lines += [f"  {name:<10} {version or '-'}" for name, version in report["versions"].items()]
+    lines += ["", f"OmniGibson: {og_line}", "", "Patches (state for this profile, and why):"]
+    width = max(len(p["name"]) for p in report["patches"])
+    lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
+    threads = report["threads"]
+    lines += ["", "Threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]
+    lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
+    lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]
+    cpu, gpu = report["cpu"], report["gpu"]
+    lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
+    lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))
+    lines += ["", "OK" if report["ok"] else "NOT OK: a requested patch cannot apply or OmniGibson does not import"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
+    except (OSError, TypeError, ValueError) as exc:
+        print(f"behavior1k-fast doctor: bad --profile {args.profile!r}: {exc}", file=sys.stderr)
+        return 2
+    report = collect(profile)
+    print(json.dumps(report, indent=2) if args.json else render_text(report))
+    return 0 if report["ok"] else 1

@@ -1,0 +1,96 @@
+"""``behavior1k-fast doctor`` with omnigibson 1.1.1 present, absent, and with a layout it cannot patch."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+
+import pytest
+
+from behavior1k_fast import doctor
+
+
+def run_doctor(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    doctor.register(parser.add_subparsers())
+    args = parser.parse_args(["doctor", *argv])
+    return args.func(args)
+
+
+def json_report(capsys, *argv: str) -> tuple[int, dict]:
+    code = run_doctor("--json", *argv)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_json_report_with_omnigibson(og, capsys):
+    code, report = json_report(capsys)
+    assert code == 0 and report["ok"]
+    assert report["versions"]["omnigibson"] == importlib.metadata.version("omnigibson")
+    assert report["omnigibson"]["imported"] and report["omnigibson"]["error"] is None
+    states = {p["name"]: p["state"] for p in report["patches"]}
+    assert states["vector_env_step"] == "would apply" and states["headless_viewport"] == "would apply"
+    assert states["numba_cache_joint_controller"] == "skipped"
+    by_name = {p["name"]: p for p in report["patches"]}
+    assert by_name["env_step_obs"]["upstream_file"] == "omnigibson/envs/env_base.py"
+    assert "--/plugins/carb.tasking.plugin/threadCount=8" in report["threads"]["kit_args"]
+    assert report["cpu"]["count"] >= 1 and isinstance(report["gpu"]["available"], bool)
+
+
+def test_profile_yaml_turns_patches_off(og, capsys, tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text("remove_headless_viewports: false\npipeline_stage_num: 2\ncarb_tasking_threads: null\n")
+    code, report = json_report(capsys, "--profile", str(path))
+    states = {p["name"]: p["state"] for p in report["patches"]}
+    assert code == 0 and states["headless_viewport"] == "disabled" and states["viewer_camera_off"] == "disabled"
+    assert report["profile"]["pipeline_stages"] == 2
+    assert not any("carb.tasking" in arg for arg in report["threads"]["kit_args"])
+
+
+def test_bad_profile_exits_2_naming_the_key(capsys, tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text("pipeline_stage: 2\n")
+    assert run_doctor("--profile", str(path)) == 2
+    assert "unknown profile key 'pipeline_stage'" in capsys.readouterr().err
+
+
+def test_unsupported_layout_exits_nonzero(og, capsys, monkeypatch):
+    from omnigibson.envs.vec_env_base import VectorEnvironment
+
+    monkeypatch.delattr(VectorEnvironment, "reset")
+    assert run_doctor() == 1
+    out = capsys.readouterr().out
+    assert "vector_env_step" in out and "failed" in out and "NOT OK" in out
+
+
+def test_report_without_omnigibson(og, capsys, monkeypatch):
+    for name in [n for n in sys.modules if n == "omnigibson" or n.startswith("omnigibson.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # import omnigibson now raises ModuleNotFoundError
+    real_version = importlib.metadata.version
+
+    def version(name):
+        if name == "omnigibson":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    code, report = json_report(capsys)
+    assert code == 0 and report["ok"]
+    assert report["versions"]["omnigibson"] is None and not report["omnigibson"]["installed"]
+    by_state = {p["name"]: (p["state"], p["reason"]) for p in report["patches"]}
+    assert by_state["env_step_obs"] == ("skipped", "omnigibson is not installed")
+    assert by_state["intra_op_threads"][0] == "would apply"
+    assert run_doctor() == 0
+    assert "OmniGibson: not installed" in capsys.readouterr().out
+
+
+def test_omnigibson_that_does_not_import_exits_nonzero(capsys, monkeypatch):
+    from behavior1k_fast.omnigibson import cpu_import
+
+    def broken():
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    monkeypatch.setattr(cpu_import, "import_omnigibson", broken)
+    code, report = json_report(capsys)
+    assert code == 1 and "Torch not compiled with CUDA enabled" in report["omnigibson"]["error"]
