@@ -67,6 +67,31 @@ def bench_boundary_rgb(config: ReferenceConfig, num_envs: int, frames: int) -> d
     return {"num_envs": num_envs, "rgb_ms_per_camera": per_camera}
 
 
+#: Render work per camera frame, one switch at a time (name, obs_modalities, remove_headless_viewports).
+RENDER_VARIANTS = (
+    ("rgb", ("rgb",), True),
+    ("rgb + viewport", ("rgb",), False),
+    ("depth, depth_linear, normal", ("depth", "depth_linear", "normal"), True),
+    ("seg_semantic, seg_instance", ("seg_semantic", "seg_instance"), True),
+    ("stock: all + viewport", None, False),
+)
+
+
+def bench_render_variants(config: ReferenceConfig, frames: int) -> list[dict]:
+    """ms per camera frame for each modality set (one env), rendering and annotator work included."""
+    rows = []
+    for name, modalities, no_viewport in RENDER_VARIANTS:
+        profile = RolloutProfile(obs_modalities=modalities, remove_headless_viewports=no_viewport)
+        env = ReferenceVectorEnv(1, profile=profile, config=config)
+        env.observe()
+        t0 = time.perf_counter()
+        for _ in range(frames):
+            env.observe()
+        rows.append({"variant": name, "ms_per_camera": 1e3 * (time.perf_counter() - t0) / (frames * len(config.cameras))})
+        env.close()
+    return rows
+
+
 def bench_breakdown(config: ReferenceConfig, name: str, profile: RolloutProfile, num_envs: int, steps: int,
                     chunk: int | None) -> dict:
     """Per-step stage costs; ``chunk``: render and read only every ``chunk`` steps (None: every step)."""
@@ -100,7 +125,7 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8))
     phys = result["physics"]
     e = [r["num_envs"] for r in phys]
     ax = axes[0]
@@ -125,8 +150,14 @@ def plot(result: dict, path: Path) -> None:
             ax.bar(range(len(rows)), vals, bottom=bottom, label=stage)
             bottom += vals
     ax.set_xticks(range(len(rows)), [r["mode"] for r in rows], fontsize=8)
-    ax.set(ylabel="ms per env-step", title="Per-step cost by stage")
+    ax.set(ylabel="ms per env-step", title=f"Per-step cost by stage (E={rows[0]['num_envs']})")
     ax.legend(fontsize=8)
+    ax = axes[3]
+    variants = result["render_variants"]
+    ax.barh(range(len(variants)), [r["ms_per_camera"] for r in variants])
+    ax.set_yticks(range(len(variants)), [r["variant"] for r in variants], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel="ms per camera frame", title="Render + annotator work by modality set (E=1)")
     fig.suptitle(f"Reference simulator on {result['machine']['cpus']} CPU cores, MUJOCO_GL={result['machine']['mujoco_gl']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -157,7 +188,10 @@ def main() -> None:
         "physics": [],
         "boundary_rgb": [],
         "breakdown": [],
+        "render_variants": bench_render_variants(config, frames=10),
     }
+    for row in result["render_variants"]:
+        print("render", row, flush=True)
     for n in args.envs:
         result["physics"].append(bench_physics(config, n, args.steps))
         print("physics", result["physics"][-1], flush=True)
