@@ -1,0 +1,483 @@
+"""The upstream patches under ``patches/`` are well-formed ``git format-patch`` mails and describe the same change
+as the runtime patches of ``behavior1k_fast.omnigibson``.
+
+Each patch names its runtime counterparts in ``Behavior1k-Fast-Patch: <name>`` trailers. Checked here:
+
+- structure: mbox ``From`` line, ``From:``/``Date:``/``Subject: [PATCH n/m]`` headers, a message, ``---``, diffs
+  whose hunk line counts add up, three lines of context on both sides of every change (so no hunk is silently
+  anchored to a file start or end when it applies to the full upstream file);
+- application: the series of each line applies with ``git am`` to a pre-image rebuilt from its own context
+  lines (upstream files are not shipped), and the v3.7.2 ``vision_sensor.py`` patches apply with
+  ``git apply --check`` to the real ``omnigibson`` 1.1.1 file when that package is installed;
+- equivalence: the files and functions the hunks touch are the ``upstream_file`` and ``targets`` of the runtime
+  patches named in the trailers, every runtime patch with an upstream file is covered (or listed below with the
+  reason it has no upstream patch on that line), and each new ``def`` signature in a patch equals the signature
+  the runtime patch installs on the real omnigibson 1.1.1 class.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from behavior1k_fast.omnigibson import PATCHES
+from behavior1k_fast.patching import PatchRegistry, resolve
+
+PATCH_ROOT = Path(__file__).resolve().parents[2] / "patches"
+SERIES = ("main", "v3.7.2")
+TRAILER = "Behavior1k-Fast-Patch"
+UPSTREAM_PREFIX = "OmniGibson/"  # patch paths are relative to the BEHAVIOR-1K repository root
+CONTEXT = 3
+
+#: Runtime patches with an upstream file that have no upstream patch on a line, and why.
+NOT_UPSTREAMED = {
+    "main": {
+        "headless_viewport": "main has it since StanfordVL/BEHAVIOR-1K#2117",
+        "vector_env_step": "main replaced VectorEnvironment by the multi-scene Environment (#2329)",
+        "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on main",
+    },
+    "v3.7.2": {
+        "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
+    },
+}
+#: Runtime targets whose upstream counterpart does not exist on a line, and why.
+ABSENT_UPSTREAM = {
+    ("main", "env_step_obs"): {"Environment._post_step": "main's multi-scene Environment has no _post_step"},
+}
+
+
+# --- parsing ----------------------------------------------------------------------------------------------------
+@dataclass
+class Hunk:
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    section: str  # the function context git printed after the second @@
+    lines: list[str]  # body lines, each starting with ' ', '-' or '+'
+
+
+@dataclass
+class FileDiff:
+    path: str
+    hunks: list[Hunk] = field(default_factory=list)
+
+
+@dataclass
+class PatchMail:
+    path: Path
+    number: int
+    total: int
+    subject: str
+    message: str
+    trailers: list[str]
+    diffs: list[FileDiff]
+
+
+FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
+SUBJECT = re.compile(r"^\[PATCH (\d+)/(\d+)\] (.+)$")
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+
+
+def parse_patch(path: Path) -> PatchMail:
+    """Parse one ``git format-patch`` file; ValueError naming the file and line on anything malformed."""
+    lines = path.read_text().split("\n")
+
+    def fail(i: int, why: str) -> ValueError:
+        return ValueError(f"{path.name}:{i + 1}: {why}: {lines[i] if i < len(lines) else '<EOF>'!r}")
+
+    if not FROM_LINE.match(lines[0]):
+        raise fail(0, "not an mbox From line")
+    headers: dict[str, str] = {}
+    i = 1
+    while lines[i]:
+        if lines[i].startswith(" ") and headers:
+            key = list(headers)[-1]
+            headers[key] += lines[i]
+        else:
+            key, sep, value = lines[i].partition(": ")
+            if not sep:
+                raise fail(i, "not a mail header")
+            headers[key] = value
+        i += 1
+    for key in ("From", "Date", "Subject"):
+        if key not in headers:
+            raise fail(i, f"missing {key}: header")
+    subject = SUBJECT.match(headers["Subject"])
+    if not subject:
+        raise fail(i, "Subject is not '[PATCH n/m] summary'")
+    end = lines.index("---", i)
+    message = "\n".join(lines[i + 1 : end]).strip()
+    trailers = [line.split(": ", 1)[1] for line in message.split("\n") if line.startswith(f"{TRAILER}: ")]
+    diffs: list[FileDiff] = []
+    i = end + 1
+    while i < len(lines) and not lines[i].startswith("diff --git "):
+        i += 1  # diffstat
+    while i < len(lines):
+        if not lines[i]:
+            i += 1
+            continue
+        m = re.match(r"^diff --git a/(\S+) b/(\S+)$", lines[i])
+        if not m or m[1] != m[2]:
+            raise fail(i, "expected 'diff --git a/X b/X'")
+        diff = FileDiff(m[1])
+        i += 1
+        if lines[i].startswith("index "):
+            i += 1
+        if lines[i] != f"--- a/{diff.path}" or lines[i + 1] != f"+++ b/{diff.path}":
+            raise fail(i, "expected ---/+++ lines of the same file")
+        i += 2
+        while i < len(lines) and lines[i].startswith("@@"):
+            h = HUNK_HEADER.match(lines[i])
+            if not h:
+                raise fail(i, "malformed hunk header")
+            hunk = Hunk(int(h[1]), int(h[2] or 1), int(h[3]), int(h[4] or 1), h[5], [])
+            i += 1
+            old = new = 0
+            while old < hunk.old_len or new < hunk.new_len:
+                line = lines[i]
+                if not line or line[0] not in " +-":
+                    raise fail(i, f"hunk body ended after {old}/{hunk.old_len} old, {new}/{hunk.new_len} new lines")
+                old += line[0] in " -"
+                new += line[0] in " +"
+                hunk.lines.append(line)
+                i += 1
+            if old != hunk.old_len or new != hunk.new_len:
+                raise fail(i, "hunk line counts do not match its header")
+            diff.hunks.append(hunk)
+        if not diff.hunks:
+            raise fail(i, "file diff without hunks")
+        diffs.append(diff)
+    if not diffs:
+        raise ValueError(f"{path.name}: no diff")
+    return PatchMail(path, int(subject[1]), int(subject[2]), subject[3], message, trailers, diffs)
+
+
+def series(name: str) -> list[PatchMail]:
+    return [parse_patch(p) for p in sorted((PATCH_ROOT / name).glob("*.patch"))]
+
+
+# --- what a hunk touches ------------------------------------------------------------------------------------------
+DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
+CLASS = re.compile(r"^(\s*)class\s+(\w+)\b")
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def touched(hunk: Hunk) -> tuple[set[str], set[str]]:
+    """(existing functions whose lines change, functions the hunk adds). Module-level lines are not counted;
+    a changed decorator belongs to the function it decorates."""
+    # git prints the nearest def/class above the hunk without its indentation: it encloses every indented line
+    # until a module-level line, and nested or sibling definitions in the hunk stack on top of it
+    seed = DEF.match(hunk.section) or CLASS.match(hunk.section)
+    stack: list[tuple[int, str, bool]] = [(0, seed[2], False)] if seed else []  # (indent, name, added here)
+    changed: set[str] = set()
+    added: set[str] = set()
+    pending: list[bool] = []  # changed decorators waiting for their def
+    for line in hunk.lines:
+        sign, text = line[0], line[1:]
+        if not text.strip():
+            continue
+        indent = _indent(text)
+        while stack and indent <= stack[-1][0]:
+            stack.pop()
+        d = DEF.match(text) or CLASS.match(text)
+        if d:
+            is_def = bool(DEF.match(text))
+            new_def = sign == "+" and is_def
+            stack.append((indent, d[2], new_def))
+            if is_def:
+                if new_def:
+                    added.add(d[2])
+                elif sign == "-" or pending:
+                    changed.add(d[2])
+            pending = []
+            continue
+        if text.lstrip().startswith("@"):
+            if sign != " ":
+                pending.append(True)
+            continue
+        if sign != " " and stack:
+            name, is_new = stack[-1][1], stack[-1][2]
+            (added if is_new else changed).add(name)
+    removed_then_added = {name for name in added if any(
+        line.startswith("-") and (m := DEF.match(line[1:])) and m[2] == name for line in hunk.lines)}
+    return changed | removed_then_added, added - removed_then_added
+
+
+def touched_in(mail: PatchMail, upstream_file: str) -> tuple[set[str], set[str]]:
+    changed: set[str] = set()
+    added: set[str] = set()
+    for diff in mail.diffs:
+        if diff.path == UPSTREAM_PREFIX + upstream_file:
+            for hunk in diff.hunks:
+                c, a = touched(hunk)
+                changed |= c
+                added |= a
+    return changed, added
+
+
+def new_signatures(mail: PatchMail) -> dict[str, inspect.Signature]:
+    """Name -> signature of every function whose ``def`` line the patch rewrites (removed and re-added)."""
+    result: dict[str, inspect.Signature] = {}
+    for diff in mail.diffs:
+        for hunk in diff.hunks:
+            removed = {m[2] for line in hunk.lines if line[0] == "-" and (m := DEF.match(line[1:]))}
+            plus = [line[1:] for line in hunk.lines if line[0] in "+ "]
+            for k, text in enumerate(plus):
+                m = DEF.match(text)
+                if not m or m[2] not in removed:
+                    continue
+                source = text
+                while not source.rstrip().endswith(":"):
+                    k += 1
+                    source += "\n" + plus[k]
+                result[m[2]] = _signature_of(ast.parse(source.strip() + "\n    pass").body[0])
+    return result
+
+
+def _signature_of(fn: ast.FunctionDef) -> inspect.Signature:
+    a = fn.args
+    P = inspect.Parameter
+    positional = a.posonlyargs + a.args
+    defaults = [P.empty] * (len(positional) - len(a.defaults)) + [ast.literal_eval(d) for d in a.defaults]
+    params = [P(x.arg, P.POSITIONAL_OR_KEYWORD, default=d) for x, d in zip(positional, defaults)]
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    for x, d in zip(a.kwonlyargs, a.kw_defaults):
+        params.append(P(x.arg, P.KEYWORD_ONLY, default=P.empty if d is None else ast.literal_eval(d)))
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+# --- structure --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", SERIES)
+def test_series_is_numbered_and_trailed(name):
+    mails = series(name)
+    assert mails, f"patches/{name} holds no patch"
+    assert [m.number for m in mails] == list(range(1, len(mails) + 1))
+    assert {m.total for m in mails} == {len(mails)}
+    for mail in mails:
+        assert mail.path.name.startswith(f"{mail.number:04d}-")
+        assert mail.trailers, f"{mail.path.name} names no runtime patch ({TRAILER}: trailer)"
+        assert all(d.path.startswith(UPSTREAM_PREFIX + "omnigibson/") for d in mail.diffs)
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_every_change_has_full_context(name):
+    for mail in series(name):
+        for diff in mail.diffs:
+            for hunk in diff.hunks:
+                signs = "".join(line[0] for line in hunk.lines)
+                lead, trail = len(signs) - len(signs.lstrip(" ")), len(signs) - len(signs.rstrip(" "))
+                where = f"{mail.path.name} {diff.path} @@ -{hunk.old_start}"
+                assert lead == CONTEXT or hunk.old_start == 1, f"{where}: {lead} leading context lines"
+                assert trail == CONTEXT, f"{where}: {trail} trailing context lines"
+                assert signs.strip(" "), f"{where}: hunk changes nothing"
+
+
+def test_parser_rejects_malformed_patches(tmp_path):
+    good = next((PATCH_ROOT / "main").glob("*.patch")).read_text()
+    cases = {
+        "from": good.replace("From 0000", "Frm 0000", 1),
+        "subject": good.replace("Subject: [PATCH ", "Subject: [PTCH ", 1),
+        "count": re.sub(r"^@@ -(\d+),(\d+)", lambda m: f"@@ -{m[1]},{int(m[2]) + 1}", good, count=1, flags=re.M),
+    }
+    for label, text in cases.items():
+        bad = tmp_path / f"{label}.patch"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=bad.name):
+            parse_patch(bad)
+
+
+def test_touched_attributes_decorators_and_new_helpers():
+    hunk = Hunk(1, 6, 1, 11, "def before(", [
+        "     return u",
+        " ",
+        "-@jit(nopython=True)",
+        "+@jit(nopython=True, cache=True)",
+        " def kernel(",
+        "+    def _helper(self):",
+        "+        return 1",
+        "+",
+        " ",
+        " class Sensor:",
+        "     def remove(self):",
+        "-        self._viewport.destroy()",
+        "+        pass",
+    ])
+    assert touched(hunk) == ({"kernel", "remove"}, {"_helper"})
+
+
+# --- application ------------------------------------------------------------------------------------------------
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+def preimages(mails: list[PatchMail]) -> dict[str, list[str]]:
+    """Pre-image of every file the series touches, rebuilt from the hunks' context and removed lines (in
+    original line numbers, through the series); lines no hunk shows are placeholders."""
+    files: dict[str, list[tuple[str, object]]] = {}  # current lines as ("orig", index) or ("new", text)
+    known: dict[str, dict[int, str]] = {}
+    for mail in mails:
+        for diff in mail.diffs:
+            current = files.setdefault(diff.path, [("orig", j) for j in range(20000)])
+            orig = known.setdefault(diff.path, {})
+            for hunk in sorted(diff.hunks, key=lambda h: -h.old_start):
+                at = hunk.old_start - 1
+                old = [line[1:] for line in hunk.lines if line[0] in " -"]
+                for k, text in enumerate(old):
+                    kind, value = current[at + k]
+                    if kind == "new":
+                        assert value == text, f"{mail.path.name} {diff.path}:{at + k + 1} disagrees with the series"
+                    else:
+                        assert orig.setdefault(value, text) == text, f"{mail.path.name} {diff.path} context clash"
+                replacement, k = [], 0
+                for line in hunk.lines:
+                    if line[0] == " ":
+                        replacement.append(current[at + k])
+                    if line[0] in " -":
+                        k += 1
+                    if line[0] == "+":
+                        replacement.append(("new", line[1:]))
+                current[at : at + len(old)] = replacement
+    result = {}
+    for path, orig in known.items():
+        last = max(orig) + CONTEXT + 2
+        result[path] = [orig.get(j, f"# placeholder line {j + 1}") for j in range(last)]
+    return result
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("name", SERIES)
+def test_series_applies_with_git_am(name, tmp_path):
+    mails = series(name)
+    for path, lines in preimages(mails).items():
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(lines) + "\n")
+    assert _git(tmp_path, "init", "-q").returncode == 0
+    _git(tmp_path, "add", "-A")
+    assert _git(tmp_path, "commit", "-qm", "pre-image").returncode == 0
+    am = _git(tmp_path, "am", *[str(m.path) for m in mails])
+    assert am.returncode == 0, am.stdout + am.stderr
+    log = _git(tmp_path, "log", "--format=%s", f"-{len(mails)}").stdout.splitlines()
+    assert log[::-1] == [m.subject for m in mails]
+    for mail in mails:
+        for diff in mail.diffs:
+            text = (tmp_path / diff.path).read_text()
+            for hunk in diff.hunks:
+                for line in hunk.lines:
+                    if line[0] == "+":
+                        assert line[1:] in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("omnigibson") is None, reason="omnigibson 1.1.1 is not installed")
+def test_viewport_backport_applies_to_real_omnigibson_1_1_1(tmp_path):
+    origin = Path(importlib.util.find_spec("omnigibson").submodule_search_locations[0])
+    rel = "OmniGibson/omnigibson/sensors/vision_sensor.py"
+    (tmp_path / rel).parent.mkdir(parents=True)
+    shutil.copy(origin / "sensors" / "vision_sensor.py", tmp_path / rel)
+    mails = [m for m in series("v3.7.2") if {d.path for d in m.diffs} == {rel}]
+    assert {t for m in mails for t in m.trailers} == {"headless_viewport", "camera_parameters_cache"}
+    for mail in mails:
+        check = _git(tmp_path, "apply", "--check", str(mail.path))
+        assert check.returncode == 0, check.stderr
+        assert _git(tmp_path, "apply", str(mail.path)).returncode == 0
+    patched = (tmp_path / rel).read_text()
+    compile(patched, rel, "exec")
+    assert "elif gm.HEADLESS:" in patched and "_camera_params_annotator" in patched
+
+
+# --- equivalence with the runtime patches ----------------------------------------------------------------------
+RUNTIME = {p.name: p for p in PATCHES}
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_trailers_name_runtime_patches_and_cover_them(name):
+    covered = {t for mail in series(name) for t in mail.trailers}
+    unknown = covered - set(RUNTIME)
+    assert not unknown, f"patches/{name} names runtime patches that do not exist: {sorted(unknown)}"
+    with_file = {p.name for p in PATCHES if p.upstream_file}
+    excused = NOT_UPSTREAMED[name]
+    assert not covered & set(excused), f"{sorted(covered & set(excused))} are both patched and excused"
+    missing = with_file - covered - set(excused)
+    assert not missing, f"runtime patches with an upstream file but no patch in patches/{name}: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_hunks_touch_the_runtime_targets(name):
+    for mail in series(name):
+        runtime = [RUNTIME[t] for t in mail.trailers]
+        files = {d.path for d in mail.diffs}
+        expected_files = {UPSTREAM_PREFIX + p.upstream_file for p in runtime}
+        assert files == expected_files, f"{mail.path.name}: touches {sorted(files)}, runtime declares {expected_files}"
+        for upstream_file in {p.upstream_file for p in runtime}:
+            targets = {t for p in runtime if p.upstream_file == upstream_file for t in p.targets}
+            absent = set()
+            for p in runtime:
+                absent |= set(ABSENT_UPSTREAM.get((name, p.name), {}))
+            changed, added = touched_in(mail, upstream_file)
+            assert changed == {t.rsplit(".", 1)[-1] for t in targets - absent}, (
+                f"{mail.path.name} {upstream_file}: hunks change {sorted(changed)}, runtime targets {sorted(targets)}"
+            )
+            assert all(n.startswith("_") for n in added), f"{mail.path.name}: new public functions {sorted(added)}"
+
+
+@pytest.fixture(scope="module")
+def patched_omnigibson(tmp_path_factory):
+    """The real omnigibson 1.1.1 modules with the whole runtime patch set applied (reverted afterwards)."""
+    if importlib.util.find_spec("omnigibson") is None:
+        pytest.skip("omnigibson 1.1.1 is not installed")
+    from behavior1k_fast.omnigibson import cpu_import
+
+    cpu_import.import_omnigibson()
+    registry = PatchRegistry(PATCHES)
+    report = registry.apply({"numba_cache_dir": str(tmp_path_factory.mktemp("numba"))})
+    assert report.ok, str(report)
+    for module in {p.module for p in PATCHES if p.module}:
+        importlib.import_module(module)
+    yield registry
+    registry.revert()
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_new_signatures_equal_the_installed_ones(name, patched_omnigibson):
+    compared = 0
+    for mail in series(name):
+        signatures = new_signatures(mail)
+        for trailer in mail.trailers:
+            patch = RUNTIME[trailer]
+            for target in patch.targets:
+                function = target.rsplit(".", 1)[-1]
+                if function not in signatures:
+                    continue
+                assert patched_omnigibson.status()[patch.name].state == "applied"
+                owner, attr = resolve(importlib.import_module(patch.module), target)
+                installed = inspect.signature(getattr(owner, attr))
+                assert installed == signatures[function], f"{mail.path.name} {target}: {signatures[function]} != {installed}"
+                compared += 1
+    assert compared >= {"main": 1, "v3.7.2": 4}[name]
+
+
+def test_readme_maps_every_patch_file_and_runtime_patch():
+    readme = (PATCH_ROOT / "README.md").read_text()
+    for name in SERIES:
+        for mail in series(name):
+            assert mail.path.name in readme, f"README.md does not mention {name}/{mail.path.name}"
+            for trailer in mail.trailers:
+                assert f"`{trailer}`" in readme
+        for excused in NOT_UPSTREAMED[name]:
+            assert f"`{excused}`" in readme
