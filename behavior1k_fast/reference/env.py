@@ -11,6 +11,9 @@ linearly from [-1, 1] onto the joint range; gripper -1 closed, +1 open). The bas
 into world-frame joint velocity targets when the action is applied, and an env that takes no new action
 keeps its actuator targets (``ctrl``) unchanged: it holds its last action.
 
+Rendering (``step(render=True)``, ``observe``, ``reset(get_obs=True)``) renders the cameras of the selected
+envs only; images read without a render are those of the env's last render (zeros before its first).
+
 Stock costs. Each switch reproduces one default cost of the BEHAVIOR stack and follows the profile
 knob the OmniGibson patches use for the same cost (``STOCK_COSTS``; ``env.stock_costs`` says which are
 on):
