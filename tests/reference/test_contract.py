@@ -165,3 +165,22 @@ def test_rendering_in_a_forked_child_raises(env):
     msg = os.read(read, 400).decode()
     os.close(read)
     assert msg.startswith("RuntimeError") and "never fork" in msg, msg
+
+
+@pytest.mark.parametrize(
+    "knob, stock_value, switch",
+    [
+        ("obs_modalities", None, "all_modalities"),
+        ("remove_headless_viewports", False, "viewport_render_targets"),
+        ("skip_intermediate_obs", False, "render_every_step"),
+    ],
+)
+def test_each_stock_cost_follows_its_own_profile_knob(knob, stock_value, switch):
+    from behavior1k_fast.reference import STOCK_COSTS
+
+    assert STOCK_COSTS[switch] == knob
+    env = make_env(1, profile=RolloutProfile().replace(**{knob: stock_value}))
+    assert env.stock_costs == {name: name == switch for name in STOCK_COSTS}
+    env.observe()
+    assert env.viewport_count == (3 if switch == "viewport_render_targets" else 0)
+    assert len(env.observation_space.spaces) == (6 * 3 + 1 if switch == "all_modalities" else 3 + 1)
