@@ -15,6 +15,7 @@ Both record the same events into ``harness.log`` by instrumenting instances (nev
 from __future__ import annotations
 
 import contextlib
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,6 +59,15 @@ def record(log: list, event: str, fn: Callable, detail: Callable[..., Any] | Non
     return recorded
 
 
+def class_method(obj: Any, name: str) -> Callable:
+    """Calls ``type(obj).name`` looked up at call time, so a patch applied or reverted later is seen."""
+
+    def call(*args, **kwargs):
+        return getattr(type(obj), name)(obj, *args, **kwargs)
+
+    return call
+
+
 def instrument(harness: "Harness") -> None:
     """Record sim steps (with the render flag and scoped scenes), renders, per-env pre/post steps, task
     steps and resets, and every camera read, on instances only."""
@@ -65,8 +75,8 @@ def instrument(harness: "Harness") -> None:
     sim.step = record(log, "sim.step", sim.step, lambda: (sim._render_on_step, tuple(id(s) for s in sim._scenes)))
     sim.render = record(log, "sim.render", sim.render)
     for i, env in enumerate(harness.venv.envs):
-        env._pre_step = record(log, "pre_step", env._pre_step, lambda *a, i=i: i)
-        env._post_step = record(log, "post_step", env._post_step, lambda *a, i=i, **k: i)
+        env._pre_step = record(log, "pre_step", class_method(env, "_pre_step"), lambda *a, i=i: i)
+        env._post_step = record(log, "post_step", class_method(env, "_post_step"), lambda *a, i=i, **k: i)
         env.task.step = record(log, "task.step", env.task.step, lambda *a, i=i: i)
         env.task.reset = record(log, "task.reset", env.task.reset, lambda *a, i=i: i)
         for robot in env.robots:
@@ -143,6 +153,26 @@ class Checks:
         obs, infos = h.venv.reset(env_indices=[selected], get_obs=False)
         assert h.events("task.reset") == [selected] and obs == [None]
         assert h.events("sim.step") == []
+
+    @staticmethod
+    def reverted_to_upstream(h: Harness) -> None:
+        """After ``revert()``: upstream signatures and behaviour (every env steps, renders, reads)."""
+        n = len(h.venv.envs)
+        with pytest.raises(TypeError):
+            h.venv.step(h.actions([1]), env_indices=[1])
+        h.log.clear()
+        obs, *_ = h.venv.step(h.actions(range(n)))
+        assert [render for render, _ in h.events("sim.step")] == [True]
+        assert h.events("pre_step") == list(range(n)) and h.events("post_step") == list(range(n))
+        assert sorted(set(h.events("sensor.read"))) == list(range(n))
+
+    @staticmethod
+    def headless_camera_has_no_viewport(camera: Any) -> None:
+        config = camera._load_config
+        assert camera._viewport is None and camera._render_product is not None
+        assert (camera.image_width, camera.image_height) == (config["image_width"], config["image_height"])
+        assert camera.viewer_visibility is False
+        assert camera.active_camera_path == camera.prim_path
 
 
 # --- the og.sim seam -------------------------------------------------------------------------------
@@ -318,6 +348,12 @@ def seam(og, monkeypatch):
 @pytest.fixture
 def checks():
     return Checks
+
+
+@pytest.fixture(scope="session")
+def recording():
+    """The recording tools, for harnesses built outside this file (the Isaac Sim tests)."""
+    return types.SimpleNamespace(Harness=Harness, instrument=instrument)
 
 
 def profile(**knobs):

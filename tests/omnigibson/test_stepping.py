@@ -136,18 +136,14 @@ def test_vector_reset_bad_env_indices(registry, fast_profile, seam):
     assert h.events("task.reset") == []
 
 
-def test_revert_brings_back_upstream_behaviour(registry, fast_profile, seam):
+def test_revert_brings_back_upstream_behaviour(registry, fast_profile, seam, checks):
     registry.apply(fast_profile)
-    registry.revert()
     h = seam(2)
-    with pytest.raises(TypeError):
-        h.venv.step(h.actions([1]), env_indices=[1])
+    h.venv.step(h.actions([1]), env_indices=[1], get_obs=False)
+    registry.revert()
+    checks.reverted_to_upstream(h)
     with pytest.raises(TypeError):  # 1.1.1's reset() takes no arguments
         h.venv.reset(env_indices=[1])
-    h.log.clear()
-    obs, *_ = h.venv.step(h.actions([0, 1]))
-    assert [render for render, _ in h.events("sim.step")] == [True]
-    assert sorted(h.events("sensor.read")) == [0, 1]
 
 
 def test_unsupported_layout_fails_and_rolls_back(og, fast_profile, monkeypatch):

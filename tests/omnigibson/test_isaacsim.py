@@ -1,0 +1,92 @@
+"""The contract checks of the seam tests, against a real BEHAVIOR-1K install on Isaac Sim (RTX GPU).
+
+Skipped only when Isaac Sim is absent. Run with ``python3 -m pytest -m isaacsim tests/omnigibson``; the
+OmniGibson assets (``gm.ASSET_PATH``) must be downloaded. Builds one headless ``VectorEnvironment`` of two
+empty scenes with a Turtlebot each (rgb + proprio) after applying the fast profile.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.isaacsim
+
+CONFIG = {
+    "env": {"action_frequency": 30, "rendering_frequency": 30, "physics_frequency": 120, "automatic_reset": False},
+    "scene": {"type": "Scene"},
+    "robots": [{"type": "Turtlebot", "obs_modalities": ["rgb", "proprio"]}],
+    "task": {"type": "DummyTask"},
+}
+
+
+def require_isaac_sim() -> None:
+    isaacsim = pytest.importorskip("isaacsim", reason="Isaac Sim is not installed")
+    if not (hasattr(isaacsim, "SimulationApp") or "ISAAC_PATH" in os.environ):
+        pytest.skip("the installed 'isaacsim' is not Isaac Sim (no SimulationApp, no ISAAC_PATH)")
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory, recording):
+    """``(harness, registry)`` over a real, patched ``VectorEnvironment``; reverted at the end."""
+    require_isaac_sim()
+    os.environ.setdefault("OMNIGIBSON_HEADLESS", "1")
+    from behavior1k_fast.omnigibson import PATCHES
+    from behavior1k_fast.omnigibson.cpu_import import import_omnigibson
+    from behavior1k_fast.patching import PatchRegistry
+    from behavior1k_fast.profile import RolloutProfile
+
+    registry = PatchRegistry(PATCHES)
+    registry.apply(RolloutProfile(numba_cache_dir=str(tmp_path_factory.mktemp("numba"))))
+    og = import_omnigibson()
+    from omnigibson.envs.vec_env_base import VectorEnvironment
+
+    venv = VectorEnvironment(2, CONFIG)
+    dims = [int(np.prod(env.action_space.shape)) for env in venv.envs]  # 1.1.1 flattens to (1, n)
+    harness = recording.Harness(venv, og.sim, action=lambda i: np.zeros(dims[i], dtype=np.float32))
+    recording.instrument(harness)
+    yield harness, registry
+    registry.revert()
+    og.shutdown()
+
+
+def test_cameras_have_no_viewport(real, checks):
+    harness, _ = real
+    from omnigibson.sensors.vision_sensor import VisionSensor
+
+    cameras = [s for env in harness.venv.envs for r in env.robots for s in r.sensors.values()]
+    cameras = [c for c in cameras if isinstance(c, VisionSensor)]
+    assert cameras
+    for camera in cameras:
+        checks.headless_camera_has_no_viewport(camera)
+
+
+def test_render_false_is_physics_only(real, checks):
+    checks.render_false_steps_physics_only(real[0])
+
+
+def test_get_obs_false_reads_no_sensor(real, checks):
+    checks.no_obs_reads_no_sensor_but_steps_task(real[0])
+
+
+def test_env_indices_steps_only_selected(real, checks):
+    checks.env_indices_steps_only_selected(real[0], selected=1)
+
+
+def test_reset_resets_only_selected(real, checks):
+    checks.reset_resets_only_selected(real[0], selected=1)
+
+
+def test_simulated_time_per_step_is_sim_step_dt(real):
+    harness, _ = real
+    t0 = harness.sim.current_time
+    harness.venv.step(harness.actions([0, 1]), render=False)
+    assert harness.sim.current_time - t0 == pytest.approx(1 / 30)
+
+
+def test_revert_restores_upstream(real, checks):
+    harness, registry = real
+    registry.revert()
+    checks.reverted_to_upstream(harness)
