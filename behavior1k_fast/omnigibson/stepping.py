@@ -107,28 +107,48 @@ def _env_step(wrapped, env, args, kwargs):
         return wrapped(a["action"], n)
 
 
-class EnvironmentStepPatch(Patch):
+class _NewKeywordsPatch(Patch):
+    """Adds keyword arguments to methods of one upstream class.
+
+    ``methods`` maps a method to ``(wrapper, adapter, new keywords)``; the patch is skipped when upstream's
+    methods already take every new keyword. Wanted on every profile: these are capabilities of the backend
+    contract, and ``skip_intermediate_obs`` / ``pipeline_stages`` decide how the engine calls them."""
+
+    owner: str
+    methods: dict
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return True
+
+    def skip_reason(self, module: Any) -> str | None:
+        cls = class_in(module, self.owner)
+        members = {attr: raw_member(cls, attr) for attr in self.methods}  # every target must exist
+        if all(
+            all(has_parameter(members[attr], kw) for kw in keywords)
+            for attr, (_, _, keywords) in self.methods.items()
+        ):
+            taken = "; ".join(f"{attr} takes {', '.join(kws)}" for attr, (_, _, kws) in self.methods.items())
+            return f"upstream {self.owner} already has them: {taken}"
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        cls = class_in(module, self.owner)
+        for attr, (wrapper, adapter, _) in self.methods.items():
+            ctx.wrap(cls, attr, wrapper, adapter=adapter)
+
+
+class EnvironmentStepPatch(_NewKeywordsPatch):
     """``Environment.step(get_obs, render)`` and ``Environment._post_step(get_obs)``."""
 
     name = "env_step_obs"
     module = "omnigibson.envs.env_base"
     targets = ("Environment.step", "Environment._post_step")
     upstream_file = "omnigibson/envs/env_base.py"
-
-    def wanted(self, profile: RolloutProfile) -> bool:
-        return True  # capability of the backend contract; skip_intermediate_obs decides the calls
-
-    def skip_reason(self, module: Any) -> str | None:
-        env = class_in(module, "Environment")
-        step, post_step = raw_member(env, "step"), raw_member(env, "_post_step")
-        if all(has_parameter(step, p) for p in ("get_obs", "render")) and has_parameter(post_step, "get_obs"):
-            return "upstream Environment.step already takes get_obs and render, _post_step takes get_obs"
-        return None
-
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        env = class_in(module, "Environment")
-        ctx.wrap(env, "_post_step", _env_post_step, adapter=_env_post_step_signature)
-        ctx.wrap(env, "step", _env_step, adapter=_env_step_signature)
+    owner = "Environment"
+    methods = {
+        "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
+        "step": (_env_step, _env_step_signature, ("get_obs", "render")),
+    }
 
 
 # --- VectorEnvironment -----------------------------------------------------------------------------
@@ -208,31 +228,19 @@ def _vector_reset(wrapped, venv, args, kwargs):
     return obs, infos
 
 
-class VectorEnvironmentStepPatch(Patch):
-    """``VectorEnvironment.step(env_indices, get_obs, render)`` and ``reset(env_indices, get_obs)``."""
+class VectorEnvironmentStepPatch(_NewKeywordsPatch):
+    """``VectorEnvironment.step(env_indices, get_obs, render)`` and ``reset(env_indices, get_obs)``; also
+    fixes upstream's reset-all trap."""
 
     name = "vector_env_step"
     module = "omnigibson.envs.vec_env_base"
     targets = ("VectorEnvironment.step", "VectorEnvironment.reset")
     upstream_file = "omnigibson/envs/vec_env_base.py"
-
-    def wanted(self, profile: RolloutProfile) -> bool:
-        return True  # the backend contract and the reset-all fix; pipeline_stages decides env_indices use
-
-    def skip_reason(self, module: Any) -> str | None:
-        venv = class_in(module, "VectorEnvironment")
-        step, reset = raw_member(venv, "step"), raw_member(venv, "reset")
-        if all(has_parameter(step, p) for p in ("env_indices", "get_obs", "render")) and has_parameter(
-            reset, "env_indices"
-        ):
-            return "upstream VectorEnvironment.step/reset already take env_indices, get_obs and render"
-        return None
-
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        venv = class_in(module, "VectorEnvironment")
-        ctx.wrap(venv, "step", _vector_step, adapter=_vector_step_signature)
-        ctx.wrap(venv, "reset", _vector_reset, adapter=_vector_reset_signature)
-
+    owner = "VectorEnvironment"
+    methods = {
+        "step": (_vector_step, _vector_step_signature, ("env_indices", "get_obs", "render")),
+        "reset": (_vector_reset, _vector_reset_signature, ("env_indices", "get_obs")),
+    }
 
 def step_chunk(
     venv: Any,
