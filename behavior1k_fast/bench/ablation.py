@@ -381,7 +381,11 @@ def plan_runs(config: BenchConfig) -> tuple[Any, list[Row], list[tuple[int, Row]
 
 
 def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
-    """Run the ablation (+ peer baseline, + scaling sweep); print, write JSON and PNG; return the result."""
+    """Run the ablation (+ peer baseline, + scaling sweep); print, write JSON and PNG; return the result.
+
+    The JSON is rewritten after every run with ``"complete": false`` so an interrupted run keeps what it
+    measured.
+    """
     from tqdm import tqdm
 
     factory, rows, sweep = plan_runs(config)
@@ -389,23 +393,38 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     machine = report.describe_machine(config.device)
     tag = config.tag or report.machine_tag(machine)
     out_dir = Path(config.out_dir)
+    json_path = out_dir / f"bench_{tag}.json"
+    result: dict[str, Any] = {
+        "complete": False,
+        "machine": machine,
+        "config": dict(config.__dict__) | {"tag": tag, "all_row": ALL_ROW},
+        "calibration": None,
+        "rows": [],
+        "baseline": None,
+        "scaling": [],
+        "goals": [],
+    }
     bar = tqdm(total=1 + len(rows) + int(config.baseline) + 2 * len(sweep), desc="calibrate", unit="run",
                disable=not progress)
-    policy, calibration = calibrate(factory, rows, config)
+    policy, result["calibration"] = calibrate(factory, rows, config)
     bar.update()
-    measured = []
     for row in rows:
         bar.set_description(row.name)
         trace = str(out_dir / f"bench_{tag}.trace.json") if config.trace and row.name == ALL_ROW else None
-        measured.append(run_engine_row(factory, row, policy, config, trace_path=trace))
+        result["rows"].append(run_engine_row(factory, row, policy, config, trace_path=trace))
+        report.write_json(result, json_path)
         bar.update()
+    measured = result["rows"]
     link_twins(measured)
-    baseline = None
+    report.add_speedups(measured)
     if config.baseline:
         bar.set_description("async_vector_env")
         baseline = _baseline_row(factory, policy, config, all_row.profile.total_num_envs)
+        baseline["speedup_vs_stock"] = measured[0]["ms_per_step"] / baseline["ms_per_step"]
+        baseline["speedup_vs_prev"] = None
+        result["baseline"] = baseline
+        report.write_json(result, json_path)
         bar.update()
-    scaling = []
     for p, row in sweep:
         bar.set_description(f"scaling P={p}")
         serial = run_engine_row(factory, replace(row, overlap=False, twin=None), policy, config)
@@ -413,32 +432,23 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         piped = run_engine_row(factory, row, policy, config)
         bar.update()
         _add_bound(piped, serial)
-        scaling.append(piped | {"label": f"{row.label}, E={config.envs_per_process}"})
+        result["scaling"].append(piped | {"label": f"{row.label}, E={config.envs_per_process}"})
+        report.write_json(result, json_path)
     bar.close()
 
-    report.add_speedups(measured)
-    by_name = {r["name"]: r for r in measured}
-    best = by_name[ALL_ROW]
-    if baseline is not None:
-        baseline["speedup_vs_stock"] = measured[0]["ms_per_step"] / baseline["ms_per_step"]
-        baseline["speedup_vs_prev"] = None
-    goals = report.check_goals({
+    best = next(r for r in measured if r["name"] == ALL_ROW)
+    baseline = result["baseline"]
+    result["goals"] = report.check_goals({
         "speedup_stock_to_all": best["speedup_vs_stock"],
         "pipeline_efficiency": best["pipeline_efficiency"],
         "speedup_over_async_vector_env": baseline["ms_per_step"] / best["ms_per_step"] if baseline else None,
     })
-    result = {
-        "machine": machine,
-        "config": {k: v for k, v in config.__dict__.items()} | {"tag": tag, "all_row": ALL_ROW},
-        "calibration": calibration,
-        "rows": measured,
-        "baseline": baseline,
-        "scaling": scaling,
-        "goals": goals,
-    }
+    result["complete"] = True
     print(report.format_table(measured + ([baseline] if baseline else [])))
-    print(report.format_goals(goals))
-    json_path = report.write_json(result, out_dir / f"bench_{tag}.json")
+    if result["scaling"]:
+        print(report.format_scaling(result["scaling"]))
+    print(report.format_goals(result["goals"]))
+    report.write_json(result, json_path)
     png_path = report.write_plot(result, out_dir / f"bench_{tag}.png")
     print(f"wrote {json_path} and {png_path}")
     return result

@@ -39,14 +39,32 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Fixed-width text table of the ablation rows (``-`` where a value does not apply)."""
-    cells = [[title for _, title, _ in COLUMNS]]
-    cells += [[_cell(row, key, fmt) for key, _, fmt in COLUMNS] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
+    """Fixed-width text table of ``rows`` (``-`` where a value does not apply)."""
+    cells = [[title for _, title, _ in columns]]
+    cells += [[_cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+#: (key in a scaling entry, column title, format) of the printed scaling table.
+SCALING_COLUMNS = (
+    ("processes", "procs", "{}"),
+    ("total_envs", "envs", "{}"),
+    ("ms_per_step", "e2e ms/step", "{:.2f}"),
+    ("env_steps_per_s", "env-steps/s", "{:.0f}"),
+    ("bound_env_steps_per_s", "bound env-steps/s", "{:.0f}"),
+    ("pipeline_efficiency", "pipe eff", "{:.0%}"),
+    ("cpu_s_per_env_step", "CPU s/env-step", "{:.4f}"),
+    ("gpu_mib_per_env", "GPU MiB/env", "{:.0f}"),
+)
+
+
+def format_scaling(entries: Sequence[dict[str, Any]]) -> str:
+    """Text table of the scaling sweep over env processes."""
+    return f"Scaling ({entries[0]['label']}):\n" + format_table(entries, SCALING_COLUMNS)
 
 
 def add_speedups(rows: list[dict[str, Any]]) -> None:
