@@ -87,7 +87,8 @@ def bench_render_variants(config: ReferenceConfig, frames: int) -> list[dict]:
         t0 = time.perf_counter()
         for _ in range(frames):
             env.observe()
-        rows.append({"variant": name, "ms_per_camera": 1e3 * (time.perf_counter() - t0) / (frames * len(config.cameras))})
+        per_camera = 1e3 * (time.perf_counter() - t0) / (frames * len(config.cameras))
+        rows.append({"variant": name, "ms_per_camera": per_camera})
         env.close()
     return rows
 
@@ -158,7 +159,8 @@ def plot(result: dict, path: Path) -> None:
     ax.set_yticks(range(len(variants)), [r["variant"] for r in variants], fontsize=8)
     ax.invert_yaxis()
     ax.set(xlabel="ms per camera frame", title="Render + annotator work by modality set (E=1)")
-    fig.suptitle(f"Reference simulator on {result['machine']['cpus']} CPU cores, MUJOCO_GL={result['machine']['mujoco_gl']}")
+    machine = result["machine"]
+    fig.suptitle(f"Reference simulator on {machine['cpus']} CPU cores, MUJOCO_GL={machine['mujoco_gl']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

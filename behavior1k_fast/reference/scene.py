@@ -189,7 +189,8 @@ def _actuators_xml(p: str) -> str:
     for arm in ARMS:
         a = f"{p}{arm}_"
         arms.append(
-            f'<position name="{a}lift" joint="{a}lift" kp="4000" forcerange="-80 80" ctrlrange="{LIFT_RANGE[0]} {LIFT_RANGE[1]}"/>'
+            f'<position name="{a}lift" joint="{a}lift" kp="4000" forcerange="-80 80" '
+            f'ctrlrange="{LIFT_RANGE[0]} {LIFT_RANGE[1]}"/>'
             f'<position name="{a}extend" joint="{a}extend" kp="1500" forcerange="-40 40" '
             f'ctrlrange="{EXTEND_RANGE[0]} {EXTEND_RANGE[1]}"/>'
             f'<position name="{a}wrist_yaw" joint="{a}wrist_yaw" kp="50" '
@@ -208,7 +209,9 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     bodies, actuators = [], []
     for i in range(num_envs):
         p, ox, g = f"e{i}/", i * ENV_SPACING, render_group(i)
-        bodies.append(_room_xml(p, ox, g) + _robot_xml(p, ox, g, config.cameras) + _objects_xml(p, ox, g, config.num_objects))
+        bodies.append(
+            _room_xml(p, ox, g) + _robot_xml(p, ox, g, config.cameras) + _objects_xml(p, ox, g, config.num_objects)
+        )
         actuators.append(_actuators_xml(p))
     extent = ENV_SPACING * max(num_envs, 1)
     return f"""<mujoco model="behavior1k_fast_reference">
