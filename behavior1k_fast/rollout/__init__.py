@@ -6,6 +6,7 @@ Depends only on the backend contract (``behavior1k_fast.backend``), never on a c
 from .chunk import ChunkResult, check_chunk_actions, step_chunk
 from .engine import RolloutEngine, RolloutStats
 from .plan import PartitionPlan, StageSlice
+from .policy import PolicyProcess, call_policy
 from .worker import ObsBuffers, WorkerDiedError, WorkerError
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "RolloutStats",
     "PartitionPlan",
     "StageSlice",
+    "PolicyProcess",
+    "call_policy",
     "ObsBuffers",
     "WorkerError",
     "WorkerDiedError",

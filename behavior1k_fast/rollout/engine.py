@@ -15,24 +15,21 @@ seconds per own action (from the backends' clocks) and the hold steps per round.
 from __future__ import annotations
 
 import pickle
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import BackendFactory
+from ..backend import BackendFactory, check_env_indices
 from ..patching import _coerce_profile
 from ..profile import RolloutProfile
 from ..profiling import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .executors import EXECUTORS, ProcessExecutor, make_executor
 from .plan import PartitionPlan
+from .policy import Policy, call_policy
 from .worker import WorkerDiedError, WorkerError, WorkerSpec
-
-#: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
-Policy = Callable[[dict[str, Any]], Any]
 
 
 @dataclass
@@ -204,21 +201,32 @@ class RolloutEngine:
         return self._stage_obs[stage]
 
     # --- stepping -----------------------------------------------------------------------------
-    def reset(self) -> list[dict[str, np.ndarray]]:
-        """Reset every env; returns the observations of each stage."""
+    def reset(self, env_ids: Sequence[int] | None = None) -> list[dict[str, np.ndarray]]:
+        """Reset every env, or only the global ``env_ids``; returns the observations of each stage.
+
+        Nothing may be in flight. Resetting a subset needs a full reset first."""
         self._check_open()
         if any(self._in_flight):
             raise RuntimeError(f"cannot reset with chunks in flight for stages {np.flatnonzero(self._in_flight).tolist()}")
-        rows = list(range(self.plan.envs_per_process))
+        e = self.plan.envs_per_process
+        if env_ids is None:
+            ids = np.arange(self.num_envs)
+            self._stage_obs = [
+                {k: np.empty((self.plan.stage_size, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
+                for _ in range(self.plan.stages)
+            ]
+        else:
+            ids = np.sort(check_env_indices(env_ids, self.num_envs))
+            if any(o is None for o in self._stage_obs):
+                raise RuntimeError("reset() every env once before resetting a subset with env_ids")
+        rows = {int(w): (ids[ids // e == w] % e).tolist() for w in np.unique(ids // e)}
         with self._guard():
-            for w in range(self.plan.num_processes):
-                self._executor.submit(w, "reset", rows, rows)
-            worker_obs = [self._executor.collect(w)[1] for w in range(self.plan.num_processes)]
+            for w, local in rows.items():
+                self._executor.submit(w, "reset", local, local)
+            for w, local in rows.items():
+                obs = self._executor.collect(w)[1]
+                self._store_worker_obs(w, local, obs, range(self.plan.stages), copy=env_ids is not None)
             self._executor.pop_restarts()
-        for k in range(self.plan.stages):
-            parts = [{key: worker_obs[s.worker][key][list(s.local_envs)] for key in worker_obs[0]}
-                     for s in self.plan.stage_slices(k)]
-            self._stage_obs[k] = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
         return list(self._stage_obs)
 
     def submit(self, stage: int, actions: np.ndarray) -> None:
@@ -271,9 +279,9 @@ class RolloutEngine:
     ) -> RolloutStats:
         """Run ``num_rounds`` rounds (one chunk per stage each) through ``policy``; see module docs.
 
-        ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``) or any
-        callable on the stage's observation dict of numpy arrays; returns ``[stage_size, chunk_size,
-        action_dim]`` actions (tensor or array). ``on_chunk(stage, result)`` receives every collected
+        ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``), any
+        callable on the stage's observation dict of numpy arrays, or a :class:`~.policy.PolicyProcess`;
+        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)`` receives every collected
         chunk (the trajectory data), while the other stages step. Any failure closes the engine before it
         is raised.
         """
@@ -309,17 +317,9 @@ class RolloutEngine:
         return accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s)
 
     def _forward(self, policy: Policy, stage: int) -> np.ndarray:
-        obs = self._stage_obs[stage]
         start = time.perf_counter()
         with get_profiler().section(MODEL_FORWARD, pipeline_stage=stage):
-            torch = sys.modules.get("torch")
-            if torch is not None and isinstance(policy, torch.nn.Module):
-                with torch.inference_mode():
-                    out = policy({k: torch.from_numpy(v) for k, v in obs.items()})
-            else:
-                out = policy(obs)
-            if hasattr(out, "detach") and hasattr(out, "cpu"):
-                out = out.detach().cpu().numpy()
+            out = call_policy(policy, self._stage_obs[stage])
         self._model_s += time.perf_counter() - start
         return check_chunk_actions(out, self.plan.stage_size, self.action_dim, self.chunk_size,
                                    argname=f"policy output for stage {stage}")
@@ -327,17 +327,28 @@ class RolloutEngine:
     # --- lifecycle ----------------------------------------------------------------------------
     def _refresh_restarted(self) -> None:
         """Envs of a respawned worker were reset: update the observations of stages not in flight."""
+        idle = [k for k in range(self.plan.stages) if not self._in_flight[k] and self._stage_obs[k] is not None]
         for worker, obs in self._executor.pop_restarts().items():
-            for k in range(self.plan.stages):
-                if self._in_flight[k] or self._stage_obs[k] is None:
-                    continue
-                offset = 0
-                for s in self.plan.stage_slices(k):
-                    n = len(s.local_envs)
-                    if s.worker == worker:
-                        for key, arr in self._stage_obs[k].items():
-                            arr[offset : offset + n] = obs[key][list(s.local_envs)]
-                    offset += n
+            self._store_worker_obs(worker, list(range(self.plan.envs_per_process)), obs, idle)
+
+    def _store_worker_obs(
+        self, worker: int, local: list[int], obs: dict[str, np.ndarray], stages: Any, copy: bool = True
+    ) -> None:
+        """Write the observations of ``worker``'s envs ``local`` (rows of ``obs``) into the stage batches.
+
+        With ``copy`` the batches are copied first, so results already handed out never change."""
+        row_of = {env: i for i, env in enumerate(local)}
+        for k in stages:
+            batch = {key: arr.copy() if copy else arr for key, arr in self._stage_obs[k].items()}
+            offset = 0
+            for s in self.plan.stage_slices(k):
+                if s.worker == worker:
+                    for j, env in enumerate(s.local_envs):
+                        if env in row_of:
+                            for key, arr in batch.items():
+                                arr[offset + j] = obs[key][row_of[env]]
+                offset += len(s.local_envs)
+            self._stage_obs[k] = batch
 
     class _Guarded:
         def __init__(self, engine: "RolloutEngine"):

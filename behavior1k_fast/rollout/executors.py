@@ -15,19 +15,27 @@ import multiprocessing as mp
 import os
 import weakref
 from collections import deque
-from multiprocessing.connection import wait
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..profiling import IPC, WAIT, get_profiler
 from .chunk import ChunkResult
-from .worker import ObsBuffers, WorkerDiedError, WorkerError, WorkerSpec, process_worker_main
+from .worker import (
+    ObsBuffers,
+    ProcessDied,
+    WorkerDiedError,
+    WorkerError,
+    WorkerSpec,
+    process_worker_main,
+    wait_reply,
+)
 
 #: Seconds ``close()`` waits for a worker to exit before it is terminated.
 CLOSE_GRACE_S = 5.0
 
 EXECUTORS = ("process", "ray")
+RESTART_HINT = "; pass restart_workers=True to respawn it and reset its envs"
 
 
 class _Pending:
@@ -206,24 +214,10 @@ class ProcessExecutor(Executor):
 
     def _receive(self, worker: int, command: str) -> tuple:
         conn, proc = self._state["conns"][worker], self._state["procs"][worker]
-        ready = wait([conn, proc.sentinel], timeout=self.timeout_s)
-        if conn in ready or conn.poll():
-            try:
-                return conn.recv()
-            except (EOFError, ConnectionResetError):
-                pass
-        elif not ready:
-            raise TimeoutError(
-                f"worker {worker} (pid {proc.pid}) gave no reply to {command!r} within timeout_s={self.timeout_s}"
-            )
-        proc.join(CLOSE_GRACE_S)
-        code = proc.exitcode
-        detail = f"pid {proc.pid} exit code {code}"
-        if code is not None and code < 0:
-            import signal
-
-            detail += f" ({signal.Signals(-code).name})"
-        raise WorkerDiedError(worker, self.specs[worker].env_ids, command, detail)
+        try:
+            return wait_reply(conn, proc, self.timeout_s, f"worker {worker} running {command!r}")
+        except ProcessDied as exc:
+            raise WorkerDiedError(worker, self.specs[worker].env_ids, command, str(exc), RESTART_HINT) from None
 
     def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
         return self._state["buffers"][worker].read(rows)
@@ -341,7 +335,9 @@ class RayExecutor(Executor):
                 f"worker {worker} (Ray actor) gave no reply to {command!r} within timeout_s={self.timeout_s}"
             ) from None
         except RayActorError as exc:
-            raise WorkerDiedError(worker, self.specs[worker].env_ids, command, f"Ray actor died: {exc}") from None
+            raise WorkerDiedError(
+                worker, self.specs[worker].env_ids, command, f"Ray actor died: {exc}", RESTART_HINT
+            ) from None
         self._refs[worker].popleft()
         return reply
 

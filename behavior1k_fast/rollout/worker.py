@@ -18,19 +18,21 @@ The command set does not assume a stage order: any subset of a worker's envs can
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import traceback
 import uuid
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from multiprocessing.connection import wait
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..backend import BackendFactory, VectorBackend
 from ..profile import RolloutProfile
-from ..profiling import get_profiler
+from ..profiling import IPC, get_profiler
 from .chunk import ChunkResult, run_chunk, stack_obs
 
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
@@ -39,17 +41,23 @@ SHM_PREFIX = "b1kf_"
 WATCHDOG_PERIOD_S = 0.5
 
 
-class WorkerError(RuntimeError):
-    """An exception raised inside a worker, carried back with its traceback and the env ids involved."""
+def _label(worker: int | str) -> str:
+    return f"worker {worker}" if isinstance(worker, int) else str(worker)
 
-    def __init__(self, worker: int, info: Mapping[str, Any]):
+
+class WorkerError(RuntimeError):
+    """An exception raised inside a worker, carried back with its traceback and the env ids involved.
+
+    ``worker`` is the env worker's index, or a name (``"policy process"``)."""
+
+    def __init__(self, worker: int | str, info: Mapping[str, Any]):
         self.worker = worker
         self.command = info["command"]
         self.env_ids = list(info["env_ids"])
         self.exc_type = info["type"]
         self.remote_traceback = info["traceback"]
         super().__init__(
-            f"worker {worker} failed in {self.command!r} for envs {self.env_ids}: {self.exc_type}: "
+            f"{_label(worker)} failed in {self.command!r} for envs {self.env_ids}: {self.exc_type}: "
             f"{info['message']}\n\nWorker traceback:\n{self.remote_traceback}"
         )
 
@@ -57,14 +65,35 @@ class WorkerError(RuntimeError):
 class WorkerDiedError(RuntimeError):
     """A worker process or actor died (killed, crashed) while the driver waited on it."""
 
-    def __init__(self, worker: int, env_ids: Sequence[int], command: str, detail: str):
+    def __init__(self, worker: int | str, env_ids: Sequence[int], command: str, detail: str, hint: str = ""):
         self.worker = worker
         self.env_ids = list(env_ids)
         self.command = command
-        super().__init__(
-            f"worker {worker} (envs {self.env_ids}) died while running {command!r}: {detail}; "
-            f"pass restart_workers=True to respawn it and reset its envs"
-        )
+        super().__init__(f"{_label(worker)} (envs {self.env_ids}) died while running {command!r}: {detail}{hint}")
+
+
+class ProcessDied(Exception):
+    """Raised by :func:`wait_reply` when the process exited before it replied; ``str`` says how."""
+
+
+def wait_reply(conn: Any, proc: Any, timeout_s: float, what: str) -> tuple:
+    """The next reply on ``conn`` from process ``proc``; its death is seen at once through its sentinel.
+
+    Raises TimeoutError after ``timeout_s`` without a reply, :class:`ProcessDied` if it exited."""
+    ready = wait([conn, proc.sentinel], timeout=timeout_s)
+    if conn in ready or conn.poll():
+        try:
+            return conn.recv()
+        except (EOFError, ConnectionResetError):
+            pass
+    elif not ready:
+        raise TimeoutError(f"{what} (pid {proc.pid}) gave no reply within timeout_s={timeout_s}")
+    proc.join(WATCHDOG_PERIOD_S * 10)
+    code = proc.exitcode
+    detail = f"pid {proc.pid} exit code {code}"
+    if code is not None and code < 0:
+        detail += f" ({signal.Signals(-code).name})"
+    raise ProcessDied(detail)
 
 
 @dataclass(frozen=True)
@@ -212,10 +241,11 @@ class EnvWorker:
             return error_reply(exc, command, env_ids)
 
     def _ship(self, rows: Sequence[int], obs: Sequence[Mapping[str, np.ndarray]]) -> dict | None:
-        if self.buffers is not None:
-            self.buffers.write(rows, obs)
-            return None
-        return stack_obs(obs, self.keys)
+        with get_profiler().section(IPC, worker=self.spec.worker, command="write_obs"):
+            if self.buffers is not None:
+                self.buffers.write(rows, obs)
+                return None
+            return stack_obs(obs, self.keys)
 
     def close(self) -> None:
         try:
@@ -255,12 +285,17 @@ def _watch_owner(owner_pid: int) -> None:
             os._exit(1)
 
 
+def watch_owner(owner_pid: int) -> None:
+    """Exit this process (within ``WATCHDOG_PERIOD_S``) once its owner ``owner_pid`` is gone."""
+    threading.Thread(target=_watch_owner, args=(owner_pid,), daemon=True, name="owner-watchdog").start()
+
+
 def process_worker_main(conn: Any, owner_pid: int, spec: WorkerSpec) -> None:
     """Entry point of a spawned env worker process: build, then serve commands until close or EOF.
 
     The worker exits when its owner dies (watchdog on the parent pid) or its pipe closes.
     """
-    threading.Thread(target=_watch_owner, args=(owner_pid,), daemon=True, name="owner-watchdog").start()
+    watch_owner(owner_pid)
     try:
         worker = start_worker(spec)
     except Exception as exc:

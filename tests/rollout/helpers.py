@@ -19,20 +19,37 @@ def policy(obs):
     return np.tanh(-p[:, None, :2] * 0.7 + 0.05 * steps * p[:, None, 2:]).astype(np.float32)
 
 
-def record(engine, rounds):
-    """Per-env trajectory {env: {"proprio": [...], "rgb": [...], "rewards": [...], "terminated": [...]}}."""
+def make_policy():
+    """Picklable policy factory (for PolicyProcess)."""
+    return policy
+
+
+def record(engine, rounds, policy=policy):
+    """Run ``engine.rollout`` and return its per-env trajectories and stats.
+
+    Trajectory of env ``g``: every observation key, ``rewards``, ``terminated`` and ``truncated``, stacked
+    over chunks (``[chunks, ...]``)."""
     traj = {}
 
     def on_chunk(stage, result):
+        fields = {**result.obs, "rewards": result.rewards, "terminated": result.terminated,
+                  "truncated": result.truncated}
         for row, env in enumerate(result.env_ids.tolist()):
-            t = traj.setdefault(env, {"proprio": [], "rgb": [], "rewards": [], "terminated": []})
-            t["proprio"].append(result.obs["proprio"][row].copy())
-            t["rgb"].append(result.obs["head::rgb"][row].copy())
-            t["rewards"].append(result.rewards[row].copy())
-            t["terminated"].append(result.terminated[row].copy())
+            t = traj.setdefault(env, {})
+            for key, value in fields.items():
+                t.setdefault(key, []).append(value[row].copy())
 
     stats = engine.rollout(policy, rounds, on_chunk=on_chunk)
     return {env: {k: np.stack(v) for k, v in t.items()} for env, t in traj.items()}, stats
+
+
+def assert_same_trajectories(a, b):
+    """Bit-identical per-env trajectories (every key)."""
+    assert sorted(a) == sorted(b)
+    for env in a:
+        assert sorted(a[env]) == sorted(b[env])
+        for key in a[env]:
+            np.testing.assert_array_equal(a[env][key], b[env][key], err_msg=f"env {env} {key}")
 
 
 def our_segments():

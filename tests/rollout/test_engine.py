@@ -52,3 +52,40 @@ def test_close_leaves_no_children_and_no_shared_memory():
     assert our_segments() == []
     with pytest.raises(RuntimeError, match="closed"):
         e.reset()
+
+
+def test_without_auto_reset_the_driver_resets_chosen_envs():
+    factory = PointMassFactory(episode_lengths=(3, 1000, 1000, 1000))
+    with engine(factory, pipeline_stages=2, auto_reset=False) as e:
+        e.reset()
+        before = {k: v.copy() for k, v in e.stage_obs(1).items()}
+        result = e.step(0, np.zeros((2, CHUNK, 2), np.float32))
+        assert result.terminated[0].tolist() == [False, False, True, False]
+        assert "final_observation" not in result.infos[0]
+        assert result.obs["head::rgb"][0, 2, 0, 0] == 2  # still episode 2: not reset
+        obs = e.reset(env_ids=[0])
+        assert obs[0]["head::rgb"][0, 2, 0, 0] == 3 and obs[0]["head::rgb"][1, 2, 0, 0] == 2
+        np.testing.assert_array_equal(result.obs["head::rgb"][0, 2], 2)  # the returned result is untouched
+        for key in before:
+            np.testing.assert_array_equal(obs[1][key], before[key])  # stage 1 untouched
+
+
+def test_profiler_spans_from_workers_reach_the_driver():
+    from behavior1k_fast.profiling import IPC, MODEL_FORWARD, WAIT, get_profiler
+
+    profiler = get_profiler()
+    was = profiler.enabled
+    profiler.enabled = True
+    profiler.clear()
+    try:
+        with engine(pipeline_stages=2) as e:
+            stats = e.rollout(policy, 2)
+            pids = set(e.worker_pids)
+        assert {IPC, WAIT, MODEL_FORWARD} <= set(stats.stage_timings)
+        assert stats.stage_timings[MODEL_FORWARD]["count"] == 4
+        # each worker timed writing its boundary observations and shipped the span back
+        worker_ipc = {s[3] for s in profiler.spans if s[0] == IPC and s[5]["command"] == "write_obs"}
+        assert worker_ipc == pids
+    finally:
+        profiler.enabled = was
+        profiler.clear()

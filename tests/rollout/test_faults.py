@@ -13,7 +13,7 @@ import pytest
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError, WorkerError
 
-from .helpers import CHUNK, assert_gone, our_segments, policy
+from .helpers import CHUNK, assert_gone, make_policy, our_segments, policy
 from .pointmass import PointMassFactory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -169,3 +169,19 @@ def test_workers_never_outlive_their_owner(how, tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
         assert "leaked" not in proc.stderr, proc.stderr
+
+
+def test_policy_process_runs_the_policy_and_carries_its_errors_back():
+    from behavior1k_fast.rollout import PolicyProcess
+
+    with PolicyProcess(make_policy) as remote, RolloutEngine(PointMassFactory(), PROFILE, timeout_s=30) as engine:
+        assert remote.pid not in engine.worker_pids
+        stats = engine.rollout(remote, 2)
+        assert stats.own_actions.tolist() == [2 * CHUNK] * 4
+        np.testing.assert_array_equal(remote(engine.stage_obs(0)), policy(engine.stage_obs(0)))
+        with pytest.raises(WorkerError, match="policy process failed in 'forward'.*KeyError") as info:
+            remote({"nothing": np.zeros(2)})
+        assert "proprio" in info.value.remote_traceback
+        pid = remote.pid
+    assert_gone([pid])
+

@@ -2,12 +2,11 @@
 
 import os
 
-import numpy as np
 import pytest
 
 from behavior1k_fast.rollout import RolloutEngine, WorkerError
 
-from .helpers import CHUNK, record
+from .helpers import CHUNK, assert_same_trajectories, record
 from .pointmass import PointMassFactory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,8 +29,6 @@ def test_ray_executor_matches_process_executor(ray_runtime):
         assert remote.worker_pids == []
         got, stats = record(remote, rounds=3)
     assert stats.own_actions.sum() > 0
-    for env in expected:
-        for key in expected[env]:
-            np.testing.assert_array_equal(expected[env][key], got[env][key], err_msg=f"env {env} {key}")
+    assert_same_trajectories(expected, got)
     with pytest.raises(WorkerError, match="factory failed on purpose"):
         RolloutEngine(PointMassFactory(fail_in_factory=True), PROFILE, executor="ray", timeout_s=60)

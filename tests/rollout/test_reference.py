@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from behavior1k_fast import RolloutProfile
+from behavior1k_fast import RolloutProfile, reference
 from behavior1k_fast.rollout import RolloutEngine, step_chunk
+from behavior1k_fast.timing import rescale_for_stages
 
-reference = pytest.importorskip("behavior1k_fast.reference")
+from .helpers import assert_same_trajectories, record
 
 CHUNK = 4
 SMALL = dict(resolution=(24, 24), num_objects=2, cameras=("head",))
@@ -23,40 +24,17 @@ def policy(obs):
     return np.sin(3.0 * p + 0.4 * steps).astype(np.float32)
 
 
-def record(engine, rounds):
-    traj = {}
-
-    def on_chunk(stage, result):
-        for row, env in enumerate(result.env_ids.tolist()):
-            t = traj.setdefault(env, {k: [] for k in ("proprio", "rgb", "rewards", "terminated", "truncated")})
-            t["proprio"].append(result.obs["proprio"][row].copy())
-            t["rgb"].append(result.obs["head::rgb"][row].copy())
-            t["rewards"].append(result.rewards[row].copy())
-            t["terminated"].append(result.terminated[row].copy())
-            t["truncated"].append(result.truncated[row].copy())
-
-    stats = engine.rollout(policy, rounds, on_chunk=on_chunk)
-    return {env: {k: np.stack(v) for k, v in t.items()} for env, t in traj.items()}, stats
-
-
 def profile(**kw):
     return RolloutProfile.from_dict({"num_env_subprocess": 2, "total_num_envs": 4, "num_action_chunks": CHUNK, **kw})
-
-
-def assert_same(a, b, keys):
-    assert sorted(a) == sorted(b)
-    for env in a:
-        for key in keys:
-            np.testing.assert_array_equal(a[env][key], b[env][key], err_msg=f"env {env} {key}")
 
 
 def test_process_partition_k2_is_bit_identical_to_k1():
     runs = []
     for stages in (1, 2):
         with RolloutEngine(factory(6), profile(pipeline_stage_num=stages, partition="process"), timeout_s=60) as e:
-            runs.append(record(e, rounds=4))
+            runs.append(record(e, rounds=4, policy=policy))
     (traj1, _), (traj2, stats) = runs
-    assert_same(traj1, traj2, ("proprio", "rgb", "rewards", "terminated", "truncated"))
+    assert_same_trajectories(traj1, traj2)
     # horizon 6 with chunks of 4: every episode was truncated inside its second chunk and reset once
     assert stats.episodes.tolist() == [2] * 4
     assert all(t["truncated"][1].tolist() == [False, True, False, False] for t in traj2.values())
@@ -65,8 +43,6 @@ def test_process_partition_k2_is_bit_identical_to_k1():
 @pytest.mark.parametrize("mode", ["divide_physics", "preserve_sim_time"])
 def test_hybrid_k2_sim_time_per_own_action_matches_stage_timing(mode):
     base = reference.ReferenceConfig(**SMALL).frequencies
-    from behavior1k_fast.timing import rescale_for_stages
-
     timing = rescale_for_stages(base, 2, mode)
     with RolloutEngine(factory(1000), profile(pipeline_stage_num=2, physics_rescale=mode), timeout_s=60) as e:
         stats = e.rollout(policy, 3)
@@ -80,8 +56,8 @@ def test_on_demand_obs_gives_the_stock_rewards_terminations_and_boundary_obs():
     for skip in (True, False):
         with RolloutEngine(factory(6), profile(pipeline_stage_num=2, skip_intermediate_obs_in_chunk=skip),
                            timeout_s=60) as e:
-            runs.append(record(e, rounds=3)[0])
-    assert_same(runs[0], runs[1], ("proprio", "rgb", "rewards", "terminated", "truncated"))
+            runs.append(record(e, rounds=3, policy=policy)[0])
+    assert_same_trajectories(*runs)
 
 
 def test_episode_end_inside_chunk_matches_the_stock_path_in_process():
