@@ -20,7 +20,7 @@ import subprocess
 import sys
 from typing import Any
 
-from .patching import FAILED, SKIPPED, default_registry
+from .patching import DISABLED, FAILED, SKIPPED, PatchRegistry, default_registry
 from .profile import RolloutProfile
 
 #: Distributions whose versions are reported (``None`` when not installed).
@@ -66,21 +66,30 @@ def _omnigibson_state() -> dict[str, Any]:
     return state
 
 
-def _patches(profile: RolloutProfile, omnigibson_installed: bool) -> list[dict[str, Any]]:
+def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per patch: the state ``apply(profile)`` would give it and why."""
     registry = default_registry()
-    by_name = {p.name: p for p in registry.patches}
+    if omnigibson["imported"]:
+        planned = registry.plan(profile)
+    else:  # only process settings can be planned; nothing may try to import omnigibson again
+        planned = PatchRegistry([p for p in registry.patches if p.module is None]).plan(profile)
+    outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
     rows = []
-    for outcome in registry.plan(profile).outcomes:
-        patch = by_name[outcome.name]
-        reason = outcome.reason
-        if outcome.state == SKIPPED and patch.module and not omnigibson_installed:
-            reason = "omnigibson is not installed"
+    for patch in registry.patches:
+        if patch.name in outcomes:
+            state, reason = outcomes[patch.name]
+        elif not patch.wanted(profile):
+            state, reason = DISABLED, "not asked for by the profile"
+        elif omnigibson["installed"]:
+            state, reason = FAILED, f"omnigibson does not import: {omnigibson['error']}"
+        else:
+            state, reason = SKIPPED, "omnigibson is not installed"
         rows.append(
             {
-                "name": outcome.name,
-                "state": outcome.state,
+                "name": patch.name,
+                "state": state,
                 "reason": reason,
-                "targets": list(outcome.targets),
+                "targets": list(patch.describe_targets()),
                 "upstream_file": patch.upstream_file,
             }
         )
@@ -124,7 +133,7 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
     from . import __version__
 
     omnigibson = _omnigibson_state()
-    patches = _patches(profile, omnigibson["installed"])
+    patches = _patches(profile, omnigibson)
     ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches)
     return {
         "behavior1k_fast": __version__,

@@ -73,13 +73,12 @@ def installed() -> bool:
     return any(isinstance(f, RemapperOnCpuFinder) for f in sys.meta_path)
 
 
-def install() -> bool:
-    """Put the finder first on ``sys.meta_path`` (once). Returns False if ``vision_utils`` was already
-    imported, in which case the hook cannot act any more (import omnigibson either worked or failed)."""
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once). It acts on the next import of ``vision_utils``; an
+    already imported ``vision_utils`` is left as it is."""
     with _lock:
         if not installed():
             sys.meta_path.insert(0, RemapperOnCpuFinder())
-        return TARGET not in sys.modules or sys.modules[TARGET].Remapper.__init__ is _cpu_remapper_init
 
 
 def uninstall() -> None:

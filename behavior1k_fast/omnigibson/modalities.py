@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from ..patching import Patch, PatchContext
 from ..profile import RolloutProfile, VISION_MODALITIES
 from ._util import class_in, raw_member, source_of
-from .viewport import _render_app
+from .viewport import propagate
 
 #: Robot ``obs_modalities`` when a robot config does not set it (``BaseRobot.__init__``).
 UPSTREAM_ROBOT_MODALITIES = ("rgb", "proprio")
@@ -146,7 +146,7 @@ class CameraParametersPatch(Patch):
                 else:
                     sensor._annotators.pop("camera_params", None)
                     sensor.initialize_sensors(names="camera_params")
-                    _render_app(module)
+                    propagate(module)
                     annotator = sensor._annotators["camera_params"]
                 sensor._annotators["camera_params"] = annotator
                 sensor._camera_params_annotator = (sensor._render_product, annotator)

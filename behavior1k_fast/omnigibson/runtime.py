@@ -176,8 +176,6 @@ class NumbaCacheDirPatch(Patch):
 class NumbaKernelCachePatch(Patch):
     """``cache=True`` for the numba kernels of one controller module (numpy controller backend)."""
 
-    upstream_file: str | None
-
     def __init__(self, name: str, module: str, targets: tuple[str, ...], upstream_file: str | None) -> None:
         self.name = name
         self.module = module

@@ -34,7 +34,8 @@ def _gm() -> Any:
     return sys.modules["omnigibson.macros"].gm
 
 
-def _render_app(module: Any) -> None:
+def propagate(module: Any) -> None:
+    """The app renders upstream takes after a camera change (``module.render``, the sensor module's own)."""
     for _ in range(PROPAGATION_RENDERS):
         module.render()
 
@@ -89,7 +90,7 @@ class HeadlessViewportPatch(Patch):
             for key in LENS_KEYS:
                 if key in config:
                     setattr(sensor, key, config[key])
-            _render_app(module)
+            propagate(module)
 
         def resize(sensor, width: int, height: int) -> None:
             """New render product at ``width`` x ``height`` pixels, annotators moved over; no viewport."""
@@ -106,7 +107,7 @@ class HeadlessViewportPatch(Patch):
             for annotator in annotators:
                 annotator.attach([sensor._render_product])
             sensor._image_width, sensor._image_height = width, height
-            _render_app(module)
+            propagate(module)
 
         def size_property(original: property, axis: str) -> property:
             def getter(sensor):

@@ -27,8 +27,7 @@ import pytest
 def og():
     from behavior1k_fast.omnigibson import cpu_import
 
-    cpu_import.install()
-    module = cpu_import.import_omnigibson()
+    module = cpu_import.import_omnigibson()  # through the CPU import hook when CUDA is absent
     import omnigibson.envs.env_base  # noqa: F401
     import omnigibson.envs.vec_env_base  # noqa: F401
     import omnigibson.sensors.vision_sensor  # noqa: F401

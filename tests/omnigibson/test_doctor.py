@@ -94,3 +94,6 @@ def test_omnigibson_that_does_not_import_exits_nonzero(capsys, monkeypatch):
     monkeypatch.setattr(cpu_import, "import_omnigibson", broken)
     code, report = json_report(capsys)
     assert code == 1 and "Torch not compiled with CUDA enabled" in report["omnigibson"]["error"]
+    states = {p["name"]: (p["state"], p["reason"]) for p in report["patches"]}
+    assert states["env_step_obs"][0] == "failed" and "does not import" in states["env_step_obs"][1]
+    assert states["numba_cache_dir"][0] == "would apply"
