@@ -11,6 +11,7 @@ placeholder result: the reset observation, zero rewards, ``truncated`` at the fi
 
 from __future__ import annotations
 
+import abc
 import multiprocessing as mp
 import os
 import weakref
@@ -48,8 +49,8 @@ class _Pending:
         self.reply: tuple | None = None  # filled with a placeholder after a restart
 
 
-class Executor:
-    """Worker bookkeeping shared by the process and Ray executors."""
+class Executor(abc.ABC):
+    """Worker bookkeeping shared by the process and Ray executors; subclasses move the messages."""
 
     def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float, restart_workers: bool):
         self.specs = list(specs)
@@ -61,14 +62,34 @@ class Executor:
         self.restarts = 0
         self._fresh: dict[int, dict[str, np.ndarray]] = {}  # worker -> reset obs of all its envs
 
-    # --- hooks --------------------------------------------------------------------------------
-    def _launch(self, worker: int) -> None: ...
-    def _await_init(self, worker: int) -> tuple[Any, Any]: ...
-    def _send(self, worker: int, command: str, args: Any) -> None: ...
-    def _receive(self, worker: int, command: str) -> tuple: ...
-    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]: ...
-    def _discard(self, worker: int) -> None: ...
-    def close(self) -> None: ...
+    # --- transport (per executor) ----------------------------------------------------------------
+    @abc.abstractmethod
+    def _launch(self, worker: int) -> None:
+        """Start the worker without waiting for it to build its backend."""
+
+    @abc.abstractmethod
+    def _await_init(self, worker: int) -> tuple[Any, Any]:
+        """Wait until the worker built its backend; its (observation_space, action_space)."""
+
+    @abc.abstractmethod
+    def _send(self, worker: int, command: str, args: Any) -> None:
+        """Queue one command (never blocks on the worker's work)."""
+
+    @abc.abstractmethod
+    def _receive(self, worker: int, command: str) -> tuple:
+        """The oldest unread reply; WorkerDiedError if the worker died, TimeoutError after ``timeout_s``."""
+
+    @abc.abstractmethod
+    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
+        """Boundary observations the worker left in shared memory for ``rows``."""
+
+    @abc.abstractmethod
+    def _discard(self, worker: int) -> None:
+        """Stop the worker (dead or alive) and forget it."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop every worker and free every resource. Idempotent."""
 
     # --- shared -------------------------------------------------------------------------------
     def start(self) -> tuple[Any, Any]:
@@ -137,7 +158,8 @@ class Executor:
         self._fresh[worker] = obs
         for entry in self._pending[worker]:
             sel = list(entry.rows)
-            entry.reply = ("ok", _placeholder(entry, spec, [infos[r] for r in sel], {k: v[sel] for k, v in obs.items()}), [])
+            placeholder = _placeholder(entry, spec, [infos[r] for r in sel], {k: v[sel] for k, v in obs.items()})
+            entry.reply = ("ok", placeholder, [])
 
 
 def _placeholder(entry: _Pending, spec: WorkerSpec, infos: list[dict], obs: dict) -> tuple:
