@@ -256,11 +256,15 @@ def validate(
 
     ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
     """
-    from .bench.backends import isolate_sides, make_factory
+    from .bench.backends import BACKENDS, isolate_sides, make_factory
 
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     for name, value in (("num_envs", num_envs), ("chunks", chunks), ("chunk_size", chunk_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if fault is not None and isolate_sides(backend):
+        raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
     thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])
     factory = make_factory(backend, **(backend_options or {}))
     stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
@@ -269,8 +273,6 @@ def validate(
     for profile, wrap in ((stock_profile, None), (fast_profile, fault)):
         args = (factory, profile, num_envs, seed, None, chunks)
         if isolate_sides(backend):
-            if wrap is not None:
-                raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
             sides.append(_record_isolated(*args))
         else:
             sides.append(record(*args, wrap=wrap))

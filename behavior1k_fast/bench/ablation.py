@@ -9,8 +9,9 @@ Measures per row (ms are wall ms; a step is one own action of every env, so ms/s
 - ``ms_per_step``: end to end (policy + env + IPC).
 - ``sim_ms_per_step``: driver time blocked on env workers, measured without overlap (an overlapped row
   takes it from its no-overlap twin: the simulator's work is the same, overlap only hides it).
-- ``t_env_ms`` / ``t_model_ms``: env time per stage chunk and one batched forward per stage, from the
-  no-overlap run; ``bound_ms_per_step = K * max(T_env, T_model) / N`` (perfect overlap) and
+- ``t_env_ms``: env time per stage chunk (median), from the no-overlap run; ``t_model_ms``: one batched
+  forward per stage (median, or mean where the engine times it), from the row's own run;
+  ``bound_ms_per_step = K * max(T_env, T_model) / N`` (perfect overlap) and
   ``pipeline_efficiency = bound_ms_per_step / ms_per_step``.
 - ``cpu_s_per_env_step`` (psutil, driver + workers), ``peak_rss_mib_per_env_process`` (mean over env
   workers of each one's peak RSS), ``gpu_mib_per_env`` (NVML, env workers' GPU memory / envs; None
@@ -272,13 +273,15 @@ def _measures(name: str, label: str, stages: int, total_envs: int, config: Bench
 
 
 def _add_bound(row: dict[str, Any], source: dict[str, Any]) -> None:
-    """Perfect-overlap bound and efficiency of ``row`` from the T_env / T_model measured in ``source``."""
-    t_env, t_model = source["t_env_ms"], source["t_model_ms"]
+    """Perfect-overlap bound and efficiency of ``row``: T_env from ``source`` (a no-overlap run of the same
+    profile, or ``row`` itself), T_model from ``row`` (the forwards it ran)."""
+    t_env, t_model = source["t_env_ms"], row["t_model_ms"]
     if t_env is None:
-        row.update(bound_ms_per_step=None, serial_bound_ms_per_step=None, pipeline_efficiency=None)
+        row.update(bound_ms_per_step=None, serial_bound_ms_per_step=None, pipeline_efficiency=None,
+                   bound_env_steps_per_s=None)
         return
     k, n = row["stages"], row["chunk_size"]
-    row["t_env_ms"], row["t_model_ms_serial"] = t_env, t_model
+    row["t_env_ms"] = t_env
     row["sim_ms_per_step"] = source["sim_ms_per_step"]
     row["bound_ms_per_step"] = k * max(t_env, t_model) / n
     row["serial_bound_ms_per_step"] = k * (t_env + t_model) / n

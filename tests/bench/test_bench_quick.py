@@ -1,0 +1,70 @@
+"""``behavior1k-fast bench --quick`` end to end on the reference simulator: every field, sane values."""
+
+import argparse
+import json
+import math
+
+import pytest
+
+from behavior1k_fast.bench import register
+
+ROW_NAMES = ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "process_serial", "process_overlap"]
+POSITIVE = ["wall_s", "ms_per_step", "sim_ms_per_step", "t_env_ms", "t_model_ms", "env_steps_per_s",
+            "cpu_s_per_env_step", "peak_rss_mib_per_env_process", "bound_ms_per_step", "pipeline_efficiency",
+            "speedup_vs_stock"]
+
+
+@pytest.fixture(scope="module")
+def quick_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--out-dir", str(out), "--tag", "ci"])
+    assert args.func(args) == 0
+    return out, json.loads((out / "bench_ci.json").read_text())
+
+
+def test_every_row_has_positive_times(quick_result):
+    _, result = quick_result
+    assert result["complete"]
+    rows = result["rows"]
+    assert [r["name"] for r in rows] == ROW_NAMES
+    for row in rows + [result["baseline"]]:
+        for key in POSITIVE:
+            assert row[key] > 0 and math.isfinite(row[key]), (row["name"], key, row[key])
+        assert row["gpu_mib_per_env"] is None or row["gpu_mib_per_env"] > 0
+        assert row["own_actions"] <= row["steps"] * row["total_envs"]
+        assert row["ms_per_step"] == pytest.approx(row["wall_s"] * 1e3 / row["steps"])
+    for row in rows:
+        assert len(row["worker_pids"]) == row["processes"]
+
+
+def test_speedups_agree_with_the_times(quick_result):
+    _, result = quick_result
+    by = {r["name"]: r for r in result["rows"]}
+    stock = by["stock"]["ms_per_step"]
+    for row in result["rows"] + [result["baseline"]]:
+        assert row["speedup_vs_stock"] == pytest.approx(stock / row["ms_per_step"])
+    for row in result["rows"][1:]:
+        assert row["speedup_vs_prev"] == pytest.approx(by[row["prev"]]["ms_per_step"] / row["ms_per_step"])
+    overlap, serial = by["hybrid_overlap"], by["hybrid_serial"]
+    assert overlap["t_env_ms"] == serial["t_env_ms"]
+    assert overlap["bound_ms_per_step"] == pytest.approx(
+        overlap["stages"] * max(overlap["t_env_ms"], overlap["t_model_ms"]) / overlap["chunk_size"])
+    assert overlap["pipeline_efficiency"] == pytest.approx(overlap["bound_ms_per_step"] / overlap["ms_per_step"])
+
+
+def test_goals_baseline_and_files(quick_result):
+    out, result = quick_result
+    by = {r["name"]: r for r in result["rows"]}
+    goals = {g["name"]: g for g in result["goals"]}
+    assert set(goals) == {"speedup_stock_to_all", "pipeline_efficiency", "speedup_over_async_vector_env"}
+    peer = goals["speedup_over_async_vector_env"]
+    assert peer["measured"] == pytest.approx(result["baseline"]["ms_per_step"] / by["hybrid_overlap"]["ms_per_step"])
+    for g in goals.values():
+        assert g["met"] == (g["measured"] >= g["target"])
+        assert (g["shortfall"] == "") == g["met"]
+    assert result["baseline"]["profile"]["obs_modalities"] is None
+    assert result["calibration"]["denoise_steps"] >= 1
+    assert result["machine"]["logical_cores"] >= 1
+    assert (out / "bench_ci.png").read_bytes()[:4] == b"\x89PNG"

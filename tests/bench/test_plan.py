@@ -1,0 +1,120 @@
+"""What a bench run measures: the cumulative profile rows, the layout checks and the backend it drives,
+including ``--backend omnigibson`` with a stand-in for the engine runs (Isaac Sim is absent)."""
+
+import argparse
+import json
+
+import pytest
+
+from behavior1k_fast.bench import ablation, register
+from behavior1k_fast.bench.resources import ResourceUsage
+from behavior1k_fast.profile import RolloutProfile
+
+
+def _parse(*argv):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["bench", *argv])
+
+
+def _changed(a, b):
+    da, db = a.to_dict(), b.to_dict()
+    return {k for k in da if da[k] != db[k]}
+
+
+def test_rows_apply_the_optimisations_cumulatively():
+    rows = ablation.ablation_rows(processes=4, envs_per_process=2, stages=2, chunk_size=16)
+    by = {r.name: r for r in rows}
+    assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
+                                      "process_serial", "process_overlap"]
+    assert by["stock"].profile == RolloutProfile.stock(num_env_processes=4, total_num_envs=8, chunk_size=16)
+    assert _changed(by["stock"].profile, by["slim"].profile) <= set(ablation.SLIM_FIELDS)
+    assert by["slim"].profile.obs_modalities == ("rgb", "proprio")
+    assert by["slim"].profile.remove_headless_viewports
+    assert _changed(by["slim"].profile, by["skip_obs"].profile) == {"skip_intermediate_obs"}
+    for partition in ("hybrid", "process"):
+        serial, overlap = by[f"{partition}_serial"], by[f"{partition}_overlap"]
+        assert _changed(by["skip_obs"].profile, serial.profile) == {"pipeline_stages"} | (
+            {"partition"} if partition == "process" else set())
+        assert serial.profile.pipeline_stages == 2 and serial.profile.partition == partition
+        assert overlap.profile == serial.profile
+        assert overlap.overlap and not serial.overlap
+        assert overlap.twin == serial.name
+    assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
+    assert ablation.ALL_ROW in by
+
+
+def test_quick_defaults_and_layout_checks():
+    config = ablation.BenchConfig.from_args(_parse("--quick", "--device", "cpu"))
+    assert config.backend_options == {"resolution": ablation.QUICK_RESOLUTION}
+    assert (config.processes, config.envs_per_process, config.stages, config.chunk_size) == (2, 2, 2, 32)
+    with pytest.raises(ValueError, match="envs_per_process"):
+        ablation.BenchConfig(envs_per_process=3, stages=2)
+    with pytest.raises(ValueError, match="processes"):
+        ablation.BenchConfig(processes=3, stages=2, envs_per_process=2)
+    with pytest.raises(ValueError, match="rounds"):
+        ablation.BenchConfig(rounds=0)
+    with pytest.raises(ValueError, match="scaling"):
+        ablation.BenchConfig(scaling=(0,))
+
+
+def test_omnigibson_needs_an_env_config(tmp_path):
+    config = ablation.BenchConfig.from_args(_parse("--backend", "omnigibson", "--device", "cpu"))
+    with pytest.raises(ValueError, match="--backend-config"):
+        ablation.plan_runs(config)
+    yaml_path = tmp_path / "env.yaml"
+    yaml_path.write_text("env: {action_frequency: 30}\n")
+    args = _parse("--backend", "omnigibson", "--backend-config", str(yaml_path), "--resolution", "64")
+    with pytest.raises(ValueError, match="resolution"):
+        ablation.plan_runs(ablation.BenchConfig.from_args(args))
+
+
+def _fake_usage():
+    return ResourceUsage(cpu_seconds=1.0, worker_peak_rss_mib={}, driver_peak_rss_mib=100.0, gpu_mib_by_pid={},
+                         gpu_total_mib=None)
+
+
+def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
+    """Stand-ins for calibration and the engine runs record which factory and profiles they are given."""
+    from behavior1k_fast.omnigibson.backend import OmniGibsonBackendFactory
+
+    yaml_path = tmp_path / "env.yaml"
+    yaml_path.write_text("env: {action_frequency: 30}\nrobots: [{type: R1}]\n")
+    args = _parse("--backend", "omnigibson", "--backend-config", str(yaml_path), "--device", "cpu",
+                  "--processes", "2", "--envs-per-process", "2", "--rounds", "2", "--no-baseline",
+                  "--scaling", "1,2", "--out-dir", str(tmp_path / "results"), "--tag", "og")
+    calls = []
+
+    def fake_calibrate(factory, rows, config):
+        calls.append(("calibrate", factory, None))
+        return (lambda obs: None), {"denoise_steps": 1}
+
+    def fake_run(factory, row, policy, config, trace_path=None):
+        calls.append((row.name, factory, row.profile))
+        ms = 10.0 / (1 + len(calls))  # each run faster than the last
+        m = ablation._measures(row.name, row.label, row.profile.pipeline_stages, row.profile.total_num_envs,
+                               config, ms * config.rounds * config.chunk_size / 1e3, [0.001] * 2,
+                               None if row.overlap else [0.002] * 2, 64, _fake_usage(), [])
+        return m | {"prev": row.prev, "twin": row.twin, "overlap": row.overlap,
+                    "processes": row.profile.num_env_processes}
+
+    monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
+    monkeypatch.setattr(ablation, "run_engine_row", fake_run)
+    assert args.func(args) == 0
+
+    factories = {id(c[1]) for c in calls}
+    assert len(factories) == 1
+    factory = calls[0][1]
+    assert isinstance(factory, OmniGibsonBackendFactory)
+    assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
+    names = [c[0] for c in calls]
+    assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
+                     "process_serial", "process_overlap", "hybrid_overlap", "hybrid_overlap",
+                     "hybrid_overlap", "hybrid_overlap"]
+    profiles = [c[2] for c in calls[1:]]
+    assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)
+    assert [p.num_env_processes for p in profiles[-4:]] == [1, 1, 2, 2]
+    result = json.loads((tmp_path / "results" / "bench_og.json").read_text())
+    assert result["complete"] and result["config"]["backend"] == "omnigibson"
+    assert [s["processes"] for s in result["scaling"]] == [1, 2]
+    assert (tmp_path / "results" / "bench_og.png").exists()

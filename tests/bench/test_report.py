@@ -1,0 +1,99 @@
+"""The benchmark's report: speedups from ms/step, the goals check, the table, machine tag, JSON and PNG."""
+
+import json
+
+import pytest
+
+from behavior1k_fast.bench import report
+
+
+def _rows():
+    return [
+        {"name": "stock", "label": "stock", "ms_per_step": 60.0, "prev": None},
+        {"name": "slim", "label": "+ slim", "ms_per_step": 12.0, "prev": "stock"},
+        {"name": "fast", "label": "+ fast", "ms_per_step": 4.0, "prev": "slim", "gpu_mib_per_env": None},
+    ]
+
+
+def test_speedups_follow_ms_per_step_and_prev_names():
+    rows = _rows()
+    report.add_speedups(rows)
+    assert [r["speedup_vs_stock"] for r in rows] == [1.0, 5.0, 15.0]
+    assert rows[0]["speedup_vs_prev"] is None
+    assert rows[1]["speedup_vs_prev"] == 5.0
+    assert rows[2]["speedup_vs_prev"] == 3.0
+
+
+def test_goals_say_by_how_much_they_are_missed():
+    goals = {g["name"]: g for g in report.check_goals(
+        {"speedup_stock_to_all": 15.0, "pipeline_efficiency": 0.8, "speedup_over_async_vector_env": 12.0}
+    )}
+    assert not goals["speedup_stock_to_all"]["met"]
+    assert "missed by 2.00x" in goals["speedup_stock_to_all"]["shortfall"]
+    assert not goals["pipeline_efficiency"]["met"]
+    assert "missed by 10.0 points" in goals["pipeline_efficiency"]["shortfall"]
+    assert goals["speedup_over_async_vector_env"]["met"]
+    assert goals["speedup_over_async_vector_env"]["shortfall"] == ""
+    text = report.format_goals(list(goals.values()))
+    assert "15.0x (goal >= 30x) -> missed by 2.00x" in text
+    assert "-> met" in text
+
+
+def test_unmeasured_goal_is_not_met():
+    goals = report.check_goals({"speedup_stock_to_all": 40.0, "pipeline_efficiency": 0.95})
+    by_name = {g["name"]: g for g in goals}
+    assert by_name["speedup_stock_to_all"]["met"] and by_name["pipeline_efficiency"]["met"]
+    assert not by_name["speedup_over_async_vector_env"]["met"]
+    assert by_name["speedup_over_async_vector_env"]["shortfall"] == "not measured"
+
+
+def test_table_has_a_line_per_row_and_dashes_for_missing_values():
+    rows = _rows()
+    report.add_speedups(rows)
+    lines = report.format_table(rows).splitlines()
+    assert len(lines) == 2 + len(rows)
+    assert lines[0].startswith("row") and "e2e ms/step" in lines[0]
+    assert lines[2].startswith("stock") and "60.00" in lines[2]
+    assert lines[4].startswith("+ fast") and lines[4].rstrip().endswith("-")
+
+
+def test_machine_tag_names_cpu_cores_and_gpu():
+    assert report.machine_tag({"logical_cores": 2, "gpu": None}) == "cpu2"
+    assert report.machine_tag({"logical_cores": 16, "gpu": {"name": "NVIDIA H200"}}) == "h200-cpu16"
+
+
+def test_describe_machine_has_cores_and_versions():
+    machine = report.describe_machine("cpu")
+    assert machine["logical_cores"] >= 1
+    assert machine["memory_gib"] > 0
+    assert machine["policy_device"] == "cpu"
+    assert machine["numpy_version"]
+
+
+def test_json_and_plot_are_written(tmp_path):
+    rows = _rows()
+    report.add_speedups(rows)
+    for r in rows:
+        r["sim_ms_per_step"] = r["ms_per_step"] / 2
+    result = {
+        "machine": {"cpu_model": "test cpu", "logical_cores": 2, "gpu": None},
+        "config": {"backend": "reference"},
+        "rows": rows,
+        "baseline": None,
+        "scaling": [{"label": "all", "processes": p, "env_steps_per_s": 100.0 * p,
+                     "bound_env_steps_per_s": 110.0 * p} for p in (1, 2)],
+    }
+    path = report.write_json(result, tmp_path / "out" / "bench_test.json")
+    assert json.loads(path.read_text()) == result
+    png = report.write_plot(result, tmp_path / "out" / "bench_test.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("value", ["1,x", "0,2", ""])
+def test_scaling_list_rejects_bad_values(value):
+    import argparse
+
+    from behavior1k_fast.bench import _int_list
+
+    with pytest.raises(argparse.ArgumentTypeError, match="comma-separated ints"):
+        _int_list(value)

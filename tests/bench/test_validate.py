@@ -1,0 +1,120 @@
+"""``behavior1k-fast validate``: passes on the reference simulator, fails on a deliberately broken step."""
+
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+
+from behavior1k_fast import validate as v
+
+SMALL = dict(num_envs=2, chunks=2, chunk_size=8, backend_options={"resolution": 32})
+
+
+class _Faulty:
+    """Delegates to a backend; ``step`` number ``at`` is broken by ``breaks(obs, rewards, terminated)``."""
+
+    def __init__(self, backend, at, breaks):
+        self._backend, self._at, self._breaks, self._steps = backend, at, breaks, 0
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    @property
+    def sim_time(self):
+        return self._backend.sim_time
+
+    def step(self, actions, env_indices=None, get_obs=True, render=True):
+        obs, rewards, terminated, truncated, infos = self._backend.step(actions, env_indices, get_obs, render)
+        self._steps += 1
+        if self._steps == self._at:
+            self._breaks(obs, rewards, terminated)
+        return obs, rewards, terminated, truncated, infos
+
+
+def _add_reward(obs, rewards, terminated):
+    rewards[0] += 0.25
+
+
+def _darken_frame(obs, rewards, terminated):
+    obs[0]["head::rgb"] = obs[0]["head::rgb"] // 2
+
+
+def test_fast_path_matches_stock_on_the_reference_sim():
+    report = v.validate(**SMALL)
+    assert report.passed, report.format()
+    assert report.max_abs_reward_delta == 0.0
+    assert report.termination_agreement == 1.0
+    assert report.proprio_max_abs_error == 0.0
+    assert report.frames_compared == 3 * 2 * 3  # (reset + 2 boundaries) x 2 envs x 3 cameras
+    assert report.frame_max_abs_diff == 0 and math.isinf(report.frame_min_psnr_db)
+    assert report.sim_seconds_per_action_stock == pytest.approx(1 / 30)
+    assert report.sim_seconds_per_action_fast == report.sim_seconds_per_action_stock
+    assert "PASS" in report.format()
+
+
+def test_a_step_that_changes_a_reward_fails():
+    report = v.validate(**SMALL, fault=lambda b: _Faulty(b, at=3, breaks=_add_reward))
+    assert not report.passed
+    assert report.max_abs_reward_delta == pytest.approx(0.25)
+    assert any("reward" in f for f in report.failures)
+    assert "FAIL: max |delta reward|" in report.format()
+
+
+def test_a_wrong_boundary_frame_fails():
+    report = v.validate(**SMALL, fault=lambda b: _Faulty(b, at=8, breaks=_darken_frame))
+    assert not report.passed
+    assert report.frame_max_abs_diff > 0
+    assert any("frames differ" in f for f in report.failures)
+
+
+def _trajectory(frame, proprio):
+    t = v.Trajectory()
+    for arr in (t.rewards, t.terminated, t.truncated, t.applied):
+        arr.append(np.zeros((1, 4), dtype=float if arr is t.rewards else bool))
+    t.obs.append({"cam::rgb": frame[None], "robot0::proprio": proprio[None]})
+    t.sim_seconds_per_action.append(1 / 30)
+    return t
+
+
+def test_psnr_threshold_decides_frame_agreement_off_the_reference_sim():
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 256, size=(16, 16, 3), dtype=np.uint8)
+    near = np.clip(frame.astype(int) + rng.integers(-2, 3, size=frame.shape), 0, 255).astype(np.uint8)
+    limits = v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"])
+    proprio = np.zeros(3)
+    ok = v.compare(_trajectory(frame, proprio), _trajectory(near, proprio), limits, backend="omnigibson",
+                   num_envs=1, chunks=1, chunk_size=4, seed=0)
+    assert ok.passed, ok.format()
+    assert 30 < ok.frame_min_psnr_db < math.inf
+    far = rng.integers(0, 256, size=frame.shape, dtype=np.uint8)
+    bad = v.compare(_trajectory(frame, proprio), _trajectory(far, proprio + 0.1), limits, backend="omnigibson",
+                    num_envs=1, chunks=1, chunk_size=4, seed=0)
+    assert any("PSNR" in f for f in bad.failures)
+    assert any("proprio" in f for f in bad.failures)
+
+
+def test_bad_arguments_are_errors():
+    with pytest.raises(ValueError, match="reward_atol"):
+        v.Thresholds(reward_atol=-1.0)
+    with pytest.raises(ValueError, match="min_psnr_db"):
+        v.Thresholds(min_psnr_db=0.0)
+    with pytest.raises(ValueError, match="chunks"):
+        v.validate(chunks=0)
+    with pytest.raises(ValueError, match="backend"):
+        v.validate(backend="isaaclab")
+    with pytest.raises(ValueError, match="fault injection"):
+        v.validate(backend="omnigibson", backend_options={"config": {}}, fault=lambda b: b)
+
+
+def test_cli_exit_code_and_json(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    v.register(parser.add_subparsers())
+    out = tmp_path / "validate.json"
+    args = parser.parse_args(["validate", "--resolution", "32", "--chunks", "1", "--chunk-size", "4",
+                              "--json", str(out)])
+    assert args.func(args) == 0
+    assert "PASS" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["passed"] and data["chunks"] == 1
