@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any, Callable, Iterator
 
@@ -41,9 +42,14 @@ def source_of(fn: Callable) -> str:
         return ""
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(fn: Callable) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
 def bind(adapter: Callable, args: tuple, kwargs: dict) -> dict[str, Any]:
     """Arguments of a call bound to ``adapter``'s signature (without ``self``), defaults filled in."""
-    bound = inspect.signature(adapter).bind(None, *args, **kwargs)
+    bound = _signature(adapter).bind(None, *args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     arguments.pop(next(iter(arguments)))
