@@ -16,9 +16,10 @@ Semantics:
   the same simulated time (``sim_step_dt``) as a rendered step. It excludes ``n_render_iterations > 1``.
 - ``env_indices``: only those envs take an action (rows of ``actions`` in that order) and get
   ``_pre_step``/``_post_step``. During the shared ``og.sim.step()`` the simulator's scene list is scoped
-  to their scenes (robot controllers, object states, visuals of the other scenes are not stepped; PhysX
-  still simulates every scene, so the other robots hold their last joint targets); if the controller
-  views were rebuilt meanwhile, ``og.sim.update_handles()`` runs after the list is restored.
+  to their scenes: robot controllers, object states and visuals of the other scenes are not stepped,
+  while PhysX still simulates every scene and flushes whatever targets the batched control views hold
+  (whether those are exactly the last action's targets on Isaac Sim is unverified: upstream doc §6). If
+  the controller views were rebuilt meanwhile, ``og.sim.update_handles()`` runs after the list is restored.
 - ``reset(env_indices)`` resets only the selected envs (the upstream trap that reset every env, or raised
   ``TypeError`` in 1.1.1, is gone), each with its scene scoped as above, and returns ``(obs, infos)``
   lists for the selected envs (``obs`` entries ``None`` when ``get_obs=False``).

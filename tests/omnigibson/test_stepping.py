@@ -108,6 +108,18 @@ def test_environment_step_render_false_and_get_obs_false(registry, fast_profile,
         env.step(h.action(0), get_obs="no")
 
 
+def test_automatic_reset_after_skipped_observation_reads_the_new_episode(registry, fast_profile, seam):
+    registry.apply(fast_profile)
+    h = seam(2, terminate_at={0: 1})
+    env = h.venv.envs[0]
+    env._automatic_reset = True
+    h.log.clear()
+    obs, reward, terminated, truncated, info = env._post_step(h.action(0), get_obs=False)
+    assert terminated and info["last_observation"] is None
+    assert h.events("task.reset") == [0] and h.events("sensor.read") == [0]  # only the reset's read
+    assert obs is not None and "get_obs" not in env.__dict__
+
+
 @pytest.mark.parametrize(
     "kwargs, rows, error, message",
     [
