@@ -6,6 +6,8 @@ Patched signatures (the backend contract of ``behavior1k_fast.backend``):
 - ``Environment._post_step(self, action, get_obs=True)``
 - ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)``
 - ``VectorEnvironment.reset(self, env_indices=None, get_obs=True, **kwargs)``
+- ``EnvironmentWrapper.step(self, action, *args, **kwargs)`` and ``reset(self, *args, **kwargs)``: forward
+  everything to the wrapped env
 
 Semantics:
 
@@ -24,7 +26,7 @@ Semantics:
   ``TypeError`` in 1.1.1, is gone), each with its scene scoped as above, and returns ``(obs, infos)``
   lists for the selected envs (``obs`` entries ``None`` when ``get_obs=False``).
 
-Both patches are capabilities the engine needs on every profile (the stock path calls them with the
+These patches are capabilities the engine needs on every profile (the stock path calls them with the
 default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how
 :func:`step_chunk` and the engine call them.
 """
@@ -241,6 +243,38 @@ class VectorEnvironmentStepPatch(_NewKeywordsPatch):
     methods = {
         "step": (_vector_step, _vector_step_signature, ("env_indices", "get_obs", "render")),
         "reset": (_vector_reset, _vector_reset_signature, ("env_indices", "get_obs")),
+    }
+
+
+# --- EnvironmentWrapper ----------------------------------------------------------------------------
+def _wrapper_step_signature(self, action, *args, **kwargs):
+    """Signature of the patched ``EnvironmentWrapper.step``."""
+
+
+def _wrapper_reset_signature(self, *args, **kwargs):
+    """Signature of the patched ``EnvironmentWrapper.reset``."""
+
+
+def _forward_step(wrapped, wrapper, args, kwargs):
+    return wrapper.env.step(*args, **kwargs)
+
+
+def _forward_reset(wrapped, wrapper, args, kwargs):
+    return wrapper.env.reset(*args, **kwargs)
+
+
+class EnvironmentWrapperForwardingPatch(_NewKeywordsPatch):
+    """``EnvironmentWrapper.step``/``reset`` pass every argument on to the wrapped env (upstream passes only
+    ``action`` and nothing), so ``get_obs``, ``render`` and reset keywords reach a wrapped ``Environment``."""
+
+    name = "env_wrapper_forwarding"
+    module = "omnigibson.envs.env_wrapper"
+    targets = ("EnvironmentWrapper.step", "EnvironmentWrapper.reset")
+    upstream_file = "omnigibson/envs/env_wrapper.py"
+    owner = "EnvironmentWrapper"
+    methods = {
+        "step": (_forward_step, _wrapper_step_signature, ("kwargs",)),
+        "reset": (_forward_reset, _wrapper_reset_signature, ("kwargs",)),
     }
 
 def step_chunk(
