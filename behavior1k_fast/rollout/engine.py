@@ -140,7 +140,7 @@ class RolloutEngine:
         if not callable(factory):
             raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
         try:
-            pickle.dumps(factory)
+            factory_blob = pickle.dumps(factory)
         except Exception as exc:
             raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
         if executor not in EXECUTORS:
@@ -157,7 +157,7 @@ class RolloutEngine:
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()
         specs = [
-            WorkerSpec(w, factory, self.plan.envs_per_process, seed + w, worker_profile, auto_reset,
+            WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile, auto_reset,
                        profiling=get_profiler().enabled)
             for w in range(self.plan.num_processes)
         ]

@@ -18,6 +18,7 @@ The command set does not assume a stage order: any subset of a worker's envs can
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import threading
 import time
@@ -101,7 +102,9 @@ class WorkerSpec:
     """Everything a worker needs to build its backend (picklable)."""
 
     worker: int
-    factory: BackendFactory
+    #: The pickled :class:`BackendFactory`. Unpickled in the worker only after the profile was applied,
+    #: since unpickling imports the factory's module (and often the simulator with it).
+    factory: bytes
     num_envs: int
     seed: int
     #: ``RolloutProfile.to_dict()``; ``pipeline_stages`` = stages sharing this worker's physics.
@@ -199,7 +202,8 @@ class EnvWorker:
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
         self.profile = RolloutProfile.from_dict(spec.profile)
-        self.backend = spec.factory(spec.num_envs, spec.seed, self.profile)
+        factory: BackendFactory = pickle.loads(spec.factory)
+        self.backend = factory(spec.num_envs, spec.seed, self.profile)
         if not isinstance(self.backend, VectorBackend):
             raise TypeError(f"factory returned {type(self.backend).__name__}, which is not a VectorBackend")
         if self.backend.num_envs != spec.num_envs:

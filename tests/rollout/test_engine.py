@@ -89,3 +89,11 @@ def test_profiler_spans_from_workers_reach_the_driver():
     finally:
         profiler.enabled = was
         profiler.clear()
+
+
+def test_workers_apply_the_profile_before_importing_the_factory_module():
+    from .import_probe import ProbeFactory
+
+    # the worker's profile has the hybrid stage count, so the backend can rescale its physics
+    with RolloutEngine(ProbeFactory(), profile(pipeline_stages=2, gc_enable=False), timeout_s=TIMEOUT) as e:
+        assert e.rollout(policy, 1).own_actions.sum() == 4 * CHUNK

@@ -1,0 +1,14 @@
+"""A factory whose module notes, when imported, which profile the process had applied by then."""
+
+from behavior1k_fast.patching import active_profile
+
+from .pointmass import PointMassFactory
+
+PROFILE_AT_IMPORT = active_profile()
+
+
+class ProbeFactory(PointMassFactory):
+    def __call__(self, num_envs, seed, profile):
+        if PROFILE_AT_IMPORT != profile:
+            raise RuntimeError(f"module imported with profile {PROFILE_AT_IMPORT!r}, before the worker's {profile!r}")
+        return super().__call__(num_envs, seed, profile)
