@@ -120,6 +120,11 @@ class _NewKeywordsPatch(Patch):
     owner: str
     methods: dict
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.targets = tuple(f"{cls.owner}.{attr}" for attr in cls.methods)
+        cls.upstream_file = cls.module.replace(".", "/") + ".py"
+
     def wanted(self, profile: RolloutProfile) -> bool:
         return True
 
@@ -145,12 +150,10 @@ class EnvironmentStepPatch(_NewKeywordsPatch):
 
     name = "env_step_obs"
     module = "omnigibson.envs.env_base"
-    targets = ("Environment.step", "Environment._post_step")
-    upstream_file = "omnigibson/envs/env_base.py"
     owner = "Environment"
     methods = {
-        "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
         "step": (_env_step, _env_step_signature, ("get_obs", "render")),
+        "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
     }
 
 
@@ -237,8 +240,6 @@ class VectorEnvironmentStepPatch(_NewKeywordsPatch):
 
     name = "vector_env_step"
     module = "omnigibson.envs.vec_env_base"
-    targets = ("VectorEnvironment.step", "VectorEnvironment.reset")
-    upstream_file = "omnigibson/envs/vec_env_base.py"
     owner = "VectorEnvironment"
     methods = {
         "step": (_vector_step, _vector_step_signature, ("env_indices", "get_obs", "render")),
@@ -269,8 +270,6 @@ class EnvironmentWrapperForwardingPatch(_NewKeywordsPatch):
 
     name = "env_wrapper_forwarding"
     module = "omnigibson.envs.env_wrapper"
-    targets = ("EnvironmentWrapper.step", "EnvironmentWrapper.reset")
-    upstream_file = "omnigibson/envs/env_wrapper.py"
     owner = "EnvironmentWrapper"
     methods = {
         "step": (_forward_step, _wrapper_step_signature, ("kwargs",)),
