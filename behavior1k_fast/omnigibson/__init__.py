@@ -14,7 +14,6 @@ PATCHES: tuple = (
     modalities.CameraParametersPatch(),
     stepping.EnvironmentStepPatch(),
     stepping.VectorEnvironmentStepPatch(),
-    stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitThreadCapsPatch(),
     runtime.GcAfterLaunchPatch(),

@@ -6,8 +6,6 @@ Patched signatures (the backend contract of ``behavior1k_fast.backend``):
 - ``Environment._post_step(self, action, get_obs=True)``
 - ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)``
 - ``VectorEnvironment.reset(self, env_indices=None, get_obs=True, **kwargs)``
-- ``EnvironmentWrapper.step(self, action, *args, **kwargs)`` and ``reset(self, *args, **kwargs)``: forward
-  everything to the wrapped env
 
 Semantics:
 
@@ -246,35 +244,6 @@ class VectorEnvironmentStepPatch(_NewKeywordsPatch):
         "reset": (_vector_reset, _vector_reset_signature, ("env_indices", "get_obs")),
     }
 
-
-# --- EnvironmentWrapper ----------------------------------------------------------------------------
-def _wrapper_step_signature(self, action, *args, **kwargs):
-    """Signature of the patched ``EnvironmentWrapper.step``."""
-
-
-def _wrapper_reset_signature(self, *args, **kwargs):
-    """Signature of the patched ``EnvironmentWrapper.reset``."""
-
-
-def _forward_step(wrapped, wrapper, args, kwargs):
-    return wrapper.env.step(*args, **kwargs)
-
-
-def _forward_reset(wrapped, wrapper, args, kwargs):
-    return wrapper.env.reset(*args, **kwargs)
-
-
-class EnvironmentWrapperForwardingPatch(_NewKeywordsPatch):
-    """``EnvironmentWrapper.step``/``reset`` pass every argument on to the wrapped env (upstream passes only
-    ``action`` and nothing), so ``get_obs``, ``render`` and reset keywords reach a wrapped ``Environment``."""
-
-    name = "env_wrapper_forwarding"
-    module = "omnigibson.envs.env_wrapper"
-    owner = "EnvironmentWrapper"
-    methods = {
-        "step": (_forward_step, _wrapper_step_signature, ("kwargs",)),
-        "reset": (_forward_reset, _wrapper_reset_signature, ("kwargs",)),
-    }
 
 def step_chunk(
     venv: Any,

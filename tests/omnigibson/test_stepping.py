@@ -14,20 +14,16 @@ NEW_SIGNATURES = {
     ("Environment", "_post_step"): "(self, action, get_obs=True)",
     ("VectorEnvironment", "step"): "(self, actions, env_indices=None, get_obs=True, render=True)",
     ("VectorEnvironment", "reset"): "(self, env_indices=None, get_obs=True, **kwargs)",
-    ("EnvironmentWrapper", "step"): "(self, action, *args, **kwargs)",
-    ("EnvironmentWrapper", "reset"): "(self, *args, **kwargs)",
 }
 
 
 def _classes():
     from omnigibson.envs.env_base import Environment
-    from omnigibson.envs.env_wrapper import EnvironmentWrapper
     from omnigibson.envs.vec_env_base import VectorEnvironment
 
     return {
         "Environment": Environment,
         "VectorEnvironment": VectorEnvironment,
-        "EnvironmentWrapper": EnvironmentWrapper,
     }
 
 
@@ -36,7 +32,7 @@ def test_apply_installs_new_signatures_and_revert_restores_identity(registry, fa
     originals = {key: classes[key[0]].__dict__[key[1]] for key in NEW_SIGNATURES}
     report = registry.apply(fast_profile)
     assert report["env_step_obs"].state == APPLIED
-    assert report["vector_env_step"].state == APPLIED and report["env_wrapper_forwarding"].state == APPLIED
+    assert report["vector_env_step"].state == APPLIED
     for (cls, attr), signature in NEW_SIGNATURES.items():
         patched = getattr(classes[cls], attr)
         assert str(inspect.signature(patched)) == signature
@@ -125,22 +121,6 @@ def test_automatic_reset_after_skipped_observation_reads_the_new_episode(registr
     assert terminated and info["last_observation"] is None
     assert h.events("task.reset") == [0] and h.events("sensor.read") == [0]  # only the reset's read
     assert obs is not None and "get_obs" not in env.__dict__
-
-
-def test_wrapper_forwards_step_and_reset_keywords(registry, fast_profile, seam):
-    from omnigibson.envs.env_wrapper import EnvironmentWrapper
-
-    registry.apply(fast_profile)
-    h = seam(2)
-    wrapper = EnvironmentWrapper(h.venv.envs[0])
-    h.log.clear()
-    obs, *_ = wrapper.step(h.action(0), get_obs=False, render=False)
-    assert obs is None and h.events("sensor.read") == []
-    assert [render for render, _ in h.events("sim.step")] == [False]
-    assert wrapper.reset(get_obs=False) is None and h.events("task.reset") == [0]
-    registry.revert()
-    with pytest.raises(TypeError):
-        wrapper.step(h.action(0), get_obs=False)
 
 
 @pytest.mark.parametrize(
