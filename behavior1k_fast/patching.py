@@ -331,6 +331,11 @@ class PatchRegistry:
             except ImportError as exc:
                 outcomes.append(PatchOutcome(patch.name, SKIPPED, f"cannot import {patch.module}: {exc}", targets))
                 continue
+            except Exception as exc:  # the module exists but breaks on import (e.g. CUDA-only code on a CPU)
+                outcomes.append(
+                    PatchOutcome(patch.name, FAILED, f"importing {patch.module} raised {exc!r}", targets)
+                )
+                continue
             try:
                 reason = patch.skip_reason(module)
             except Exception as exc:

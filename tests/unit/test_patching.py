@@ -264,3 +264,18 @@ def test_spawned_worker_applies_the_same_profile():
     assert proc.exitcode == 0
     assert active == profile.to_dict()
     assert states and set(states) <= {APPLIED, PENDING, SKIPPED, DISABLED}
+
+
+def test_plan_reports_a_module_that_breaks_on_import(upstream):
+    (upstream / "area.py").write_text("raise AssertionError('Torch not compiled with CUDA enabled')\n")
+    report = PatchRegistry([DoubleRead()]).plan()
+    assert report["double_read"].state == FAILED
+    assert "importing fakeog.area raised AssertionError" in report["double_read"].reason
+
+
+def test_plan_changes_nothing(upstream):
+    area = importlib.import_module("fakeog.area")
+    before = originals(area)
+    report = PatchRegistry([DoubleRead(), ClassAndProperty()]).plan(RolloutProfile(remove_headless_viewports=False))
+    assert report["double_read"].state == "would apply" and report["class_and_property"].state == DISABLED
+    assert all(originals(area)[k] is before[k] for k in before)
