@@ -7,12 +7,15 @@ policy forward and env stepping. ``hybrid_overlap`` is the all-optimisations row
 Measures per row (ms are wall ms; a step is one own action of every env, so ms/step = wall / (rounds * N)):
 
 - ``ms_per_step``: end to end (policy + env + IPC).
-- ``sim_ms_per_step``: driver time blocked on env workers, measured without overlap (an overlapped row
-  takes it from its no-overlap twin: the simulator's work is the same, overlap only hides it).
-- ``t_env_ms``: env time per stage chunk (median), from the no-overlap run; ``t_model_ms``: one batched
-  forward per stage (median, or mean where the engine times it), from the row's own run;
-  ``bound_ms_per_step = K * max(T_env, T_model) / N`` (perfect overlap) and
-  ``pipeline_efficiency = bound_ms_per_step / ms_per_step``.
+- ``t_env_ms``: simulator time per chunk of the busiest env worker: its action-apply, physics, reward,
+  termination, render and observation-read spans (profiler) over the timed rounds / its chunks.
+  ``sim_ms_per_step``: that worker's simulator time per step. (Peer baseline: driver time blocked in
+  ``AsyncVectorEnv.step``, median per chunk.)
+- ``t_model_ms``: one batched forward for one stage (median; mean where the engine times it).
+- ``bound_ms_per_step = max(C * T_env, K * T_model) / N`` with C the chunks a worker steps per round (K in
+  hybrid partition, 1 in process partition): perfect overlap of the driver's K forwards and the busiest
+  worker's stepping (= ``K * max(T_env, T_model) / N`` in hybrid); ``pipeline_efficiency =
+  bound_ms_per_step / ms_per_step``.
 - ``cpu_s_per_env_step`` (psutil, driver + workers), ``peak_rss_mib_per_env_process`` (mean over env
   workers of each one's peak RSS), ``gpu_mib_per_env`` (NVML, env workers' GPU memory / envs; None
   without a GPU).
@@ -30,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..profile import RolloutProfile
+from ..profiling import ACTION_APPLY, OBS_READ, PHYSICS, REWARD, RENDER, TERMINATION
 from . import report
 from .backends import make_factory
 
@@ -62,8 +66,6 @@ class Row:
     overlap: bool = False
     #: Row this one is compared with in ``speedup_vs_prev``.
     prev: str | None = None
-    #: For an overlapped row: the no-overlap run of the same profile (gives T_env, T_model, sim-only).
-    twin: str | None = None
 
 
 def ablation_rows(processes: int, envs_per_process: int, stages: int, chunk_size: int) -> list[Row]:
@@ -83,8 +85,7 @@ def ablation_rows(processes: int, envs_per_process: int, stages: int, chunk_size
         piped = skip.replace(pipeline_stages=stages, partition=partition)
         tag = f"+ pipeline K={stages} {partition}"
         rows.append(Row(f"{partition}_serial", f"{tag}, no overlap", piped, prev="skip_obs"))
-        rows.append(Row(f"{partition}_overlap", f"{tag}, overlap", piped, overlap=True, prev="skip_obs",
-                        twin=f"{partition}_serial"))
+        rows.append(Row(f"{partition}_overlap", f"{tag}, overlap", piped, overlap=True, prev="skip_obs"))
     return rows
 
 
@@ -174,82 +175,113 @@ class BenchConfig:
 
 # --- measuring one row ---------------------------------------------------------------------------
 
+#: Profiler stages that are the simulator's own work inside an env worker.
+ENV_STAGES = (ACTION_APPLY, PHYSICS, RENDER, OBS_READ, REWARD, TERMINATION)
 
-def _serial(engine: Any, policy: Callable, rounds: int) -> tuple[list[float], list[float], int]:
-    """Rounds without overlap: forward stage k, then step it. Per stage chunk: model s, env s; own actions."""
-    model, env = [], []
+
+def _serial(engine: Any, policy: Callable, rounds: int) -> tuple[list[float], int]:
+    """Rounds without overlap: forward stage k, then step it. Returns model seconds per forward and the
+    own actions taken."""
+    model = []
     actions_taken = 0
     for _ in range(rounds):
         for k in range(engine.num_stages):
-            t0 = time.perf_counter()
+            start = time.perf_counter()
             actions = policy(engine.stage_obs(k))
-            t1 = time.perf_counter()
-            result = engine.step(k, actions)
-            model.append(t1 - t0)
-            env.append(time.perf_counter() - t1)
-            actions_taken += int(result.applied.sum())
-    return model, env, actions_taken
+            model.append(time.perf_counter() - start)
+            actions_taken += int(engine.step(k, actions).applied.sum())
+    return model, actions_taken
+
+
+def busiest_worker_env_ms(spans: list, pids: list[int]) -> float:
+    """The largest total of simulator-stage span time (ms) over the worker processes ``pids``."""
+    totals = dict.fromkeys(pids, 0.0)
+    for stage, _, duration, pid, *_ in spans:
+        if stage in ENV_STAGES and pid in totals:
+            totals[pid] += duration / 1e6
+    return max(totals.values())
 
 
 def run_engine_row(
     factory: Any, row: Row, policy: Callable, config: BenchConfig, trace_path: str | None = None
 ) -> dict[str, Any]:
-    """Run one row through :class:`~behavior1k_fast.rollout.RolloutEngine`; raw times and resource usage."""
+    """Run one row through :class:`~behavior1k_fast.rollout.RolloutEngine`; its measures (module docs).
+
+    The profiler is on (workers ship their stage spans with every reply); the spans of the timed rounds
+    give T_env and, with ``trace_path``, a Chrome trace.
+    """
     from ..profiling import get_profiler
     from ..rollout import RolloutEngine
     from .resources import ResourceMonitor
 
     profiler = get_profiler()
     was_enabled = profiler.enabled
-    profiler.enabled = trace_path is not None
+    profiler.enabled = True
     profiler.clear()
-    engine = RolloutEngine(factory, row.profile, executor=config.executor, seed=config.seed)
+    stages = row.profile.pipeline_stages
     try:
-        monitor = ResourceMonitor()
-        if row.overlap:
-            if config.warmup:
-                engine.rollout(policy, config.warmup)
-            monitor.start()
-            stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0)
-            usage = monitor.stop()
-            wall, taken = stats.wall_seconds, int(stats.own_actions.sum())
-            forwards = config.rounds * engine.num_stages
-            model, env = [stats.model_seconds / forwards] * forwards, None
-        else:
-            engine.reset()
-            _serial(engine, policy, config.warmup)
-            monitor.start()
-            start = time.perf_counter()
-            model, env, taken = _serial(engine, policy, config.rounds)
-            wall = time.perf_counter() - start
-            usage = monitor.stop()
-        pids = engine.worker_pids
-    finally:
-        engine.close()
+        engine = RolloutEngine(factory, row.profile, executor=config.executor, seed=config.seed)
+        try:
+            monitor = ResourceMonitor()
+            if row.overlap:
+                if config.warmup:
+                    engine.rollout(policy, config.warmup)
+                profiler.clear()
+                monitor.start()
+                stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0)
+                usage = monitor.stop()
+                wall, taken = stats.wall_seconds, int(stats.own_actions.sum())
+                forwards = config.rounds * stages
+                model = [stats.model_seconds / forwards] * forwards
+            else:
+                engine.reset()
+                _serial(engine, policy, config.warmup)
+                profiler.clear()
+                monitor.start()
+                start = time.perf_counter()
+                model, taken = _serial(engine, policy, config.rounds)
+                wall = time.perf_counter() - start
+                usage = monitor.stop()
+            pids = engine.worker_pids
+            spans = profiler.spans
+        finally:
+            engine.close()
         if trace_path is not None:
             profiler.export_chrome_trace(trace_path)
+    finally:
         profiler.enabled = was_enabled
         profiler.clear()
-    return _measures(row.name, row.label, row.profile.pipeline_stages, row.profile.total_num_envs, config,
-                     wall, model, env, taken, usage, pids) | {
-        "prev": row.prev, "twin": row.twin, "overlap": row.overlap,
-        "partition": row.profile.partition, "profile": row.profile.to_dict(),
-        "processes": row.profile.num_env_processes, "envs_per_process": row.profile.envs_per_process,
+    # A hybrid worker steps one slice per stage every round; a process-partition worker one chunk.
+    chunks_per_round = stages if row.profile.partition == "hybrid" else 1
+    t_env_ms = busiest_worker_env_ms(spans, pids) / (config.rounds * chunks_per_round) if pids else None
+    return _measures(row.name, row.label, stages, chunks_per_round, row.profile.total_num_envs, config, wall,
+                     model, t_env_ms, taken, usage, pids) | {
+        "prev": row.prev, "overlap": row.overlap, "partition": row.profile.partition,
+        "profile": row.profile.to_dict(), "processes": row.profile.num_env_processes,
+        "envs_per_process": row.profile.envs_per_process, "t_env_source": "busiest env worker's stage spans",
     }
 
 
-def _measures(name: str, label: str, stages: int, total_envs: int, config: BenchConfig, wall: float,
-              model: list[float], env: list[float] | None, taken: int, usage: Any, pids: list[int]) -> dict[str, Any]:
-    """Row measures from wall seconds and per stage chunk model / env seconds (medians give T_model, T_env)."""
-    steps = config.rounds * config.chunk_size
+def _measures(name: str, label: str, stages: int, chunks_per_round: int, total_envs: int, config: BenchConfig,
+              wall: float, model: list[float], t_env_ms: float | None, taken: int, usage: Any,
+              pids: list[int]) -> dict[str, Any]:
+    """Row measures from wall seconds, model seconds per forward and T_env (ms per worker chunk).
+
+    Per round (every env takes N own actions) the driver runs ``stages`` forwards and the busiest worker
+    steps ``chunks_per_round`` chunks; perfect overlap takes the longer of the two.
+    """
+    n = config.chunk_size
+    steps = config.rounds * n
     rss = [usage.worker_peak_rss_mib[p] for p in pids if p in usage.worker_peak_rss_mib]
     gpu = [usage.gpu_mib_by_pid[p] for p in pids if p in usage.gpu_mib_by_pid]
+    t_model_ms = float(np.median(model)) * 1e3
     out = {
         "name": name,
         "label": label,
         "stages": stages,
+        "worker_chunks_per_round": chunks_per_round,
         "total_envs": total_envs,
-        "chunk_size": config.chunk_size,
+        "chunk_size": n,
         "rounds": config.rounds,
         "steps": steps,
         "own_actions": taken,
@@ -257,10 +289,13 @@ def _measures(name: str, label: str, stages: int, total_envs: int, config: Bench
         "ms_per_step": wall * 1e3 / steps,
         "env_steps_per_s": taken / wall,
         "model_s": float(np.sum(model)),
-        "env_s": None if env is None else float(np.sum(env)),
-        "t_model_ms": float(np.median(model)) * 1e3,
-        "t_env_ms": None if env is None else float(np.median(env)) * 1e3,
-        "sim_ms_per_step": None if env is None else float(np.sum(env)) * 1e3 / steps,
+        "t_model_ms": t_model_ms,
+        "t_env_ms": t_env_ms,
+        "sim_ms_per_step": None,
+        "bound_ms_per_step": None,
+        "serial_bound_ms_per_step": None,
+        "pipeline_efficiency": None,
+        "bound_env_steps_per_s": None,
         "cpu_s_per_env_step": usage.cpu_seconds / taken,
         "peak_rss_mib_per_env_process": float(np.mean(rss)) if rss else usage.driver_peak_rss_mib,
         "driver_peak_rss_mib": usage.driver_peak_rss_mib,
@@ -268,33 +303,14 @@ def _measures(name: str, label: str, stages: int, total_envs: int, config: Bench
         "policy_gpu_mib": usage.gpu_mib_by_pid.get(os.getpid()),
         "worker_pids": list(pids),
     }
-    _add_bound(out, out)
+    if t_env_ms is not None:
+        env_round, model_round = chunks_per_round * t_env_ms, stages * t_model_ms
+        out["sim_ms_per_step"] = env_round / n
+        out["bound_ms_per_step"] = max(env_round, model_round) / n
+        out["serial_bound_ms_per_step"] = stages * (t_env_ms + t_model_ms) / n
+        out["pipeline_efficiency"] = out["bound_ms_per_step"] / out["ms_per_step"]
+        out["bound_env_steps_per_s"] = total_envs * 1e3 / out["bound_ms_per_step"]
     return out
-
-
-def _add_bound(row: dict[str, Any], source: dict[str, Any]) -> None:
-    """Perfect-overlap bound and efficiency of ``row``: T_env from ``source`` (a no-overlap run of the same
-    profile, or ``row`` itself), T_model from ``row`` (the forwards it ran)."""
-    t_env, t_model = source["t_env_ms"], row["t_model_ms"]
-    if t_env is None:
-        row.update(bound_ms_per_step=None, serial_bound_ms_per_step=None, pipeline_efficiency=None,
-                   bound_env_steps_per_s=None)
-        return
-    k, n = row["stages"], row["chunk_size"]
-    row["t_env_ms"] = t_env
-    row["sim_ms_per_step"] = source["sim_ms_per_step"]
-    row["bound_ms_per_step"] = k * max(t_env, t_model) / n
-    row["serial_bound_ms_per_step"] = k * (t_env + t_model) / n
-    row["pipeline_efficiency"] = row["bound_ms_per_step"] / row["ms_per_step"]
-    row["bound_env_steps_per_s"] = row["total_envs"] * 1e3 / row["bound_ms_per_step"]
-
-
-def link_twins(rows: list[dict[str, Any]]) -> None:
-    """Give every overlapped row the T_env, T_model and sim-only time of its no-overlap twin."""
-    by_name = {r["name"]: r for r in rows}
-    for row in rows:
-        if row.get("twin"):
-            _add_bound(row, by_name[row["twin"]])
 
 
 # --- calibration ---------------------------------------------------------------------------------
@@ -350,6 +366,8 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
         "stage_batch": stage_batch,
         "policy_device": config.device,
         "policy_threads": torch.get_num_threads(),
+        "cuda_graph": policy.cuda_graph,
+        "cuda_graph_error": policy.graph_error,
     }
     return policy, info
 
@@ -364,10 +382,12 @@ def _baseline_row(factory: Any, policy: Callable, config: BenchConfig, total_env
     profile = RolloutProfile.stock(chunk_size=config.chunk_size)
     raw = run_async_vector_env(factory, profile, policy, total_envs, config.rounds, config.chunk_size,
                                seed=config.seed, monitor=ResourceMonitor(), warmup=config.warmup)
-    row = _measures("async_vector_env", "gymnasium AsyncVectorEnv (peer)", 1, total_envs, config, raw["wall_s"],
-                    raw["model_s"], raw["env_s"], total_envs * raw["steps"], raw["usage"], raw["worker_pids"])
-    return row | {"prev": None, "twin": None, "overlap": False, "partition": "one env per process",
-                  "profile": profile.to_dict(), "processes": total_envs, "envs_per_process": 1}
+    row = _measures("async_vector_env", "gymnasium AsyncVectorEnv (peer)", 1, 1, total_envs, config,
+                    raw["wall_s"], raw["model_s"], float(np.median(raw["env_s"])) * 1e3, total_envs * raw["steps"],
+                    raw["usage"], raw["worker_pids"])
+    return row | {"prev": None, "overlap": False, "partition": "one env per process", "profile": profile.to_dict(),
+                  "processes": total_envs, "envs_per_process": 1,
+                  "t_env_source": "driver time blocked in AsyncVectorEnv.step per chunk"}
 
 
 def plan_runs(config: BenchConfig) -> tuple[Any, list[Row], list[tuple[int, Row]]]:
@@ -407,7 +427,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         "scaling": [],
         "goals": [],
     }
-    bar = tqdm(total=1 + len(rows) + int(config.baseline) + 2 * len(sweep), desc="calibrate", unit="run",
+    bar = tqdm(total=1 + len(rows) + int(config.baseline) + len(sweep), desc="calibrate", unit="run",
                disable=not progress)
     policy, result["calibration"] = calibrate(factory, rows, config)
     bar.update()
@@ -418,7 +438,6 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         report.write_json(result, json_path)
         bar.update()
     measured = result["rows"]
-    link_twins(measured)
     report.add_speedups(measured)
     if config.baseline:
         bar.set_description("async_vector_env")
@@ -430,11 +449,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         bar.update()
     for p, row in sweep:
         bar.set_description(f"scaling P={p}")
-        serial = run_engine_row(factory, replace(row, overlap=False, twin=None), policy, config)
-        bar.update()
         piped = run_engine_row(factory, row, policy, config)
         bar.update()
-        _add_bound(piped, serial)
         result["scaling"].append(piped | {"label": f"{row.label}, E={config.envs_per_process}"})
         report.write_json(result, json_path)
     bar.close()

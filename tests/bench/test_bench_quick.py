@@ -47,11 +47,13 @@ def test_speedups_agree_with_the_times(quick_result):
         assert row["speedup_vs_stock"] == pytest.approx(stock / row["ms_per_step"])
     for row in result["rows"][1:]:
         assert row["speedup_vs_prev"] == pytest.approx(by[row["prev"]]["ms_per_step"] / row["ms_per_step"])
-    overlap, serial = by["hybrid_overlap"], by["hybrid_serial"]
-    assert overlap["t_env_ms"] == serial["t_env_ms"]
-    assert overlap["bound_ms_per_step"] == pytest.approx(
-        overlap["stages"] * max(overlap["t_env_ms"], overlap["t_model_ms"]) / overlap["chunk_size"])
-    assert overlap["pipeline_efficiency"] == pytest.approx(overlap["bound_ms_per_step"] / overlap["ms_per_step"])
+    for name, chunks_per_round in (("hybrid_overlap", 2), ("process_overlap", 1), ("skip_obs", 1)):
+        row = by[name]
+        assert row["worker_chunks_per_round"] == chunks_per_round
+        bound = max(chunks_per_round * row["t_env_ms"], row["stages"] * row["t_model_ms"]) / row["chunk_size"]
+        assert row["bound_ms_per_step"] == pytest.approx(bound)
+        assert row["sim_ms_per_step"] == pytest.approx(chunks_per_round * row["t_env_ms"] / row["chunk_size"])
+        assert row["pipeline_efficiency"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
 
 
 def test_goals_baseline_and_files(quick_result):

@@ -39,7 +39,6 @@ def test_rows_apply_the_optimisations_cumulatively():
         assert serial.profile.pipeline_stages == 2 and serial.profile.partition == partition
         assert overlap.profile == serial.profile
         assert overlap.overlap and not serial.overlap
-        assert overlap.twin == serial.name
     assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
     assert ablation.ALL_ROW in by
 
@@ -92,11 +91,10 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     def fake_run(factory, row, policy, config, trace_path=None):
         calls.append((row.name, factory, row.profile))
         ms = 10.0 / (1 + len(calls))  # each run faster than the last
-        m = ablation._measures(row.name, row.label, row.profile.pipeline_stages, row.profile.total_num_envs,
-                               config, ms * config.rounds * config.chunk_size / 1e3, [0.001] * 2,
-                               None if row.overlap else [0.002] * 2, 64, _fake_usage(), [])
-        return m | {"prev": row.prev, "twin": row.twin, "overlap": row.overlap,
-                    "processes": row.profile.num_env_processes}
+        m = ablation._measures(row.name, row.label, row.profile.pipeline_stages, 1, row.profile.total_num_envs,
+                               config, ms * config.rounds * config.chunk_size / 1e3, [0.001] * 2, 2.0, 64,
+                               _fake_usage(), [])
+        return m | {"prev": row.prev, "overlap": row.overlap, "processes": row.profile.num_env_processes}
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
@@ -109,11 +107,10 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
     names = [c[0] for c in calls]
     assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
-                     "process_serial", "process_overlap", "hybrid_overlap", "hybrid_overlap",
-                     "hybrid_overlap", "hybrid_overlap"]
+                     "process_serial", "process_overlap", "hybrid_overlap", "hybrid_overlap"]
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)
-    assert [p.num_env_processes for p in profiles[-4:]] == [1, 1, 2, 2]
+    assert [p.num_env_processes for p in profiles[-2:]] == [1, 2]
     result = json.loads((tmp_path / "results" / "bench_og.json").read_text())
     assert result["complete"] and result["config"]["backend"] == "omnigibson"
     assert [s["processes"] for s in result["scaling"]] == [1, 2]
