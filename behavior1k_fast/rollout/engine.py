@@ -54,7 +54,8 @@ class RolloutStats:
     total_reward: np.ndarray
     #: float [num_envs]: simulated seconds the env's backend advanced, per own action of the env.
     sim_seconds_per_own_action: np.ndarray
-    #: float [num_envs]: global steps of the env's backend without an own action of the env, per round.
+    #: float [num_envs]: global steps of the env's backend without an own action of the env, per round
+    #: (other stages' steps, and masked steps after an episode ended inside a chunk).
     hold_steps_per_round: np.ndarray
     #: Profiler summary per stage name (empty when the profiler is off).
     stage_timings: dict = field(default_factory=dict)
@@ -283,7 +284,8 @@ class RolloutEngine:
         callable on the stage's observation dict of numpy arrays, or a :class:`~.policy.PolicyProcess`;
         returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)`` receives every collected
         chunk (the trajectory data), while the other stages step. Any failure closes the engine before it
-        is raised.
+        is raised. With ``auto_reset=False`` nothing resets an ended episode here: drive the engine with
+        :meth:`submit` / :meth:`collect` and :meth:`reset` (``env_ids``) instead.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
