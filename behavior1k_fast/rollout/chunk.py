@@ -162,13 +162,13 @@ def step_chunk(
 
 
 def concat_results(results: Sequence[ChunkResult]) -> ChunkResult:
-    """Rows of several chunk results, in order (one stage gathered from its workers)."""
+    """Rows of several chunk results, in order (one stage gathered from its workers); ``obs`` is left
+    ``None``: the engine gathers observations straight into the stage batch."""
     if len(results) == 1:
         return results[0]
-    first = results[0]
     return ChunkResult(
         env_ids=np.concatenate([r.env_ids for r in results]),
-        obs={k: np.concatenate([r.obs[k] for r in results]) for k in first.obs},
+        obs=None,
         rewards=np.concatenate([r.rewards for r in results]),
         terminated=np.concatenate([r.terminated for r in results]),
         truncated=np.concatenate([r.truncated for r in results]),

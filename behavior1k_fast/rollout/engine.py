@@ -252,17 +252,20 @@ class RolloutEngine:
         if not self._in_flight[stage]:
             raise RuntimeError(f"stage {stage} has no chunk in flight; submit() one first")
         start = time.perf_counter()
+        batch = {k: np.empty((self.plan.stage_size, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
         with self._guard():
-            parts = []
+            parts, offset = [], 0
             for s in self.plan.stage_slices(stage):
-                result, obs = self._executor.collect(s.worker)
-                result.obs = obs
+                rows = slice(offset, offset + len(s.local_envs))
+                offset = rows.stop
+                result, _ = self._executor.collect(s.worker, {k: v[rows] for k, v in batch.items()})
                 parts.append(result)
             self._in_flight[stage] = False
             self._refresh_restarted()
         self._wait_s += time.perf_counter() - start
         result = concat_results(parts)
-        self._stage_obs[stage] = result.obs
+        result.obs = batch
+        self._stage_obs[stage] = batch
         return result
 
     def step(self, stage: int, actions: np.ndarray) -> ChunkResult:

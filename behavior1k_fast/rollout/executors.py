@@ -80,8 +80,10 @@ class Executor(abc.ABC):
         """The oldest unread reply; WorkerDiedError if the worker died, TimeoutError after ``timeout_s``."""
 
     @abc.abstractmethod
-    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
-        """Boundary observations the worker left in shared memory for ``rows``."""
+    def _read_obs(
+        self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Boundary observations the worker left in shared memory for ``rows`` (into ``out`` if given)."""
 
     @abc.abstractmethod
     def _discard(self, worker: int) -> None:
@@ -111,8 +113,11 @@ class Executor(abc.ABC):
         steps = args[1].shape[1] if command == "chunk" else 0
         self._pending[worker].append(_Pending(command, tuple(rows), steps))
 
-    def collect(self, worker: int) -> tuple[Any, dict[str, np.ndarray]]:
-        """Payload and boundary observations of the oldest pending command of ``worker``."""
+    def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """Payload and boundary observations of the oldest pending command of ``worker``.
+
+        With ``out`` (key -> array with one row per env of the command) the observations are copied
+        straight into it (one copy from shared memory) and ``out`` is returned."""
         pending = self._pending[worker]
         if not pending:
             raise RuntimeError(f"worker {worker} has no pending command to collect")
@@ -133,7 +138,11 @@ class Executor(abc.ABC):
         data, obs = payload
         if obs is None:
             with get_profiler().section(IPC, worker=worker, command="read_obs"):
-                obs = self._read_obs(worker, entry.rows)
+                obs = self._read_obs(worker, entry.rows, out)
+        elif out is not None:
+            for key, arr in out.items():
+                arr[...] = obs[key]
+            obs = out
         return data, obs
 
     def pop_restarts(self) -> dict[int, dict[str, np.ndarray]]:
@@ -241,8 +250,10 @@ class ProcessExecutor(Executor):
         except ProcessDied as exc:
             raise WorkerDiedError(worker, self.specs[worker].env_ids, command, str(exc), RESTART_HINT) from None
 
-    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
-        return self._state["buffers"][worker].read(rows)
+    def _read_obs(
+        self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        return self._state["buffers"][worker].read(rows, out)
 
     def _discard(self, worker: int) -> None:
         _stop_process(self._state["procs"][worker], self._state["conns"][worker])
@@ -363,7 +374,9 @@ class RayExecutor(Executor):
         self._refs[worker].popleft()
         return reply
 
-    def _read_obs(self, worker: int, rows: Sequence[int]) -> dict[str, np.ndarray]:
+    def _read_obs(
+        self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
         raise RuntimeError("Ray workers return observations in their replies")
 
     def _discard(self, worker: int) -> None:

@@ -169,13 +169,19 @@ class ObsBuffers:
                     )
                 arr[row] = value
 
-    def read(self, rows: Sequence[int]) -> dict[str, np.ndarray]:
-        """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``."""
+    def read(self, rows: Sequence[int], out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``, into ``out`` if given."""
         rows = np.asarray(rows)
+        if out is None:
+            out = {k: np.empty((rows.size, *a.shape[1:]), a.dtype) for k, a in self.arrays.items()}
         first, last = int(rows[0]), int(rows[-1])
-        if last - first + 1 == rows.size and np.all(np.diff(rows) == 1):
-            return {k: a[first : last + 1].copy() for k, a in self.arrays.items()}
-        return {k: a[rows] for k, a in self.arrays.items()}
+        contiguous = last - first + 1 == rows.size and np.all(np.diff(rows) == 1)
+        for key, arr in self.arrays.items():
+            if contiguous:
+                out[key][...] = arr[first : last + 1]
+            else:
+                np.take(arr, rows, axis=0, out=out[key])
+        return out
 
     def close(self) -> None:
         self.arrays = {}
