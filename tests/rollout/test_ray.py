@@ -2,9 +2,10 @@
 
 import os
 
+import numpy as np
 import pytest
 
-from behavior1k_fast.rollout import RolloutEngine, WorkerError
+from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError, WorkerError
 
 from .helpers import CHUNK, assert_same_trajectories, record
 from .pointmass import PointMassFactory
@@ -32,3 +33,22 @@ def test_ray_executor_matches_process_executor(ray_runtime):
     assert_same_trajectories(expected, got)
     with pytest.raises(WorkerError, match="factory failed on purpose"):
         RolloutEngine(PointMassFactory(fail_in_factory=True), PROFILE, executor="ray", timeout_s=60)
+
+
+def test_dead_ray_actor_is_reported_or_restarted(ray_runtime):
+    factory = PointMassFactory()
+    zeros = np.zeros((2, CHUNK, 2), np.float32)
+    with RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30, restart_workers=True) as engine:
+        engine.reset()
+        ray_runtime.kill(engine._executor._actors[1])
+        result = engine.step(0, zeros)  # rows: env 0 (worker 0), env 2 (worker 1, dead)
+        assert engine.restarts == 1
+        assert result.applied[0].all() and not result.applied[1].any() and result.infos[1]["worker_restarted"]
+        assert engine.step(1, zeros).applied.all()
+    engine = RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30)
+    engine.reset()
+    ray_runtime.kill(engine._executor._actors[0])
+    with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs \[0, 1\]\) died .*Ray actor died"):
+        engine.step(1, zeros)
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.reset()
