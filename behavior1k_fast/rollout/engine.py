@@ -26,7 +26,7 @@ from ..patching import _coerce_profile
 from ..profile import RolloutProfile
 from ..profiling import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
-from .executors import EXECUTORS, ProcessExecutor, make_executor
+from .executors import ProcessExecutor, make_executor
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
 from .worker import WorkerDiedError, WorkerError, WorkerSpec
@@ -144,8 +144,6 @@ class RolloutEngine:
             factory_blob = pickle.dumps(factory)
         except Exception as exc:
             raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
-        if executor not in EXECUTORS:
-            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         for name, value in (("auto_reset", auto_reset), ("restart_workers", restart_workers)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {value!r}")

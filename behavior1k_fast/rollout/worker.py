@@ -34,7 +34,7 @@ import numpy as np
 from ..backend import BackendFactory, VectorBackend
 from ..profile import RolloutProfile
 from ..profiling import IPC, get_profiler
-from .chunk import ChunkResult, run_chunk, stack_obs
+from .chunk import run_chunk, stack_obs
 
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
 SHM_PREFIX = "b1kf_"

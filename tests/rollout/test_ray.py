@@ -1,6 +1,7 @@
 """The same engine on Ray actors gives the same trajectories as on local processes."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -35,19 +36,33 @@ def test_ray_executor_matches_process_executor(ray_runtime):
         RolloutEngine(PointMassFactory(fail_in_factory=True), PROFILE, executor="ray", timeout_s=60)
 
 
+def kill_actor(ray, actor, timeout=30.0):
+    """Kill ``actor`` and return once Ray reports it dead (the kill itself is asynchronous)."""
+    from ray.exceptions import RayActorError
+
+    ray.kill(actor)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout)
+        except RayActorError:
+            return
+    raise AssertionError(f"Ray actor {actor} still alive {timeout} s after ray.kill")
+
+
 def test_dead_ray_actor_is_reported_or_restarted(ray_runtime):
     factory = PointMassFactory()
     zeros = np.zeros((2, CHUNK, 2), np.float32)
     with RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30, restart_workers=True) as engine:
         engine.reset()
-        ray_runtime.kill(engine._executor._actors[1])
+        kill_actor(ray_runtime, engine._executor._actors[1])
         result = engine.step(0, zeros)  # rows: env 0 (worker 0), env 2 (worker 1, dead)
         assert engine.restarts == 1
         assert result.applied[0].all() and not result.applied[1].any() and result.infos[1]["worker_restarted"]
         assert engine.step(1, zeros).applied.all()
     engine = RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30)
     engine.reset()
-    ray_runtime.kill(engine._executor._actors[0])
+    kill_actor(ray_runtime, engine._executor._actors[0])
     with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs \[0, 1\]\) died .*Ray actor died"):
         engine.step(1, zeros)
     with pytest.raises(RuntimeError, match="closed"):
