@@ -12,10 +12,11 @@ Measures per row (ms are wall ms; a step is one own action of every env, so ms/s
   ``sim_ms_per_step``: that worker's simulator time per step. (Peer baseline: driver time blocked in
   ``AsyncVectorEnv.step``, median per chunk.)
 - ``t_model_ms``: one batched forward for one stage (median; mean where the engine times it).
-- ``bound_ms_per_step = max(C * T_env, K * T_model) / N`` with C the chunks a worker steps per round (K in
-  hybrid partition, 1 in process partition): perfect overlap of the driver's K forwards and the busiest
-  worker's stepping (= ``K * max(T_env, T_model) / N`` in hybrid); ``pipeline_efficiency =
-  bound_ms_per_step / ms_per_step``.
+- ``bound_ms_per_step = max(C * T_env, K * T_model, T_env + T_model) / N`` with C the chunks a worker
+  steps per round (K in hybrid partition, 1 in process partition): perfect overlap of the driver's K
+  forwards, the busiest worker's stepping and each stage's own env -> forward cycle. That is
+  ``(T_env + T_model) / N`` unpipelined (K = 1) and ``K * max(T_env, T_model) / N`` in hybrid partition;
+  ``pipeline_efficiency = bound_ms_per_step / ms_per_step``.
 - ``cpu_s_per_env_step`` (psutil, driver + workers), ``peak_rss_mib_per_env_process`` (mean over env
   workers of each one's peak RSS), ``gpu_mib_per_env`` (NVML, env workers' GPU memory / envs; None
   without a GPU).
@@ -128,6 +129,8 @@ class BenchConfig:
                 f"stages={self.stages} must divide processes={self.processes} (process partition puts whole "
                 f"processes in each stage)"
             )
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
         if self.model_ms is not None and not self.model_ms > 0:
             raise ValueError(f"model_ms must be > 0, got {self.model_ms!r}")
         for p in self.scaling:
@@ -154,8 +157,8 @@ class BenchConfig:
             backend=args.backend,
             backend_options=options,
             quick=args.quick,
-            processes=args.processes or (stages if args.quick else default_p),
-            envs_per_process=args.envs_per_process or stages,
+            processes=args.processes if args.processes is not None else (stages if args.quick else default_p),
+            envs_per_process=args.envs_per_process if args.envs_per_process is not None else stages,
             stages=stages,
             chunk_size=args.chunk_size,
             rounds=rounds,
@@ -267,8 +270,9 @@ def _measures(name: str, label: str, stages: int, chunks_per_round: int, total_e
               pids: list[int]) -> dict[str, Any]:
     """Row measures from wall seconds, model seconds per forward and T_env (ms per worker chunk).
 
-    Per round (every env takes N own actions) the driver runs ``stages`` forwards and the busiest worker
-    steps ``chunks_per_round`` chunks; perfect overlap takes the longer of the two.
+    Per round (every env takes N own actions) the driver runs ``stages`` forwards, the busiest worker steps
+    ``chunks_per_round`` chunks, and each stage waits for its own forward between its chunks; perfect
+    overlap takes the longest of the three.
     """
     n = config.chunk_size
     steps = config.rounds * n
@@ -306,7 +310,7 @@ def _measures(name: str, label: str, stages: int, chunks_per_round: int, total_e
     if t_env_ms is not None:
         env_round, model_round = chunks_per_round * t_env_ms, stages * t_model_ms
         out["sim_ms_per_step"] = env_round / n
-        out["bound_ms_per_step"] = max(env_round, model_round) / n
+        out["bound_ms_per_step"] = max(env_round, model_round, t_env_ms + t_model_ms) / n
         out["serial_bound_ms_per_step"] = stages * (t_env_ms + t_model_ms) / n
         out["pipeline_efficiency"] = out["bound_ms_per_step"] / out["ms_per_step"]
         out["bound_env_steps_per_s"] = total_envs * 1e3 / out["bound_ms_per_step"]

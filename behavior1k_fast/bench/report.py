@@ -196,7 +196,7 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
         ax2 = axes[0][1]
         procs = [s["processes"] for s in scaling]
         ax2.plot(procs, [s["env_steps_per_s"] for s in scaling], "o-", label="measured")
-        ax2.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound max(T_env, T_model)")
+        ax2.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound (perfect overlap)")
         ax2.set_xlabel("env processes")
         ax2.set_ylabel("env-steps / s")
         ax2.set_title(f"scaling ({scaling[0]['label']})")
