@@ -1,0 +1,66 @@
+"""Shared-memory observation buffers: layout from the observation space, exact copies, clean unlink."""
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from behavior1k_fast.rollout import ObsBuffers
+
+from .helpers import our_segments
+
+SPACE = spaces.Dict(
+    {
+        "head::rgb": spaces.Box(0, 255, (3, 5, 7), np.uint8),
+        "head::depth": spaces.Box(0.0, np.inf, (5, 7), np.float32),
+        "proprio": spaces.Box(-np.inf, np.inf, (3,), np.float64),
+    }
+)
+
+
+def obs_for(i):
+    return {
+        "head::rgb": np.full((3, 5, 7), i, np.uint8),
+        "head::depth": np.full((5, 7), i / 2, np.float32),
+        "proprio": np.arange(3) + 10.0 * i,
+    }
+
+
+def test_write_in_one_attachment_read_in_another():
+    owner = ObsBuffers.create(SPACE, 4)
+    peer = ObsBuffers.attach(owner.spec)
+    try:
+        assert our_segments() == [owner.spec.name]
+        peer.write([3, 0, 2], [obs_for(3), obs_for(0), obs_for(2)])
+        for rows in ([2, 3], [0, 2], [3]):  # contiguous and gathered rows
+            got = owner.read(rows)
+            for key in SPACE.spaces:
+                assert got[key].dtype == SPACE[key].dtype
+                np.testing.assert_array_equal(got[key], np.stack([obs_for(r)[key] for r in rows]))
+        out = {k: np.zeros((2, *b.shape), b.dtype) for k, b in SPACE.spaces.items()}
+        assert owner.read([0, 3], out) is out
+        np.testing.assert_array_equal(out["proprio"], np.stack([obs_for(0)["proprio"], obs_for(3)["proprio"]]))
+        copy = owner.read([3])
+        peer.write([3], [obs_for(9)])
+        assert copy["head::rgb"].max() == 3  # reads are copies, not views into shared memory
+    finally:
+        peer.close()
+        owner.close()
+        owner.unlink()
+    assert our_segments() == []
+
+
+def test_observation_of_the_wrong_shape_is_refused():
+    owner = ObsBuffers.create(SPACE, 1)
+    try:
+        bad = obs_for(1)
+        bad["head::depth"] = np.zeros((7, 5), np.float32)
+        with pytest.raises(ValueError, match=r"'head::depth' has shape \(7, 5\), the observation_space says \(5, 7\)"):
+            owner.write([0], [bad])
+    finally:
+        owner.close()
+        owner.unlink()
+
+
+def test_only_dict_of_box_spaces():
+    with pytest.raises(TypeError, match="Dict of Box"):
+        ObsBuffers.create(spaces.Dict({"task": spaces.Discrete(3)}), 2)
