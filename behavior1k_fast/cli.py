@@ -1,0 +1,32 @@
+"""``behavior1k-fast``: doctor | bench | validate.
+
+Each sub-command lives in its own module with ``register(subparsers)`` (adds its parser and sets ``func``)
+and ``run(args) -> int``; the modules import their heavy dependencies only when run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__, bench, doctor, validate
+
+COMMANDS = (doctor, bench, validate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="behavior1k-fast", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"behavior1k_fast {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="{doctor,bench,validate}")
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
