@@ -7,7 +7,7 @@ from .chunk import ChunkResult, check_chunk_actions, step_chunk
 from .engine import RolloutEngine, RolloutStats
 from .plan import PartitionPlan, StageSlice
 from .policy import PolicyProcess, call_policy
-from .worker import ObsBuffers, WorkerDiedError, WorkerError
+from .worker import SharedBuffers, WorkerDiedError, WorkerError
 
 __all__ = [
     "ChunkResult",
@@ -19,7 +19,7 @@ __all__ = [
     "StageSlice",
     "PolicyProcess",
     "call_policy",
-    "ObsBuffers",
+    "SharedBuffers",
     "WorkerError",
     "WorkerDiedError",
 ]

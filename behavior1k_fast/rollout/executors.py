@@ -23,7 +23,9 @@ import numpy as np
 from ..profiling import IPC, WAIT, get_profiler
 from .chunk import ChunkResult
 from .worker import (
-    ObsBuffers,
+    ACTIONS_KEY,
+    SharedBuffers,
+    action_buffer_space,
     ProcessDied,
     WorkerDiedError,
     WorkerError,
@@ -204,6 +206,7 @@ class ProcessExecutor(Executor):
             "procs": [None] * len(self.specs),
             "conns": [None] * len(self.specs),
             "buffers": [None] * len(self.specs),
+            "action_buffers": [None] * len(self.specs),
         }
         self._finalizer = weakref.finalize(self, _shutdown_processes, self._state)
 
@@ -228,16 +231,23 @@ class ProcessExecutor(Executor):
         status, payload, *_ = self._receive(worker, "init")
         if status == "error":
             raise WorkerError(worker, payload)
-        buffers = self._state["buffers"][worker]
-        if buffers is None:
-            buffers = self._state["buffers"][worker] = ObsBuffers.create(payload[0], self.specs[worker].num_envs)
-        self._send(worker, "attach", buffers.spec)
+        spec = self.specs[worker]
+        if self._state["buffers"][worker] is None:
+            space = action_buffer_space(payload[1], spec.profile["chunk_size"])
+            self._state["buffers"][worker] = SharedBuffers.create(payload[0], spec.num_envs)
+            self._state["action_buffers"][worker] = SharedBuffers.create(space, spec.num_envs)
+        specs = (self._state["buffers"][worker].spec, self._state["action_buffers"][worker].spec)
+        self._send(worker, "attach", specs)
         status, info, *_ = self._receive(worker, "attach")
         if status == "error":
             raise WorkerError(worker, info)
         return payload
 
     def _send(self, worker: int, command: str, args: Any) -> None:
+        if command == "chunk":  # actions through shared memory: the pipe message stays small
+            local, actions = args
+            self._state["action_buffers"][worker].write(local, [{ACTIONS_KEY: a} for a in actions])
+            args = (local, None)
         try:
             self._state["conns"][worker].send((command, args))
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -291,11 +301,12 @@ def _shutdown_processes(state: dict[str, list]) -> None:
         if conn is not None:
             conn.close()
         state["procs"][i] = state["conns"][i] = None
-    for i, buffers in enumerate(state["buffers"]):
-        if buffers is not None:
-            buffers.close()
-            buffers.unlink()
-            state["buffers"][i] = None
+    for key in ("buffers", "action_buffers"):
+        for i, buffers in enumerate(state[key]):
+            if buffers is not None:
+                buffers.close()
+                buffers.unlink()
+                state[key][i] = None
 
 
 class RayEnvHost:

@@ -2,15 +2,18 @@
 
 A worker is told what to do by ``(command, args)`` messages and answers each with one reply, in order:
 
-- ``("attach", spec)``: attach the driver's :class:`ObsBuffers` (process workers only).
+- ``("attach", (obs_spec, action_spec))``: attach the driver's :class:`SharedBuffers` (process workers).
 - ``("reset", local_envs)``: reset those envs; reply ``(infos, obs)``.
 - ``("chunk", (local_envs, actions))``: run one chunk (:func:`~.chunk.run_chunk`); reply ``(result, obs)``.
+  ``actions`` is ``None`` when the driver left them in the worker's rows of the action buffer.
 - ``("close", None)``: close the backend and stop.
 
 Replies are ``("ok", payload, spans)`` (``spans``: the worker profiler's drained spans) or ``("error", info)``
 with the exception type, message, traceback, command and global env ids; the driver raises
 :class:`WorkerError` from it. Boundary observations go into the worker's rows of the shared-memory buffers
-(``obs`` is then ``None``); without buffers (Ray actors) they travel in the reply as stacked arrays.
+(``obs`` is then ``None``); without buffers (Ray actors) they travel in the reply as stacked arrays. With
+arrays in shared memory, pipe messages stay small, so neither side blocks on a full pipe while the other
+one waits for it (images of an episode that ended, in ``final_observation``, are the exception).
 
 The command set does not assume a stage order: any subset of a worker's envs can be stepped in any order.
 """
@@ -38,6 +41,8 @@ from .chunk import run_chunk, stack_obs
 
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
 SHM_PREFIX = "b1kf_"
+#: Key of the chunk actions ``[chunk_size, action_dim]`` in a worker's action buffer.
+ACTIONS_KEY = "actions"
 #: Seconds between checks that the owner process is still alive.
 WATCHDOG_PERIOD_S = 0.5
 
@@ -127,10 +132,12 @@ class BufferSpec:
     layout: tuple[tuple[str, tuple[int, ...], str, int], ...]
 
 
-class ObsBuffers:
+class SharedBuffers:
     """One shared-memory segment holding ``[num_envs, *shape]`` per key of a gymnasium Dict of Box spaces.
 
-    The driver creates (and unlinks) it; the worker attaches to it and writes its boundary observations.
+    The driver creates (and unlinks) one for each worker's boundary observations (the worker writes
+    them) and one for its chunk actions (the driver writes them). A row is written by one side only
+    while the other side does not read it (the engine keeps at most one chunk in flight per env).
     """
 
     def __init__(self, shm: shared_memory.SharedMemory, spec: BufferSpec):
@@ -142,7 +149,8 @@ class ObsBuffers:
         }
 
     @classmethod
-    def create(cls, observation_space: Any, num_envs: int) -> "ObsBuffers":
+    def create(cls, observation_space: Any, num_envs: int) -> "SharedBuffers":
+        """A new segment for ``num_envs`` rows of ``observation_space`` (a gymnasium Dict of Box)."""
         check_observation_space(observation_space)
         layout, offset = [], 0
         for key, space in observation_space.spaces.items():
@@ -155,19 +163,17 @@ class ObsBuffers:
         return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
 
     @classmethod
-    def attach(cls, spec: BufferSpec) -> "ObsBuffers":
+    def attach(cls, spec: BufferSpec) -> "SharedBuffers":
         return cls(shared_memory.SharedMemory(name=spec.name), spec)
 
-    def write(self, rows: Sequence[int], obs: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """Copy one observation dict per row into the buffers."""
-        for row, ob in zip(rows, obs):
+    def write(self, rows: Sequence[int], values: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """Copy one dict (key -> array of the space's shape) per row into the buffers."""
+        for row, value in zip(rows, values):
             for key, arr in self.arrays.items():
-                value = ob[key]
-                if np.shape(value) != arr.shape[1:]:
-                    raise ValueError(
-                        f"observation {key!r} has shape {np.shape(value)}, the observation_space says {arr.shape[1:]}"
-                    )
-                arr[row] = value
+                item = value[key]
+                if np.shape(item) != arr.shape[1:]:
+                    raise ValueError(f"{key!r} has shape {np.shape(item)}, its space says {arr.shape[1:]}")
+                arr[row] = item
 
     def read(self, rows: Sequence[int], out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``, into ``out`` if given."""
@@ -194,6 +200,16 @@ class ObsBuffers:
             pass
 
 
+def action_buffer_space(action_space: Any, chunk_size: int) -> Any:
+    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in the action
+    space's dtype (float64 when that is not a float type)."""
+    from gymnasium import spaces
+
+    dtype = action_space.dtype if np.issubdtype(action_space.dtype, np.floating) else np.float64
+    shape = (chunk_size, int(np.prod(action_space.shape)))
+    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, dtype)})
+
+
 def check_observation_space(space: Any) -> None:
     """The engine needs a gymnasium Dict of Box spaces with fixed shapes and dtypes."""
     from gymnasium import spaces
@@ -216,7 +232,8 @@ class EnvWorker:
             raise ValueError(f"factory built num_envs={self.backend.num_envs}, asked for num_envs={spec.num_envs}")
         check_observation_space(self.backend.observation_space)
         self.keys = list(self.backend.observation_space.spaces)
-        self.buffers: ObsBuffers | None = None
+        self.buffers: SharedBuffers | None = None  # boundary observations
+        self.action_buffers: SharedBuffers | None = None
 
     def spaces(self) -> tuple[Any, Any]:
         return self.backend.observation_space, self.backend.action_space
@@ -226,7 +243,7 @@ class EnvWorker:
         env_ids = self.spec.env_ids
         try:
             if command == "attach":
-                self.buffers = ObsBuffers.attach(args)
+                self.buffers, self.action_buffers = (SharedBuffers.attach(spec) for spec in args)
                 payload = None
             elif command == "reset":
                 env_ids = env_ids[list(args)]
@@ -235,6 +252,8 @@ class EnvWorker:
             elif command == "chunk":
                 local, actions = args
                 env_ids = env_ids[list(local)]
+                if actions is None:
+                    actions = self.action_buffers.read(local)[ACTIONS_KEY]
                 obs, result = run_chunk(
                     self.backend,
                     actions,
@@ -261,9 +280,10 @@ class EnvWorker:
         try:
             self.backend.close()
         finally:
-            if self.buffers is not None:
-                self.buffers.close()
-                self.buffers = None
+            for buffers in (self.buffers, self.action_buffers):
+                if buffers is not None:
+                    buffers.close()
+            self.buffers = self.action_buffers = None
 
 
 def error_reply(exc: BaseException, command: str, env_ids: Sequence[int]) -> tuple:

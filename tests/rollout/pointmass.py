@@ -22,6 +22,8 @@ class PointMassFactory:
     action_hz: float = 30.0
     physics_hz: float = 120.0
     image_size: int = 8
+    #: Action dims; only the first two move the mass (wide actions make big chunk messages).
+    action_dim: int = 2
     fail_in_factory: bool = False
     fail_at_step: int | None = None
 
@@ -45,7 +47,7 @@ class PointMassVectorEnv:
         self.substeps = freqs.physics_substeps
         self.physics_dt = freqs.physics_dt
         s = config.image_size
-        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (config.action_dim,), np.float32)
         self.observation_space = spaces.Dict(
             {
                 "head::rgb": spaces.Box(0, 255, (3, s, s), np.uint8),
@@ -89,7 +91,7 @@ class PointMassVectorEnv:
         self.global_steps += 1
         if self.config.fail_at_step is not None and self.global_steps == self.config.fail_at_step:
             raise ValueError(f"point mass exploded at global step {self.global_steps}")
-        self.held[idx] = actions
+        self.held[idx] = np.asarray(actions)[:, :2]
         for _ in range(self.substeps):
             self.vel += (self.held - 0.5 * self.vel) * self.physics_dt
             self.pos += self.vel * self.physics_dt

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from behavior1k_fast.rollout import ObsBuffers
+from behavior1k_fast.rollout import SharedBuffers
 
 from .helpers import our_segments
 
@@ -26,8 +26,8 @@ def obs_for(i):
 
 
 def test_write_in_one_attachment_read_in_another():
-    owner = ObsBuffers.create(SPACE, 4)
-    peer = ObsBuffers.attach(owner.spec)
+    owner = SharedBuffers.create(SPACE, 4)
+    peer = SharedBuffers.attach(owner.spec)
     try:
         assert our_segments() == [owner.spec.name]
         peer.write([3, 0, 2], [obs_for(3), obs_for(0), obs_for(2)])
@@ -50,11 +50,11 @@ def test_write_in_one_attachment_read_in_another():
 
 
 def test_observation_of_the_wrong_shape_is_refused():
-    owner = ObsBuffers.create(SPACE, 1)
+    owner = SharedBuffers.create(SPACE, 1)
     try:
         bad = obs_for(1)
         bad["head::depth"] = np.zeros((7, 5), np.float32)
-        with pytest.raises(ValueError, match=r"'head::depth' has shape \(7, 5\), the observation_space says \(5, 7\)"):
+        with pytest.raises(ValueError, match=r"'head::depth' has shape \(7, 5\), its space says \(5, 7\)"):
             owner.write([0], [bad])
     finally:
         owner.close()
@@ -63,4 +63,4 @@ def test_observation_of_the_wrong_shape_is_refused():
 
 def test_only_dict_of_box_spaces():
     with pytest.raises(TypeError, match="Dict of Box"):
-        ObsBuffers.create(spaces.Dict({"task": spaces.Discrete(3)}), 2)
+        SharedBuffers.create(spaces.Dict({"task": spaces.Discrete(3)}), 2)

@@ -43,7 +43,7 @@ def test_auto_reset_and_stage_results_cross_the_process_boundary():
 def test_close_leaves_no_children_and_no_shared_memory():
     e = engine(pipeline_stages=2)
     pids = e.worker_pids
-    assert len(pids) == 2 and len(our_segments()) == 2
+    assert len(pids) == 2 and len(our_segments()) == 4  # observations and actions per worker
     e.rollout(policy, 2)
     e.close()
     e.close()
@@ -97,3 +97,16 @@ def test_workers_apply_the_profile_before_importing_the_factory_module():
     # the worker's profile has the hybrid stage count, so the backend can rescale its physics
     with RolloutEngine(ProbeFactory(), profile(pipeline_stages=2, gc_enable=False), timeout_s=TIMEOUT) as e:
         assert e.rollout(policy, 1).own_actions.sum() == 4 * CHUNK
+
+
+def test_big_chunks_and_final_observations_never_block_the_pipe():
+    # 2 MB of actions per stage chunk and 786 kB terminal frames in every reply: far beyond a pipe's
+    # buffer; a design that pickles them through the pipe deadlocks here (both sides blocked in send)
+    factory = PointMassFactory(episode_lengths=(2,), image_size=512, action_dim=65536)
+
+    def wide(obs):
+        return np.zeros((len(obs["proprio"]), CHUNK, 65536), np.float32)
+
+    with RolloutEngine(factory, profile(pipeline_stages=2), timeout_s=20) as e:
+        stats = e.rollout(wide, 3)
+    assert stats.episodes.tolist() == [3] * 4  # one per chunk, reset at its boundary
