@@ -31,6 +31,7 @@ from .worker import (
     WorkerError,
     WorkerSpec,
     process_worker_main,
+    stop_processes,
     wait_reply,
 )
 
@@ -266,41 +267,17 @@ class ProcessExecutor(Executor):
         return self._state["buffers"][worker].read(rows, out)
 
     def _discard(self, worker: int) -> None:
-        _stop_process(self._state["procs"][worker], self._state["conns"][worker])
+        stop_processes([self._state["procs"][worker]], [self._state["conns"][worker]], CLOSE_GRACE_S)
         self._state["procs"][worker] = self._state["conns"][worker] = None
 
     def close(self) -> None:
         self._finalizer()
 
 
-def _stop_process(proc: Any, conn: Any) -> None:
-    if conn is not None:
-        try:
-            conn.send(("close", None))
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            pass
-    if proc is not None:
-        proc.join(CLOSE_GRACE_S)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(CLOSE_GRACE_S)
-    if conn is not None:
-        conn.close()
-
-
 def _shutdown_processes(state: dict[str, list]) -> None:
     """Stop every worker and unlink every segment (close() and interpreter exit)."""
-    for conn in state["conns"]:
-        if conn is not None:
-            try:
-                conn.send(("close", None))
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                pass
-    for i, (proc, conn) in enumerate(zip(state["procs"], state["conns"])):
-        _stop_process(proc, None)
-        if conn is not None:
-            conn.close()
-        state["procs"][i] = state["conns"][i] = None
+    stop_processes(state["procs"], state["conns"], CLOSE_GRACE_S)
+    state["procs"][:] = state["conns"][:] = [None] * len(state["procs"])
     for key in ("buffers", "action_buffers"):
         for i, buffers in enumerate(state[key]):
             if buffers is not None:

@@ -16,7 +16,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .worker import ProcessDied, WorkerDiedError, WorkerError, error_reply, wait_reply, watch_owner
+from .worker import (
+    ProcessDied,
+    WorkerDiedError,
+    WorkerError,
+    error_reply,
+    stop_processes,
+    wait_reply,
+    watch_owner,
+)
 
 #: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
 Policy = Callable[[dict[str, Any]], Any]
@@ -45,28 +53,16 @@ def _policy_main(conn: Any, owner_pid: int, policy_factory: Callable[[], Policy]
     conn.send(("ok", None, []))
     while True:
         try:
-            obs = conn.recv()
+            command, obs = conn.recv()
         except EOFError:
             return
-        if obs is None:
+        if command == "close":
             return
         try:
             reply = ("ok", np.asarray(call_policy(policy, obs)), [])
         except Exception as exc:
             reply = error_reply(exc, "forward", [])
         conn.send(reply)
-
-
-def _stop(proc: Any, conn: Any, grace_s: float) -> None:
-    try:
-        conn.send(None)
-    except (BrokenPipeError, ConnectionResetError, OSError):
-        pass
-    proc.join(grace_s)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(grace_s)
-    conn.close()
 
 
 class PolicyProcess:
@@ -91,7 +87,7 @@ class PolicyProcess:
         )
         self._proc.start()
         child.close()
-        self._finalizer = weakref.finalize(self, _stop, self._proc, self._conn, 5.0)
+        self._finalizer = weakref.finalize(self, stop_processes, [self._proc], [self._conn], 5.0)
         self._call("init", None)
 
     @property
@@ -103,7 +99,7 @@ class PolicyProcess:
             raise RuntimeError("the policy process is closed")
         try:
             if obs is not None:
-                self._conn.send(obs)
+                self._conn.send(("forward", obs))
             status, payload, *_ = wait_reply(self._conn, self._proc, self.timeout_s, f"policy process ({command})")
         except ProcessDied as exc:
             self.close()

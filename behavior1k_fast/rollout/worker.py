@@ -320,6 +320,28 @@ def watch_owner(owner_pid: int) -> None:
     threading.Thread(target=_watch_owner, args=(owner_pid,), daemon=True, name="owner-watchdog").start()
 
 
+def stop_processes(procs: Sequence[Any], conns: Sequence[Any], grace_s: float) -> None:
+    """Send ``("close", None)`` on every pipe, give the processes ``grace_s`` seconds together to exit,
+    kill those still alive, close the pipes. ``None`` entries are skipped."""
+    for conn in conns:
+        if conn is not None:
+            try:
+                conn.send(("close", None))
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass  # already gone
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        if proc is not None:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc is not None and proc.is_alive():
+            proc.kill()
+            proc.join(grace_s)
+    for conn in conns:
+        if conn is not None:
+            conn.close()
+
+
 def process_worker_main(conn: Any, owner_pid: int, spec: WorkerSpec) -> None:
     """Entry point of a spawned env worker process: build, then serve commands until close or EOF.
 
