@@ -121,8 +121,8 @@ def random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int
 
 
 def record(
-    factory: Callable[..., Any],
     profile: RolloutProfile,
+    factory: Callable[..., Any],
     num_envs: int,
     seed: int,
     actions: np.ndarray | None,
@@ -155,22 +155,6 @@ def record(
         return traj
     finally:
         backend.close()
-
-
-def _record_isolated(*args: Any) -> Trajectory:
-    """:func:`record` in a spawned process that applies the profile's patches before the simulator starts."""
-    from concurrent.futures import ProcessPoolExecutor
-    import multiprocessing
-
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_bootstrap_and_record, *args).result()
-
-
-def _bootstrap_and_record(factory: Any, profile: RolloutProfile, *rest: Any) -> Trajectory:
-    from .patching import worker_bootstrap
-
-    worker_bootstrap(profile.to_dict())
-    return record(factory, profile, *rest)
 
 
 def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
@@ -256,7 +240,7 @@ def validate(
 
     ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
     """
-    from .bench.backends import BACKENDS, isolate_sides, make_factory
+    from .bench.backends import BACKENDS, isolate_sides, make_factory, run_with_profile
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -269,13 +253,10 @@ def validate(
     factory = make_factory(backend, **(backend_options or {}))
     stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
     fast_profile = RolloutProfile(chunk_size=chunk_size)
-    sides = []
-    for profile, wrap in ((stock_profile, None), (fast_profile, fault)):
-        args = (factory, profile, num_envs, seed, None, chunks)
-        if isolate_sides(backend):
-            sides.append(_record_isolated(*args))
-        else:
-            sides.append(record(*args, wrap=wrap))
+    sides = [
+        run_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, None, chunks, wrap)
+        for profile, wrap in ((stock_profile, None), (fast_profile, fault))
+    ]
     return compare(*sides, thresholds, backend=backend, num_envs=num_envs, chunks=chunks,
                    chunk_size=chunk_size, seed=seed)
 

@@ -320,40 +320,50 @@ def _measures(name: str, label: str, stages: int, chunks_per_round: int, total_e
 # --- calibration ---------------------------------------------------------------------------------
 
 
+def measure_env_chunk(profile: RolloutProfile, factory: Any, seed: int) -> tuple[float, list, Any, Any]:
+    """Median ms of one chunk of one stage slice on a backend built as one worker of ``profile``.
+
+    Returns (ms, the reset observations, observation space, action space); one warm-up chunk first.
+    """
+    from ..rollout import step_chunk
+
+    k, e = profile.pipeline_stages, profile.envs_per_process
+    backend = factory(e, seed, profile)
+    try:
+        obs, _ = backend.reset()
+        local = list(range(e // k))
+        rng = np.random.default_rng(seed)
+        low, high = backend.action_space.low.reshape(-1), backend.action_space.high.reshape(-1)
+        samples = []
+        for _ in range(3):
+            actions = rng.uniform(low, high, size=(len(local), profile.chunk_size, low.size))
+            start = time.perf_counter()
+            step_chunk(backend, actions, local, skip_intermediate_obs=profile.skip_intermediate_obs)
+            samples.append((time.perf_counter() - start) * 1e3)
+        return float(np.median(samples[1:])), obs, backend.observation_space, backend.action_space
+    finally:
+        backend.close()
+
+
 def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, dict[str, Any]]:
     """Build the policy; size its forward to ``config.model_ms`` or to the optimised env ms per chunk.
 
-    The env time is measured in this process on one worker's backend built as in the all-optimisations
-    row, stepping one stage slice for a chunk (after one warm-up chunk).
+    The env time is :func:`measure_env_chunk` for the all-optimisations row: in this process on the
+    reference simulator, in a spawned process with the profile applied where the backend needs that.
     """
-    from ..rollout import step_chunk
-    from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
-
     import torch
 
-    all_row = next(r for r in rows if r.name == ALL_ROW)
-    profile = all_row.profile
-    k, e = profile.pipeline_stages, profile.envs_per_process
+    from .backends import isolate_sides, run_with_profile
+    from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
+
+    profile = next(r for r in rows if r.name == ALL_ROW).profile
     if config.device == "cpu":
         # One intra-op thread per core the env workers leave free: oversubscribed OpenMP barriers stall.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.processes))
-    backend = factory(e, config.seed, profile)
-    try:
-        obs, _ = backend.reset()
-        obs_space, act_space = backend.observation_space, backend.action_space
-        local = list(range(e // k))
-        rng = np.random.default_rng(config.seed)
-        low, high = act_space.low.reshape(-1), act_space.high.reshape(-1)
-        samples = []
-        for _ in range(3):
-            actions = rng.uniform(low, high, size=(len(local), config.chunk_size, low.size))
-            start = time.perf_counter()
-            step_chunk(backend, actions, local, skip_intermediate_obs=True)
-            samples.append((time.perf_counter() - start) * 1e3)
-        env_ms = float(np.median(samples[1:]))
-    finally:
-        backend.close()
-    stage_batch = profile.total_num_envs // k
+    env_ms, obs, obs_space, act_space = run_with_profile(
+        isolate_sides(config.backend), measure_env_chunk, profile, factory, config.seed
+    )
+    stage_batch = profile.total_num_envs // profile.pipeline_stages
     batch = {key: np.stack([obs[i % len(obs)][key] for i in range(stage_batch)]) for key in obs[0]}
     policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,
                          seed=config.seed)
@@ -363,7 +373,7 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     else:
         calibrate_denoise_steps(policy, batch, target)
     info = {
-        "env_ms_per_stage_chunk_in_process": env_ms,
+        "env_ms_per_stage_chunk": env_ms,
         "target_model_ms": None if config.denoise_steps is not None else target,
         "denoise_steps": policy.denoise_steps,
         "forward_ms_at_stage_batch": time_forward_ms(policy, batch),

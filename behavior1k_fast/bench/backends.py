@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 BACKENDS = ("reference", "omnigibson")
 
@@ -46,6 +46,25 @@ def make_factory(backend: str, **options: Any) -> Any:
 def isolate_sides(backend: str) -> bool:
     """True where two profiles cannot share one process (one Isaac Sim app per process, global patches)."""
     return backend == "omnigibson"
+
+
+def run_with_profile(isolated: bool, fn: Callable[..., Any], profile: Any, *args: Any) -> Any:
+    """``fn(profile, *args)``: here, or (``isolated``) in a spawned process that applies ``profile``'s
+    patches first, as an engine worker does, and is gone when this returns."""
+    if not isolated:
+        return fn(profile, *args)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_bootstrap_and_call, fn, profile, *args).result()
+
+
+def _bootstrap_and_call(fn: Callable[..., Any], profile: Any, *args: Any) -> Any:
+    from ..patching import worker_bootstrap
+
+    worker_bootstrap(profile.to_dict())
+    return fn(profile, *args)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

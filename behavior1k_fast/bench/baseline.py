@@ -15,9 +15,13 @@ import numpy as np
 
 
 class BackendGymEnv(gymnasium.Env):
-    """A ``gymnasium.Env`` over a one-env backend (``factory(1, seed, profile)``); no reset of its own."""
+    """A ``gymnasium.Env`` over a one-env backend (``factory(1, seed, profile)``, built after applying
+    ``profile`` as an engine worker does); no reset of its own."""
 
     def __init__(self, factory: Callable[..., Any], seed: int, profile: Any) -> None:
+        from ..patching import worker_bootstrap
+
+        worker_bootstrap(profile.to_dict())
         self.backend = factory(1, seed, profile)
         self.observation_space = self.backend.observation_space
         self.action_space = self.backend.action_space
