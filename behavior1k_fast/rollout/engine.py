@@ -121,6 +121,7 @@ class RolloutEngine:
     accepted) or ``None`` (defaults). ``executor``: ``"process"`` or ``"ray"``. ``auto_reset``: an episode
     that ends inside a chunk is reset once at the chunk boundary. ``restart_workers``: respawn a dead worker
     and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply.
+    ``seed``: worker w builds its backend with ``seed + w`` (the backend seeds its envs from it).
 
     A worker error, a dead worker (without restart) or a timeout closes the engine and re-raises; bad
     arguments raise before anything is sent and leave the engine usable.
