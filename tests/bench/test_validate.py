@@ -132,3 +132,16 @@ def test_a_side_recorded_in_its_own_process_matches_in_process():
     report = v.compare(here, there, v.Thresholds(), backend="reference", num_envs=1, chunks=2, chunk_size=4, seed=5)
     assert report.passed, report.format()
     np.testing.assert_array_equal(np.stack(here.rewards), np.stack(there.rewards))
+
+
+def test_cli_exits_1_past_a_threshold(monkeypatch, capsys):
+    import functools
+
+    broken = functools.partial(v.validate, fault=lambda b: _Faulty(b, at=2, breaks=_add_reward))
+    monkeypatch.setattr(v, "validate", broken)
+    parser = argparse.ArgumentParser()
+    v.register(parser.add_subparsers())
+    args = parser.parse_args(["validate", "--resolution", "32", "--chunks", "1", "--chunk-size", "4",
+                              "--reward-atol", "0.1"])
+    assert args.func(args) == 1
+    assert "FAIL: max |delta reward| = 0.25 > reward_atol = 0.1" in capsys.readouterr().out
