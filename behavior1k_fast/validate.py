@@ -74,6 +74,8 @@ class ValidationReport:
     seed: int
     max_abs_reward_delta: float
     termination_agreement: float
+    #: Episodes that ended inside a chunk on the stock side (the masked-step and terminal-obs path ran).
+    episodes_ended: int
     proprio_max_abs_error: float
     state_max_abs_error: float
     frames_compared: int
@@ -100,7 +102,8 @@ class ValidationReport:
             f"validate ({self.backend}): {self.num_envs} envs x {self.chunks} chunks x {self.chunk_size} actions, "
             f"seed {self.seed}",
             f"  max |delta reward|          {self.max_abs_reward_delta:.3g}  (<= {t.reward_atol:g})",
-            f"  termination agreement       {self.termination_agreement:.2%}  (= 100%)",
+            f"  termination agreement       {self.termination_agreement:.2%}  (= 100%; "
+            f"{self.episodes_ended} episode ends)",
             f"  proprio max abs error       {self.proprio_max_abs_error:.3g}  (<= {t.state_atol:g})",
             f"  other state max abs error   {self.state_max_abs_error:.3g}  (<= {t.state_atol:g})",
             f"  boundary frames             {self.frames_compared} compared, max abs diff "
@@ -167,8 +170,10 @@ def compare(
     stock: Trajectory, fast: Trajectory, thresholds: Thresholds, **meta: Any
 ) -> ValidationReport:
     """Measure the disagreement of two trajectories and list what is past ``thresholds``."""
-    both = lambda name: (np.stack(getattr(stock, name)), np.stack(getattr(fast, name)))  # noqa: E731
-    (rs, rf), (ts, tf), (us, uf), (as_, af) = (both(n) for n in ("rewards", "terminated", "truncated", "applied"))
+    (rs, rf), (ts, tf), (us, uf), (as_, af) = (
+        (np.stack(getattr(stock, name)), np.stack(getattr(fast, name)))
+        for name in ("rewards", "terminated", "truncated", "applied")
+    )
     reward_delta = float(np.max(np.abs(rs - rf))) if rs.size else 0.0
     agree = (ts == tf) & (us == uf) & (as_ == af)
     termination_agreement = float(agree.mean()) if agree.size else 1.0
@@ -213,6 +218,7 @@ def compare(
     return ValidationReport(
         max_abs_reward_delta=reward_delta,
         termination_agreement=termination_agreement,
+        episodes_ended=int((ts | us).sum()),
         proprio_max_abs_error=proprio_err,
         state_max_abs_error=state_err,
         frames_compared=frames,

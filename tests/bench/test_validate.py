@@ -54,6 +54,13 @@ def test_fast_path_matches_stock_on_the_reference_sim():
     assert "PASS" in report.format()
 
 
+def test_episode_ends_inside_chunks_agree():
+    """A short horizon truncates episodes mid-chunk: masked steps, terminal observation and reset agree."""
+    report = v.validate(num_envs=2, chunks=3, chunk_size=8, backend_options={"resolution": 32, "horizon": 5})
+    assert report.passed, report.format()
+    assert report.episodes_ended >= 2 * 3
+
+
 def test_a_step_that_changes_a_reward_fails():
     report = v.validate(**SMALL, fault=lambda b: _Faulty(b, at=3, breaks=_add_reward))
     assert not report.passed
