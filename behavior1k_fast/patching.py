@@ -223,7 +223,7 @@ class PatchRegistry:
 
     # --- apply / revert ---------------------------------------------------------------------------
     def apply(self, profile: RolloutProfile | Mapping[str, Any] | None = None) -> PatchReport:
-        profile = _coerce_profile(profile)
+        profile = RolloutProfile.coerce(profile)
         with self._lock:
             if self._profile == profile:
                 return self.report()
@@ -316,7 +316,7 @@ class PatchRegistry:
         """What ``apply(profile)`` would do to the modules imported now, without changing anything.
 
         Modules not imported yet are imported here (read-only use: ``doctor``)."""
-        profile = _coerce_profile(profile)
+        profile = RolloutProfile.coerce(profile)
         outcomes = []
         for patch in self._patches.values():
             targets = patch.describe_targets()
@@ -344,16 +344,6 @@ class PatchRegistry:
             state, why = (SKIPPED, reason) if reason else ("would apply", "needed")
             outcomes.append(PatchOutcome(patch.name, state, why, targets))
         return PatchReport(profile, tuple(outcomes))
-
-
-def _coerce_profile(profile: RolloutProfile | Mapping[str, Any] | None) -> RolloutProfile:
-    if profile is None:
-        return RolloutProfile()
-    if isinstance(profile, RolloutProfile):
-        return profile
-    if isinstance(profile, Mapping):
-        return RolloutProfile.from_dict(profile)
-    raise TypeError(f"profile must be a RolloutProfile, a mapping or None, got {type(profile).__name__}")
 
 
 _default: PatchRegistry | None = None

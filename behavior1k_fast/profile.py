@@ -158,6 +158,17 @@ class RolloutProfile:
         return cls(**kwargs)
 
     @classmethod
+    def coerce(cls, profile: "RolloutProfile | Mapping[str, Any] | None") -> "RolloutProfile":
+        """A profile from a profile, a mapping (RLinf names accepted) or ``None`` (the fast path)."""
+        if profile is None:
+            return cls()
+        if isinstance(profile, cls):
+            return profile
+        if isinstance(profile, Mapping):
+            return cls.from_dict(profile)
+        raise TypeError(f"profile must be a RolloutProfile, a mapping or None, got {type(profile).__name__}")
+
+    @classmethod
     def from_yaml(cls, source: str | os.PathLike) -> "RolloutProfile":
         """Build from a YAML file path or a YAML string holding a flat mapping."""
         import yaml

@@ -22,7 +22,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..backend import BackendFactory, check_env_indices
-from ..patching import _coerce_profile
 from ..profile import RolloutProfile
 from ..profiling import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
@@ -152,7 +151,7 @@ class RolloutEngine:
             raise TypeError(f"seed must be an int, got {seed!r}")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-        self.profile = _coerce_profile(profile)
+        self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()

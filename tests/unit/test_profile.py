@@ -91,3 +91,12 @@ def test_non_mapping_is_a_type_error():
 
 def test_known_modalities_include_proprio_and_vision():
     assert "proprio" in KNOWN_MODALITIES and "seg_instance" in KNOWN_MODALITIES
+
+
+def test_coerce_accepts_profile_mapping_or_none():
+    p = RolloutProfile(chunk_size=4)
+    assert RolloutProfile.coerce(p) is p
+    assert RolloutProfile.coerce({"pipeline_stage_num": 2}).pipeline_stages == 2
+    assert RolloutProfile.coerce(None) == RolloutProfile()
+    with pytest.raises(TypeError, match="profile must be a RolloutProfile, a mapping or None, got int"):
+        RolloutProfile.coerce(3)
