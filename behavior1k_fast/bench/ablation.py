@@ -320,27 +320,12 @@ def _measures(name: str, label: str, stages: int, chunks_per_round: int, total_e
 # --- calibration ---------------------------------------------------------------------------------
 
 
-def measure_env_chunk(profile: RolloutProfile, factory: Any, seed: int) -> tuple[float, list, Any, Any]:
-    """Median ms of one chunk of one stage slice on a backend built as one worker of ``profile``.
-
-    Returns (ms, the reset observations, observation space, action space); one warm-up chunk first.
-    """
-    from ..rollout import step_chunk
-
-    k, e = profile.pipeline_stages, profile.envs_per_process
-    backend = factory(e, seed, profile)
+def backend_spaces(profile: RolloutProfile, factory: Any, seed: int) -> tuple[list, Any, Any]:
+    """Reset observations, observation space and action space of one worker's backend of ``profile``."""
+    backend = factory(profile.envs_per_process, seed, profile)
     try:
         obs, _ = backend.reset()
-        local = list(range(e // k))
-        rng = np.random.default_rng(seed)
-        low, high = backend.action_space.low.reshape(-1), backend.action_space.high.reshape(-1)
-        samples = []
-        for _ in range(3):
-            actions = rng.uniform(low, high, size=(len(local), profile.chunk_size, low.size))
-            start = time.perf_counter()
-            step_chunk(backend, actions, local, skip_intermediate_obs=profile.skip_intermediate_obs)
-            samples.append((time.perf_counter() - start) * 1e3)
-        return float(np.median(samples[1:])), obs, backend.observation_space, backend.action_space
+        return obs, backend.observation_space, backend.action_space
     finally:
         backend.close()
 
@@ -348,29 +333,38 @@ def measure_env_chunk(profile: RolloutProfile, factory: Any, seed: int) -> tuple
 def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, dict[str, Any]]:
     """Build the policy; size its forward to ``config.model_ms`` or to the optimised env ms per chunk.
 
-    The env time is :func:`measure_env_chunk` for the all-optimisations row: in this process on the
-    reference simulator, in a spawned process with the profile applied where the backend needs that.
+    The env ms per chunk is T_env of a short run of the all-optimisations row through the engine (a
+    one-step policy, one warm-up and two timed rounds), so it is what the pipeline sees with every worker
+    busy. The spaces come from one backend built here, or in a spawned process with the profile applied
+    where the backend needs that.
     """
     import torch
 
     from .backends import isolate_sides, run_with_profile
     from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
 
-    profile = next(r for r in rows if r.name == ALL_ROW).profile
+    all_row = next(r for r in rows if r.name == ALL_ROW)
+    profile = all_row.profile
     if config.device == "cpu":
         # One intra-op thread per core the env workers leave free: oversubscribed OpenMP barriers stall.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.processes))
-    env_ms, obs, obs_space, act_space = run_with_profile(
-        isolate_sides(config.backend), measure_env_chunk, profile, factory, config.seed
-    )
+    obs, obs_space, act_space = run_with_profile(isolate_sides(config.backend), backend_spaces, profile, factory,
+                                                 config.seed)
     stage_batch = profile.total_num_envs // profile.pipeline_stages
     batch = {key: np.stack([obs[i % len(obs)][key] for i in range(stage_batch)]) for key in obs[0]}
     policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,
-                         seed=config.seed)
-    target = config.model_ms if config.model_ms is not None else env_ms
+                         seed=config.seed, denoise_steps=1)
+    env_ms = None
     if config.denoise_steps is not None:
         policy.denoise_steps = config.denoise_steps
     else:
+        if config.model_ms is None:
+            probe = run_engine_row(factory, all_row, policy, replace(config, rounds=2, warmup=1))
+            env_ms = probe["t_env_ms"]
+            if env_ms is None:
+                raise ValueError(f"calibration reads env worker spans, which executor={config.executor!r} "
+                                 f"does not give: pass --model-ms or --denoise-steps")
+        target = config.model_ms if config.model_ms is not None else env_ms
         calibrate_denoise_steps(policy, batch, target)
     info = {
         "env_ms_per_stage_chunk": env_ms,
