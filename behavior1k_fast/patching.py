@@ -232,17 +232,19 @@ class PatchRegistry:
             self._profile = profile
             generation = self._generation
             for patch in self._patches.values():
-                outcome = self._apply_one(patch, profile, generation)
-                self._outcomes[patch.name] = outcome
-                if outcome.state == FAILED:
-                    report = self.report()
-                    self.revert()
-                    raise PatchError(
-                        f"patch {patch.name!r} failed ({outcome.reason}); every patch of this apply() was "
-                        f"rolled back",
-                        report,
-                    )
+                self._settle(patch, self._apply_one(patch, profile, generation), "")
             return self.report()
+
+    def _settle(self, patch: Patch, outcome: PatchOutcome, when: str) -> None:
+        """Record an outcome; a failure rolls back every patch of the profile and raises PatchError."""
+        self._outcomes[patch.name] = outcome
+        if outcome.state == FAILED:
+            report = self.report()
+            self.revert()
+            raise PatchError(
+                f"patch {patch.name!r} failed{when} ({outcome.reason}); every patch of this profile was rolled back",
+                report,
+            )
 
     def _apply_one(self, patch: Patch, profile: RolloutProfile, generation: int) -> PatchOutcome:
         targets = patch.describe_targets()
@@ -258,20 +260,10 @@ class PatchRegistry:
 
         def on_import(module: Any) -> None:
             with self._lock:
-                if self._generation != generation or self._outcomes.get(patch.name, None) is None:
+                current = self._outcomes.get(patch.name)
+                if self._generation != generation or current is None or current.state != PENDING:
                     return
-                if self._outcomes[patch.name].state != PENDING:
-                    return
-                outcome = self._install(patch, module, profile)
-                self._outcomes[patch.name] = outcome
-                if outcome.state == FAILED:
-                    report = self.report()
-                    self.revert()
-                    raise PatchError(
-                        f"patch {patch.name!r} failed when {patch.module} was imported ({outcome.reason}); "
-                        f"every patch was rolled back",
-                        report,
-                    )
+                self._settle(patch, self._install(patch, module, profile), f" when {patch.module} was imported")
 
         wrapt.register_post_import_hook(on_import, patch.module)
         return PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)
