@@ -15,13 +15,19 @@ import numpy as np
 
 
 class BackendGymEnv(gymnasium.Env):
-    """A ``gymnasium.Env`` over a one-env backend (``factory(1, seed, profile)``, built after applying
-    ``profile`` as an engine worker does); no reset of its own."""
+    """A ``gymnasium.Env`` over a one-env backend (``factory(1, seed, profile)``); no reset of its own.
+
+    In a worker process it applies ``profile`` first, as an engine worker does. ``AsyncVectorEnv`` also
+    builds one of these in the owning process to read the spaces: there nothing is applied, so the
+    owner's own patch state is left alone."""
 
     def __init__(self, factory: Callable[..., Any], seed: int, profile: Any) -> None:
-        from ..patching import worker_bootstrap
+        import multiprocessing
 
-        worker_bootstrap(profile.to_dict())
+        if multiprocessing.parent_process() is not None:
+            from ..patching import worker_bootstrap
+
+            worker_bootstrap(profile.to_dict())
         self.backend = factory(1, seed, profile)
         self.observation_space = self.backend.observation_space
         self.action_space = self.backend.action_space
