@@ -316,7 +316,9 @@ class PatchRegistry:
                 outcomes.append(PatchOutcome(patch.name, DISABLED, "not asked for by the profile", targets))
                 continue
             if patch.module is None:
-                outcomes.append(PatchOutcome(patch.name, "would apply", "process setting", targets))
+                reason = patch.skip_reason(None)
+                state, why = (SKIPPED, reason) if reason else ("would apply", "process setting")
+                outcomes.append(PatchOutcome(patch.name, state, why, targets))
                 continue
             try:
                 module = importlib.import_module(patch.module)

@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -163,9 +165,11 @@ class NumbaCacheDirPatch(Patch):
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.numba_cache
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        import importlib
+    def skip_reason(self, module: Any) -> str | None:
+        missing = [name for name in ("numba", "llvmlite") if importlib.util.find_spec(name) is None]
+        return f"{' and '.join(missing)} not installed: no numba kernels to cache" if missing else None
 
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
         path = _writable_dir(os.path.abspath(os.path.expanduser(profile.numba_cache_dir)))
         ctx.set_env("NUMBA_CACHE_DIR", path)
         for name in NUMBA_PRELOAD:

@@ -82,6 +82,19 @@ def test_numba_cache_dir_must_be_writable(tmp_path):
     assert "numba_cache_dir=" in reason and str(blocker / "numba") in reason
 
 
+def test_numba_cache_dir_is_skipped_where_numba_is_absent(monkeypatch, tmp_path):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else real_find_spec(name, *a))
+    registry = PatchRegistry([NumbaCacheDirPatch()])
+    profile = RolloutProfile(numba_cache_dir=str(tmp_path / "numba"))
+    assert registry.plan(profile)["numba_cache_dir"].state == SKIPPED
+    report = registry.apply(profile)
+    assert report["numba_cache_dir"].state == SKIPPED
+    assert report["numba_cache_dir"].reason == "numba not installed: no numba kernels to cache"
+    assert "NUMBA_CACHE_DIR" not in os.environ or os.environ["NUMBA_CACHE_DIR"] != str(tmp_path / "numba")
+    registry.revert()
+
+
 def test_kernel_cache_layout_checks(kernels, tmp_path):
     missing = NumbaKernelCachePatch("t", kernels.__name__, ("_compute_ik_qpos_numpy",), None)
     with pytest.raises(AttributeError, match=r"not \['_compute_ik_qpos_numpy'\]"):
