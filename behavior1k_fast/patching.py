@@ -40,8 +40,9 @@ _MISSING = object()
 APPLIED, PENDING, SKIPPED, FAILED, DISABLED = "applied", "pending", "skipped", "failed", "disabled"
 
 
-class PatchError(RuntimeError):
-    """A wanted patch failed; every patch of that ``apply()`` was rolled back. ``.report`` says why."""
+class PatchError(ValueError):
+    """The installed upstream code cannot take the requested profile (a wanted patch failed, e.g. an
+    unsupported layout); every patch of that profile was rolled back. ``.report`` says which and why."""
 
     def __init__(self, message: str, report: "PatchReport"):
         super().__init__(message)

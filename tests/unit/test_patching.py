@@ -279,3 +279,9 @@ def test_plan_changes_nothing(upstream):
     report = PatchRegistry([DoubleRead(), ClassAndProperty()]).plan(RolloutProfile(remove_headless_viewports=False))
     assert report["double_read"].state == "would apply" and report["class_and_property"].state == DISABLED
     assert all(originals(area)[k] is before[k] for k in before)
+
+
+def test_patch_error_is_a_value_error_naming_the_patch(upstream):
+    importlib.import_module("fakeog.area")
+    with pytest.raises(ValueError, match="'broken'"):
+        PatchRegistry([Broken()]).apply()
