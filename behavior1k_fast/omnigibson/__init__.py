@@ -14,6 +14,7 @@ PATCHES: tuple = (
     modalities.CameraParametersPatch(),
     stepping.EnvironmentStepPatch(),
     stepping.VectorEnvironmentStepPatch(),
+    stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitThreadCapsPatch(),
     runtime.GcAfterLaunchPatch(),

@@ -1,4 +1,5 @@
-"""On-demand observation and per-env stepping for OmniGibson's ``Environment`` and ``VectorEnvironment``.
+"""On-demand observation and per-env stepping for OmniGibson's ``Environment``, ``VectorEnvironment`` and
+``EnvironmentWrapper``.
 
 Patched signatures (the backend contract of ``behavior1k_fast.backend``):
 
@@ -6,6 +7,7 @@ Patched signatures (the backend contract of ``behavior1k_fast.backend``):
 - ``Environment._post_step(self, action, get_obs=True)``
 - ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)``
 - ``VectorEnvironment.reset(self, env_indices=None, get_obs=True, **kwargs)``
+- ``EnvironmentWrapper.step(self, action, *args, **kwargs)`` and ``EnvironmentWrapper.reset(self, *args, **kwargs)``
 
 Semantics:
 
@@ -23,6 +25,8 @@ Semantics:
 - ``reset(env_indices)`` resets only the selected envs (the upstream trap that reset every env, or raised
   ``TypeError`` in 1.1.1, is gone), each with its scene scoped as above, and returns ``(obs, infos)``
   lists for the selected envs (``obs`` entries ``None`` when ``get_obs=False``).
+- ``EnvironmentWrapper.step``/``reset`` pass every argument on to the wrapped env unchanged (upstream passes
+  only ``action`` and nothing), so ``get_obs``, ``render`` and reset keywords reach a wrapped ``Environment``.
 
 These patches are capabilities the engine needs on every profile (the stock path calls them with the
 default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how
@@ -242,6 +246,36 @@ class VectorEnvironmentStepPatch(_NewKeywordsPatch):
     methods = {
         "step": (_vector_step, _vector_step_signature, ("env_indices", "get_obs", "render")),
         "reset": (_vector_reset, _vector_reset_signature, ("env_indices", "get_obs")),
+    }
+
+
+# --- EnvironmentWrapper ----------------------------------------------------------------------------
+def _wrapper_step_signature(self, action, *args, **kwargs):
+    """Signature of the patched ``EnvironmentWrapper.step``."""
+
+
+def _wrapper_reset_signature(self, *args, **kwargs):
+    """Signature of the patched ``EnvironmentWrapper.reset``."""
+
+
+def _forward_step(wrapped, wrapper, args, kwargs):
+    return wrapper.env.step(*args, **kwargs)
+
+
+def _forward_reset(wrapped, wrapper, args, kwargs):
+    return wrapper.env.reset(*args, **kwargs)
+
+
+class EnvironmentWrapperForwardingPatch(_NewKeywordsPatch):
+    """``EnvironmentWrapper.step``/``reset`` forward every argument to the wrapped env; skipped when upstream's
+    already take ``**kwargs``."""
+
+    name = "env_wrapper_forwarding"
+    module = "omnigibson.envs.env_wrapper"
+    owner = "EnvironmentWrapper"
+    methods = {
+        "step": (_forward_step, _wrapper_step_signature, ("kwargs",)),
+        "reset": (_forward_reset, _wrapper_reset_signature, ("kwargs",)),
     }
 
 

@@ -14,16 +14,20 @@ NEW_SIGNATURES = {
     ("Environment", "_post_step"): "(self, action, get_obs=True)",
     ("VectorEnvironment", "step"): "(self, actions, env_indices=None, get_obs=True, render=True)",
     ("VectorEnvironment", "reset"): "(self, env_indices=None, get_obs=True, **kwargs)",
+    ("EnvironmentWrapper", "step"): "(self, action, *args, **kwargs)",
+    ("EnvironmentWrapper", "reset"): "(self, *args, **kwargs)",
 }
 
 
 def _classes():
     from omnigibson.envs.env_base import Environment
+    from omnigibson.envs.env_wrapper import EnvironmentWrapper
     from omnigibson.envs.vec_env_base import VectorEnvironment
 
     return {
         "Environment": Environment,
         "VectorEnvironment": VectorEnvironment,
+        "EnvironmentWrapper": EnvironmentWrapper,
     }
 
 
@@ -32,7 +36,7 @@ def test_apply_installs_new_signatures_and_revert_restores_identity(registry, fa
     originals = {key: classes[key[0]].__dict__[key[1]] for key in NEW_SIGNATURES}
     report = registry.apply(fast_profile)
     assert report["env_step_obs"].state == APPLIED
-    assert report["vector_env_step"].state == APPLIED
+    assert report["vector_env_step"].state == APPLIED and report["env_wrapper_forwarding"].state == APPLIED
     for (cls, attr), signature in NEW_SIGNATURES.items():
         patched = getattr(classes[cls], attr)
         assert str(inspect.signature(patched)) == signature
@@ -123,6 +127,22 @@ def test_automatic_reset_after_skipped_observation_reads_the_new_episode(registr
     assert obs is not None and "get_obs" not in env.__dict__
 
 
+def test_wrapper_forwards_step_and_reset_keywords(registry, fast_profile, seam):
+    from omnigibson.envs.env_wrapper import EnvironmentWrapper
+
+    registry.apply(fast_profile)
+    h = seam(2)
+    wrapper = EnvironmentWrapper(h.venv.envs[0])
+    h.log.clear()
+    obs, *_ = wrapper.step(h.action(0), get_obs=False, render=False)
+    assert obs is None and h.events("sensor.read") == []
+    assert [render for render, _ in h.events("sim.step")] == [False]
+    assert wrapper.reset(get_obs=False) is None and h.events("task.reset") == [0]
+    registry.revert()
+    with pytest.raises(TypeError):
+        wrapper.step(h.action(0), get_obs=False)
+
+
 @pytest.mark.parametrize(
     "kwargs, rows, error, message",
     [
@@ -191,6 +211,32 @@ def test_already_patched_upstream_is_skipped_with_reason(og):
 
     reason = VectorEnvironmentStepPatch().skip_reason(Module)
     assert reason.startswith("upstream VectorEnvironment already has them: step takes env_indices, get_obs")
+
+
+def test_wrapper_forwarding_is_skipped_only_when_step_and_reset_both_take_kwargs(og):
+    from behavior1k_fast.omnigibson.stepping import EnvironmentWrapperForwardingPatch
+
+    class MainLayout:  # BEHAVIOR-1K main: reset forwards keywords, step only its named ones
+        __name__ = "main_env_wrapper"
+
+        class EnvironmentWrapper:
+            def step(self, action, n_render_iterations=1, render=True): ...
+
+            def reset(self, **kwargs): ...
+
+    class Forwarding:
+        __name__ = "fork_env_wrapper"
+
+        class EnvironmentWrapper:
+            def step(self, action, *args, **kwargs): ...
+
+            def reset(self, *args, **kwargs): ...
+
+    patch = EnvironmentWrapperForwardingPatch()
+    assert patch.skip_reason(MainLayout) is None
+    assert patch.skip_reason(Forwarding) == (
+        "upstream EnvironmentWrapper already has them: step takes kwargs; reset takes kwargs"
+    )
 
 
 def test_step_chunk_observes_at_boundary_or_terminal_step_and_masks_ended_env(registry, fast_profile, seam):

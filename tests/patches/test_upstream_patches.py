@@ -48,9 +48,12 @@ NOT_UPSTREAMED = {
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
     },
 }
-#: Runtime targets whose upstream counterpart does not exist on a line, and why.
+#: Runtime targets that a line's patch leaves unchanged (absent upstream, or upstream already does it), and why.
 ABSENT_UPSTREAM = {
     ("main", "env_step_obs"): {"Environment._post_step": "main's multi-scene Environment has no _post_step"},
+    ("main", "env_wrapper_forwarding"): {
+        "EnvironmentWrapper.reset": "main's EnvironmentWrapper.reset already forwards **kwargs (343d786a)",
+    },
 }
 
 
