@@ -158,6 +158,15 @@ class EnvironmentStepPatch(_NewKeywordsPatch):
         "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
     }
 
+    def skip_reason(self, module: Any) -> str | None:
+        cls = class_in(module, self.owner)
+        if "step" in cls.__dict__ and "_post_step" not in cls.__dict__:
+            return (
+                "upstream Environment is main's multi-scene layout (no _post_step): get_obs/render for its "
+                "step ship as patches/main/0001, not as a runtime patch"
+            )
+        return super().skip_reason(module)
+
 
 # --- VectorEnvironment -----------------------------------------------------------------------------
 def _vector_step_signature(self, actions, env_indices=None, get_obs=True, render=True):

@@ -270,3 +270,18 @@ def test_step_chunk_stock_path_reads_every_step_with_same_rewards(registry, fast
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     assert h.events("sensor.read") == [0, 1, 0, 1, 1]
     assert all(render for render, _ in h.events("sim.step"))
+
+
+def test_main_multi_scene_environment_is_skipped_with_reason(og):
+    from behavior1k_fast.omnigibson.stepping import EnvironmentStepPatch
+
+    class Module:
+        __name__ = "main_env_base"
+
+        class Environment:
+            def step(self, action, n_render_iterations=1): ...
+
+            def reset(self, env_indices=None, get_obs=True, **kwargs): ...
+
+    reason = EnvironmentStepPatch().skip_reason(Module)
+    assert reason.startswith("upstream Environment is main's multi-scene layout (no _post_step)")
