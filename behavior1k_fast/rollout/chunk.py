@@ -18,6 +18,7 @@ When every selected env has ended, the chunk stops early: the backend takes fewe
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -48,6 +49,10 @@ class ChunkResult:
     global_steps: np.ndarray | None = None
     #: float64 ``[n]``: simulated seconds the env's backend advanced in this chunk (backend ``sim_time``).
     sim_seconds: np.ndarray | None = None
+    #: float64 ``[n]``: wall seconds the env's backend spent stepping this chunk, its masked-env terminal
+    #: observations and boundary resets included (measured where the chunk runs; shared by all rows of
+    #: one backend; 0 in a restarted worker's placeholder).
+    env_seconds: np.ndarray | None = None
 
     @property
     def episode_ended(self) -> np.ndarray:
@@ -100,6 +105,7 @@ def run_chunk(
     infos: list[dict] = [{} for _ in range(n)]
     active = np.ones(n, dtype=bool)
     start_time = backend.sim_time
+    start_wall = time.perf_counter()
     taken = 0
     for t in range(steps):
         rows = np.flatnonzero(active)
@@ -128,6 +134,7 @@ def run_chunk(
         for j, row in enumerate(ended):
             infos[row] = {**reset_infos[j], "final_observation": obs[row], "final_info": infos[row]}
             obs[row] = reset_obs[j]
+    env_seconds = time.perf_counter() - start_wall
     result = ChunkResult(
         env_ids=idx,
         obs=None,
@@ -138,6 +145,7 @@ def run_chunk(
         infos=infos,
         global_steps=np.full(n, taken, dtype=np.int64),
         sim_seconds=np.full(n, backend.sim_time - start_time, dtype=np.float64),
+        env_seconds=np.full(n, env_seconds, dtype=np.float64),
     )
     return obs, result
 
@@ -176,4 +184,5 @@ def concat_results(results: Sequence[ChunkResult]) -> ChunkResult:
         infos=[i for r in results for i in r.infos],
         global_steps=np.concatenate([r.global_steps for r in results]),
         sim_seconds=np.concatenate([r.sim_seconds for r in results]),
+        env_seconds=np.concatenate([r.env_seconds for r in results]),
     )

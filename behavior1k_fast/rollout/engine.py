@@ -56,6 +56,11 @@ class RolloutStats:
     #: float [num_envs]: global steps of the env's backend without an own action of the env, per round
     #: (other stages' steps, and masked steps after an episode ended inside a chunk).
     hold_steps_per_round: np.ndarray
+    #: float [num_processes]: wall seconds each env worker spent stepping its chunks (measured in the
+    #: worker around the chunk stepping, see :attr:`~.chunk.ChunkResult.env_seconds`).
+    env_seconds_per_worker: np.ndarray
+    #: int [num_processes]: chunks each env worker stepped (a hybrid worker steps one slice per stage).
+    chunks_per_worker: np.ndarray
     #: Profiler summary per stage name (empty when the profiler is off).
     stage_timings: dict = field(default_factory=dict)
 
@@ -64,9 +69,15 @@ class RolloutStats:
         """Own env actions per wall-clock second, over all envs."""
         return float(self.own_actions.sum()) / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
+    @property
+    def env_seconds_per_chunk(self) -> np.ndarray:
+        """float [num_processes]: each env worker's mean wall seconds per chunk it stepped (T_env)."""
+        return self.env_seconds_per_worker / np.maximum(self.chunks_per_worker, 1)
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         out["env_steps_per_second"] = self.env_steps_per_second
+        out["env_seconds_per_chunk"] = self.env_seconds_per_chunk.tolist()
         return out
 
 
@@ -80,6 +91,8 @@ class _Accounting:
         self.reward = np.zeros(plan.num_envs)
         self.worker_steps = np.zeros(plan.num_processes, dtype=np.int64)
         self.worker_sim = np.zeros(plan.num_processes)
+        self.worker_env = np.zeros(plan.num_processes)
+        self.worker_chunks = np.zeros(plan.num_processes, dtype=np.int64)
 
     def add(self, result: ChunkResult) -> None:
         ids = result.env_ids
@@ -89,6 +102,8 @@ class _Accounting:
         workers, first = np.unique(ids // self.plan.envs_per_process, return_index=True)
         self.worker_steps[workers] += result.global_steps[first]
         self.worker_sim[workers] += result.sim_seconds[first]
+        self.worker_env[workers] += result.env_seconds[first]
+        self.worker_chunks[workers] += 1
 
     def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float) -> RolloutStats:
         worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
@@ -108,6 +123,8 @@ class _Accounting:
             total_reward=self.reward,
             sim_seconds_per_own_action=per_action,
             hold_steps_per_round=(self.worker_steps[worker] - self.own) / rounds,
+            env_seconds_per_worker=self.worker_env,
+            chunks_per_worker=self.worker_chunks,
             stage_timings=profiler.summary() if profiler.enabled else {},
         )
 
@@ -277,21 +294,28 @@ class RolloutEngine:
         num_rounds: int,
         *,
         reset: bool = True,
+        overlap: bool = True,
         on_chunk: Callable[[int, ChunkResult], None] | None = None,
     ) -> RolloutStats:
         """Run ``num_rounds`` rounds (one chunk per stage each) through ``policy``; see module docs.
 
         ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``), any
         callable on the stage's observation dict of numpy arrays, or a :class:`~.policy.PolicyProcess`;
-        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)`` receives every collected
-        chunk (the trajectory data), while the other stages step. Any failure closes the engine before it
-        is raised. With ``auto_reset=False`` nothing resets an ended episode here: drive the engine with
-        :meth:`submit` / :meth:`collect` and :meth:`reset` (``env_ids``) instead.
+        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)``
+        receives every collected chunk (the trajectory data), while the other stages step.
+        ``overlap=False`` is the serial baseline: the driver waits for each stage's chunk before it runs the
+        next forward, so nothing steps during a forward; the chunks and their order on every worker, hence
+        the trajectories, are those of ``overlap=True``, only the timing differs. Any failure closes the
+        engine before it is raised. With ``auto_reset=False`` nothing resets an ended episode here: drive
+        the engine with :meth:`submit` / :meth:`collect` and :meth:`reset` (``env_ids``) instead.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
         if isinstance(num_rounds, bool) or not isinstance(num_rounds, int) or num_rounds < 1:
             raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
+        for name, value in (("reset", reset), ("overlap", overlap)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
         self._check_open()
         if any(self._in_flight):
             raise RuntimeError("rollout() needs every stage collected first")
@@ -302,16 +326,19 @@ class RolloutEngine:
             accounting = _Accounting(self.plan)
             self._model_s = self._wait_s = 0.0
             start = time.perf_counter()
-            for k in range(stages):
-                self.submit(k, self._forward(policy, k))
             total = num_rounds * stages
+            if overlap:  # stage k's next chunk goes out right after its last one is collected
+                for k in range(stages):
+                    self.submit(k, self._forward(policy, k))
             for i in range(total):
                 k = i % stages
+                if not overlap:
+                    self.submit(k, self._forward(policy, k))
                 result = self.collect(k)
                 accounting.add(result)
                 if on_chunk is not None:
                     on_chunk(k, result)
-                if i + stages < total:
+                if overlap and i + stages < total:
                     self.submit(k, self._forward(policy, k))
             wall = time.perf_counter() - start
         except BaseException:

@@ -192,6 +192,7 @@ def _placeholder(entry: _Pending, spec: WorkerSpec, infos: list[dict], obs: dict
         infos=infos,
         global_steps=np.zeros(n, dtype=np.int64),
         sim_seconds=np.zeros(n),
+        env_seconds=np.zeros(n),
     )
     return (result, obs)
 

@@ -24,8 +24,8 @@ def make_policy():
     return policy
 
 
-def record(engine, rounds, policy=policy):
-    """Run ``engine.rollout`` and return its per-env trajectories and stats.
+def record(engine, rounds, policy=policy, **rollout_kwargs):
+    """Run ``engine.rollout`` (``rollout_kwargs`` passed on) and return its per-env trajectories and stats.
 
     Trajectory of env ``g``: every observation key, ``rewards``, ``terminated`` and ``truncated``, stacked
     over chunks (``[chunks, ...]``)."""
@@ -39,7 +39,7 @@ def record(engine, rounds, policy=policy):
             for key, value in fields.items():
                 t.setdefault(key, []).append(value[row].copy())
 
-    stats = engine.rollout(policy, rounds, on_chunk=on_chunk)
+    stats = engine.rollout(policy, rounds, on_chunk=on_chunk, **rollout_kwargs)
     return {env: {k: np.stack(v) for k, v in t.items()} for env, t in traj.items()}, stats
 
 

@@ -7,7 +7,7 @@ import pytest
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine
 
-from .helpers import CHUNK, our_segments, policy
+from .helpers import CHUNK, assert_same_trajectories, our_segments, policy, record
 from .pointmass import PointMassFactory
 
 TIMEOUT = 30.0
@@ -110,3 +110,38 @@ def test_big_chunks_and_final_observations_never_block_the_pipe():
     with RolloutEngine(factory, profile(pipeline_stages=2), timeout_s=20) as e:
         stats = e.rollout(wide, 3)
     assert stats.episodes.tolist() == [3] * 4  # one per chunk, reset at its boundary
+
+
+@pytest.mark.parametrize("partition", ["hybrid", "process"])
+def test_rollout_without_overlap_gives_the_same_trajectories(partition):
+    runs = []
+    for overlap in (True, False):
+        with engine(pipeline_stages=2, partition=partition) as e:
+            runs.append(record(e, 5, overlap=overlap))
+    (traj_on, stats_on), (traj_off, stats_off) = runs
+    assert_same_trajectories(traj_on, traj_off)
+    # episodes of 7, 10, 5 and 9 actions over 5 chunks of 4: every env ended one inside a chunk
+    assert stats_off.episodes.tolist() == stats_on.episodes.tolist() == [2, 1, 2, 1]
+    np.testing.assert_array_equal(stats_off.chunks_per_worker, stats_on.chunks_per_worker)
+
+
+def test_stats_report_each_workers_env_time():
+    with engine(pipeline_stages=2) as e:
+        stats = e.rollout(policy, 3)
+    assert stats.chunks_per_worker.tolist() == [6, 6]  # hybrid: one slice of each worker per stage
+    assert np.all(stats.env_seconds_per_worker > 0)
+    # the workers step inside the driver's timed loop
+    assert stats.env_seconds_per_worker.max() <= stats.wall_seconds
+    np.testing.assert_allclose(stats.env_seconds_per_chunk, stats.env_seconds_per_worker / 6)
+    d = stats.to_dict()
+    assert d["env_seconds_per_worker"] == stats.env_seconds_per_worker.tolist()
+    assert d["env_seconds_per_chunk"] == stats.env_seconds_per_chunk.tolist()
+    assert d["chunks_per_worker"] == [6, 6]
+
+
+def test_rollout_flags_must_be_bools():
+    with engine(pipeline_stages=2) as e:
+        for name in ("overlap", "reset"):
+            with pytest.raises(TypeError, match=f"{name} must be a bool, got 'no'"):
+                e.rollout(policy, 1, **{name: "no"})
+        assert e.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # still usable
