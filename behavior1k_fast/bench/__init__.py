@@ -38,7 +38,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--stages", type=int, default=2, help="pipeline stages K of the pipeline rows (default: 2)")
     p.add_argument("--chunk-size", type=int, default=32, help="N actions per chunk (default: 32)")
     p.add_argument("--rounds", type=int, default=None, help="timed chunks per env per row (default: 6, quick: 1)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed chunks per row before timing (default: 1)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds per row before timing (default: 1)")
     p.add_argument("--model-ms", type=float, default=None,
                    help="target ms of one batched policy forward (default: the optimised env ms per chunk, "
                         "measured at start)")

@@ -10,8 +10,10 @@ Measures per row (ms are wall ms; a step is one own action of every env, so ms/s
 - ``t_env_ms``: simulator time per chunk of the busiest env worker: its action-apply, physics, reward,
   termination, render and observation-read spans (profiler) over the timed rounds / its chunks.
   ``sim_ms_per_step``: that worker's simulator time per step. (Peer baseline: driver time blocked in
-  ``AsyncVectorEnv.step``, median per chunk.)
-- ``t_model_ms``: one batched forward for one stage (median; mean where the engine times it).
+  ``AsyncVectorEnv.step``, median per chunk.) ``t_env_worker_ms``: the busiest env worker's wall time per
+  chunk around its whole chunk stepping (``RolloutStats.env_seconds_per_worker``), which also counts
+  what the spans leave out: the chunk loop's bookkeeping, boundary resets, the backend's unspanned code.
+- ``t_model_ms``: one batched forward for one stage (mean over the engine's forwards; peer: median).
 - ``bound_ms_per_step = max(C * T_env, K * T_model, T_env + T_model) / N`` with C the chunks a worker
   steps per round (K in hybrid partition, 1 in process partition): perfect overlap of the driver's K
   forwards, the busiest worker's stepping and each stage's own env -> forward cycle. That is
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -182,20 +183,6 @@ class BenchConfig:
 ENV_STAGES = (ACTION_APPLY, PHYSICS, RENDER, OBS_READ, REWARD, TERMINATION)
 
 
-def _serial(engine: Any, policy: Callable, rounds: int) -> tuple[list[float], int]:
-    """Rounds without overlap: forward stage k, then step it. Returns model seconds per forward and the
-    own actions taken."""
-    model = []
-    actions_taken = 0
-    for _ in range(rounds):
-        for k in range(engine.num_stages):
-            start = time.perf_counter()
-            actions = policy(engine.stage_obs(k))
-            model.append(time.perf_counter() - start)
-            actions_taken += int(engine.step(k, actions).applied.sum())
-    return model, actions_taken
-
-
 def busiest_worker_env_ms(spans: list, pids: list[int]) -> float:
     """The largest total of simulator-stage span time (ms) over the worker processes ``pids``."""
     totals = dict.fromkeys(pids, 0.0)
@@ -210,8 +197,9 @@ def run_engine_row(
 ) -> dict[str, Any]:
     """Run one row through :class:`~behavior1k_fast.rollout.RolloutEngine`; its measures (module docs).
 
-    The profiler is on (workers ship their stage spans with every reply); the spans of the timed rounds
-    give T_env and, with ``trace_path``, a Chrome trace.
+    ``rollout(overlap=row.overlap)``: warm-up rounds, then the timed rounds. The profiler is on (workers
+    ship their stage spans with every reply); the spans of the timed rounds give T_env and, with
+    ``trace_path``, a Chrome trace.
     """
     from ..profiling import get_profiler
     from ..rollout import RolloutEngine
@@ -226,25 +214,12 @@ def run_engine_row(
         engine = RolloutEngine(factory, row.profile, executor=config.executor, seed=config.seed)
         try:
             monitor = ResourceMonitor()
-            if row.overlap:
-                if config.warmup:
-                    engine.rollout(policy, config.warmup)
-                profiler.clear()
-                monitor.start()
-                stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0)
-                usage = monitor.stop()
-                wall, taken = stats.wall_seconds, int(stats.own_actions.sum())
-                forwards = config.rounds * stages
-                model = [stats.model_seconds / forwards] * forwards
-            else:
-                engine.reset()
-                _serial(engine, policy, config.warmup)
-                profiler.clear()
-                monitor.start()
-                start = time.perf_counter()
-                model, taken = _serial(engine, policy, config.rounds)
-                wall = time.perf_counter() - start
-                usage = monitor.stop()
+            if config.warmup:
+                engine.rollout(policy, config.warmup, overlap=row.overlap)
+            profiler.clear()
+            monitor.start()
+            stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0, overlap=row.overlap)
+            usage = monitor.stop()
             pids = engine.worker_pids
             spans = profiler.spans
         finally:
@@ -256,12 +231,16 @@ def run_engine_row(
         profiler.clear()
     # A hybrid worker steps one slice per stage every round; a process-partition worker one chunk.
     chunks_per_round = stages if row.profile.partition == "hybrid" else 1
-    t_env_ms = busiest_worker_env_ms(spans, pids) / (config.rounds * chunks_per_round) if pids else None
-    return _measures(row.name, row.label, stages, chunks_per_round, row.profile.total_num_envs, config, wall,
-                     model, t_env_ms, taken, usage, pids) | {
+    worker_chunks = config.rounds * chunks_per_round
+    t_env_ms = busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None
+    forwards = config.rounds * stages
+    model = [stats.model_seconds / forwards] * forwards
+    return _measures(row.name, row.label, stages, chunks_per_round, row.profile.total_num_envs, config,
+                     stats.wall_seconds, model, t_env_ms, int(stats.own_actions.sum()), usage, pids) | {
         "prev": row.prev, "overlap": row.overlap, "partition": row.profile.partition,
         "profile": row.profile.to_dict(), "processes": row.profile.num_env_processes,
         "envs_per_process": row.profile.envs_per_process, "t_env_source": "busiest env worker's stage spans",
+        "t_env_worker_ms": float(stats.env_seconds_per_worker.max()) * 1e3 / worker_chunks,
     }
 
 

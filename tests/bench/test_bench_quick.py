@@ -37,6 +37,9 @@ def test_every_row_has_positive_times(quick_result):
         assert row["ms_per_step"] == pytest.approx(row["wall_s"] * 1e3 / row["steps"])
     for row in rows:
         assert len(row["worker_pids"]) == row["processes"]
+        # the worker's wall time around its chunk stepping contains its simulator spans (warm-up round
+        # first, so no reset outside a chunk is timed)
+        assert 0 < row["t_env_ms"] <= row["t_env_worker_ms"] < row["wall_s"] * 1e3
 
 
 def test_speedups_agree_with_the_times(quick_result):
