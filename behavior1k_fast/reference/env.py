@@ -57,6 +57,8 @@ STOCK_COSTS = {
 }
 #: Per arm joint ranges in action order: lift, extension, wrist yaw, gripper (one finger's opening).
 _ARM_RANGES = np.array([scene.LIFT_RANGE, scene.EXTEND_RANGE, scene.WRIST_RANGE, scene.FINGER_RANGE])
+_ARM_LOW, _ARM_SPAN = _ARM_RANGES[:, 0], _ARM_RANGES[:, 1] - _ARM_RANGES[:, 0]
+_BASE_SPEED = np.asarray(scene.BASE_SPEED)
 #: Reset pose per arm: lift, extension, wrist yaw, finger opening.
 _ARM_HOME = np.array([0.2, 0.0, 0.0, 0.05])
 
@@ -79,8 +81,7 @@ def resolve_modalities(obs_modalities: Sequence[str] | None) -> tuple[tuple[str,
 
 def arm_targets_to_actions(targets: np.ndarray) -> np.ndarray:
     """Joint targets (lift, extension, wrist yaw, finger opening) -> normalized actions in [-1, 1]."""
-    lo, hi = _ARM_RANGES[:, 0], _ARM_RANGES[:, 1]
-    return 2.0 * (targets - lo) / (hi - lo) - 1.0
+    return 2.0 * (targets - _ARM_LOW) / _ARM_SPAN - 1.0
 
 
 class ReferenceVectorEnv:
@@ -138,7 +139,7 @@ class ReferenceVectorEnv:
             viewport_targets=self.stock_costs["viewport_render_targets"] and bool(self.vision_modalities),
         )
         self._cells = scene.placement_cells()
-        self._obj_half_z = self.model.geom_aabb[self.index.obj_geom[0], 5]
+        self._obj_half_z = self.index.obj_aabb_half[0, :, 2]
         self._env_dofs = np.concatenate(
             [
                 self.index.base_dof,
@@ -147,6 +148,9 @@ class ReferenceVectorEnv:
             ],
             axis=1,
         )
+        # Actuator columns of each env [E, CTRL_PER_ENV] and qpos address of each base's yaw [E].
+        self._ctrl_cols = self.index.ctrl_start[:, None] + np.arange(scene.CTRL_PER_ENV)
+        self._yaw_qpos = self.index.base_qpos[:, 2]
         self._reset_count = np.zeros(num_envs, np.int64)
         self._episode_step = np.zeros(num_envs, np.int64)
         self._last_action = np.zeros((num_envs, ACTION_DIM), np.float32)
@@ -190,25 +194,27 @@ class ReferenceVectorEnv:
         with prof.section(PHYSICS):
             mujoco.mj_step(self.model, self.data, nstep=self._substeps)
         with prof.section(REWARD):
-            preds, center = task.evaluate_predicates(self.model, self.data, self.index, idx)
+            preds, center = task.evaluate_predicates(self.data, self.index, idx)
             rewards, success, terms = task.reward_and_success(
                 preds, center, task.grip_points(self.data, self.index, idx)
             )
         with prof.section(TERMINATION):
-            self._episode_step[idx] += 1
-            terminated = success.copy()
-            truncated = self._episode_step[idx] >= self.config.horizon
+            episode_step = self._episode_step[idx] + 1
+            self._episode_step[idx] = episode_step
+            terminated = success
+            truncated = episode_step >= self.config.horizon
         if render:
             self._render(idx)
         obs = self._read_obs(idx) if get_obs else [None] * len(idx)
+        term_rows = np.stack([terms[k] for k in task.REWARD_TERMS], axis=1).tolist()
         infos = [
             {
-                "episode_step": int(self._episode_step[e]),
-                "success": bool(success[row]),
-                "predicates": preds.for_env(row),
-                "reward_terms": {k: float(v[row]) for k, v in terms.items()},
+                "episode_step": n,
+                "success": ok,
+                "predicates": goal,
+                "reward_terms": dict(zip(task.REWARD_TERMS, row)),
             }
-            for row, e in enumerate(idx)
+            for n, ok, goal, row in zip(episode_step.tolist(), success.tolist(), preds.goal_values(), term_rows)
         ]
         return obs, rewards, terminated, truncated, infos
 
@@ -256,7 +262,7 @@ class ReferenceVectorEnv:
     def predicates(self, env_indices=None) -> task.Predicates:
         """Predicate values of the current state (no stepping)."""
         idx = check_env_indices(env_indices, self.num_envs)
-        return task.evaluate_predicates(self.model, self.data, self.index, idx)[0]
+        return task.evaluate_predicates(self.data, self.index, idx)[0]
 
     def set_object_pose(self, env: int, obj: int, pos_env_frame, quat=(1.0, 0.0, 0.0, 0.0)) -> None:
         """Place object ``obj`` of ``env`` at rest (position in the env frame, m; quaternion wxyz), then
@@ -282,17 +288,21 @@ class ReferenceVectorEnv:
 
     def _apply_actions(self, idx: np.ndarray, actions: np.ndarray) -> None:
         self._last_action[idx] = actions
-        yaw = self.data.qpos[self.index.base_qpos[idx, 2]]
-        cmd = actions[:, :3] * np.asarray(scene.BASE_SPEED)
+        ctrl = np.empty((len(idx), scene.CTRL_PER_ENV))
+        # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is.
+        yaw = self.data.qpos[self._yaw_qpos[idx]]
+        cmd = actions[:, :3] * _BASE_SPEED
         cos, sin = np.cos(yaw), np.sin(yaw)
-        base = np.stack([cos * cmd[:, 0] - sin * cmd[:, 1], sin * cmd[:, 0] + cos * cmd[:, 1], cmd[:, 2]], 1)
+        ctrl[:, 0] = cos * cmd[:, 0] - sin * cmd[:, 1]
+        ctrl[:, 1] = sin * cmd[:, 0] + cos * cmd[:, 1]
+        ctrl[:, 2] = cmd[:, 2]
+        # Arms: each action mapped onto its joint range; both fingers of a gripper follow its one target.
         arm = actions[:, 3:].reshape(len(idx), len(scene.ARMS), 4)
-        lo, hi = _ARM_RANGES[:, 0], _ARM_RANGES[:, 1]
-        targets = lo + (arm + 1.0) * 0.5 * (hi - lo)
-        # Both fingers of a gripper follow its one gripper target.
-        arm_ctrl = np.concatenate([targets, targets[..., 3:]], axis=-1).reshape(len(idx), -1)
-        cols = self.index.ctrl_start[idx][:, None] + np.arange(scene.CTRL_PER_ENV)
-        self.data.ctrl[cols] = np.concatenate([base, arm_ctrl], axis=1)
+        arm_ctrl = np.empty((len(idx), len(scene.ARMS), 5))
+        np.add(_ARM_LOW, (arm + 1.0) * 0.5 * _ARM_SPAN, out=arm_ctrl[..., :4])
+        arm_ctrl[..., 4] = arm_ctrl[..., 3]
+        ctrl[:, 3:] = arm_ctrl.reshape(len(idx), -1)
+        self.data.ctrl[self._ctrl_cols[idx]] = ctrl
 
     def _set_initial_state(self, idx: np.ndarray) -> None:
         """Episode start of the selected envs: robot at home, objects on random table cells."""

@@ -29,7 +29,7 @@ def expert_actions(env: ReferenceVectorEnv, env_indices=None) -> np.ndarray:
     """float32 [n, ACTION_DIM]: the expert's next action for the selected envs."""
     idx = check_env_indices(env_indices, env.num_envs)
     data, ix = env.data, env.index
-    preds, center = task.evaluate_predicates(env.model, data, ix, idx)
+    preds, center = task.evaluate_predicates(data, ix, idx)
     grips = task.grip_points(data, ix, idx)[:, 0]  # left arm
     base = data.qpos[ix.base_qpos[idx]]
     out = np.zeros((len(idx), env.action_space.shape[0]), np.float32)

@@ -260,6 +260,9 @@ class SceneIndex:
     #: Body, geom ids of the movable objects [E, n].
     obj_body: np.ndarray
     obj_geom: np.ndarray
+    #: Each object geom's bounding box in its own frame (``MjModel.geom_aabb``): centre, half size [E, n, 3].
+    obj_aabb_center: np.ndarray
+    obj_aabb_half: np.ndarray
     #: Site id of each arm's grip point [E, 2].
     grip_site: np.ndarray
     #: Actuators per env (contiguous from ``ctrl_start[e]``): base x, y, yaw then per arm lift, extend,
@@ -347,6 +350,8 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         obj_dof=model.jnt_dofadr[obj_j],
         obj_body=model.geom_bodyid[obj_geom],
         obj_geom=obj_geom,
+        obj_aabb_center=model.geom_aabb[obj_geom, :3],
+        obj_aabb_half=model.geom_aabb[obj_geom, 3:],
         grip_site=np.array([[oid(mujoco.mjtObj.mjOBJ_SITE, f"e{i}/{arm}_grip") for arm in ARMS]
                             for i in range(num_envs)]),
         ctrl_start=np.array([oid(mujoco.mjtObj.mjOBJ_ACTUATOR, f"e{i}/base_x") for i in range(num_envs)]),

@@ -40,6 +40,19 @@ SUCCESS_BONUS = 10.0
 PLACE_POINT = np.array([BIN_CENTER[0], BIN_CENTER[1], TABLE_TOP + BIN_WALL + 0.05])
 
 
+#: BDDL-style names of the goal's predicates, in ``Predicates.goal_values`` order.
+GOAL_PREDICATES = (f"ontop(obj{TARGET}, table)", f"inside(obj{TARGET}, bin)") + tuple(
+    f"grasped(obj{TARGET}, {arm})" for arm in ARMS
+)
+#: Names of the dense reward's terms, in ``reward_and_success`` order.
+REWARD_TERMS = ("reach", "grasp", "place", "success")
+#: Horizontal regions an object centre is tested against: rows table top, bin inner square; columns x, y
+#: (env frame, m).
+_REGION_CENTER = np.array([TABLE_CENTER, BIN_CENTER])
+_REGION_HALF = np.array([TABLE_HALF, (BIN_INNER_HALF, BIN_INNER_HALF)])
+_BIN_FLOOR_TOP = TABLE_TOP + BIN_WALL
+
+
 @dataclass(frozen=True)
 class Predicates:
     """Predicate values for the selected envs: leading axis = selected env, then arm, then object."""
@@ -48,26 +61,21 @@ class Predicates:
     inside_bin: np.ndarray  # bool [e, n]
     grasped: np.ndarray  # bool [e, arms, n]
 
-    def for_env(self, row: int) -> dict[str, bool]:
-        """The goal's predicates of one selected env as BDDL-style names."""
-        out = {
-            f"ontop(obj{TARGET}, table)": bool(self.ontop_table[row, TARGET]),
-            f"inside(obj{TARGET}, bin)": bool(self.inside_bin[row, TARGET]),
-        }
-        for a, arm in enumerate(ARMS):
-            out[f"grasped(obj{TARGET}, {arm})"] = bool(self.grasped[row, a, TARGET])
-        return out
+    def goal_values(self) -> list[dict[str, bool]]:
+        """Per selected env, the goal's predicates by their ``GOAL_PREDICATES`` names."""
+        values = np.concatenate(
+            [self.ontop_table[:, TARGET, None], self.inside_bin[:, TARGET, None], self.grasped[:, :, TARGET]], axis=1
+        )
+        return [dict(zip(GOAL_PREDICATES, row)) for row in values.tolist()]
 
 
-def object_boxes(model: mujoco.MjModel, data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
+def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
     """World-axis-aligned bounding boxes of the objects of ``envs``: centre in the env frame and half size."""
     geoms = index.obj_geom[envs]
-    local_center = model.geom_aabb[geoms, :3]
-    local_half = model.geom_aabb[geoms, 3:]
     rot = data.geom_xmat[geoms].reshape(*geoms.shape, 3, 3)
-    center = data.geom_xpos[geoms] + np.einsum("enij,enj->eni", rot, local_center)
+    center = data.geom_xpos[geoms] + np.einsum("enij,enj->eni", rot, index.obj_aabb_center[envs])
     center[..., 0] -= index.origin_x[envs][:, None]
-    half = np.einsum("enij,enj->eni", np.abs(rot), local_half)
+    half = np.einsum("enij,enj->eni", np.abs(rot), index.obj_aabb_half[envs])
     return center, half
 
 
@@ -76,29 +84,27 @@ def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
     touch = np.zeros((index.num_envs, 2 * len(ARMS), index.obj_geom.shape[1]), bool)
     if data.ncon:
         pairs = data.contact.geom[: data.ncon]
-        for f_col, o_col in ((0, 1), (1, 0)):
-            finger = index.geom_finger[pairs[:, f_col]]
-            obj = index.geom_object[pairs[:, o_col]]
-            hit = (finger >= 0) & (obj >= 0)
-            if hit.any():
-                touch[index.geom_env[pairs[hit, o_col]], finger[hit], obj[hit]] = True
+        finger = index.geom_finger[pairs]
+        # Contacts with a finger, the column that holds it, and the geom on the other side.
+        row, col = np.nonzero(finger >= 0)
+        other = pairs[row, 1 - col]
+        obj = index.geom_object[other]
+        hit = obj >= 0
+        touch[index.geom_env[other[hit]], finger[row[hit], col[hit]], obj[hit]] = True
     return touch
 
 
-def evaluate_predicates(model: mujoco.MjModel, data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
+def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
     """Predicates of the selected envs, and their object boxes (centre in env frame, half size)."""
-    center, half = object_boxes(model, data, index, envs)
+    center, half = object_boxes(data, index, envs)
+    # [e, n, region, axis]: the centre lies within the table top / the bin's inner square along x, y.
+    within = np.abs(center[..., None, :2] - _REGION_CENTER) <= _REGION_HALF
+    over_table = within[..., 0, 0] & within[..., 0, 1]
+    in_bin_xy = within[..., 1, 0] & within[..., 1, 1]
     bottom = center[..., 2] - half[..., 2]
-    over_table = (np.abs(center[..., 0] - TABLE_CENTER[0]) <= TABLE_HALF[0]) & (
-        np.abs(center[..., 1] - TABLE_CENTER[1]) <= TABLE_HALF[1]
-    )
-    in_bin_xy = (np.abs(center[..., 0] - BIN_CENTER[0]) <= BIN_INNER_HALF) & (
-        np.abs(center[..., 1] - BIN_CENTER[1]) <= BIN_INNER_HALF
-    )
     at_table_top = (bottom <= TABLE_TOP + ONTOP_GAP) & (bottom >= TABLE_TOP - ONTOP_PENETRATION)
     ontop = over_table & ~in_bin_xy & at_table_top
-    floor_top = TABLE_TOP + BIN_WALL
-    inside = in_bin_xy & (center[..., 2] >= floor_top) & (center[..., 2] <= floor_top + BIN_WALL_HEIGHT)
+    inside = in_bin_xy & (center[..., 2] >= _BIN_FLOOR_TOP) & (center[..., 2] <= _BIN_FLOOR_TOP + BIN_WALL_HEIGHT)
     touch = finger_contacts(data, index)[envs]
     grasped = touch[:, 0::2] & touch[:, 1::2]
     return Predicates(ontop_table=ontop, inside_bin=inside, grasped=grasped), center
@@ -106,17 +112,22 @@ def evaluate_predicates(model: mujoco.MjModel, data: mujoco.MjData, index: Scene
 
 def grip_points(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> np.ndarray:
     """Grip point of each arm in the env frame [e, arms, 3]."""
-    pts = data.site_xpos[index.grip_site[envs]].copy()
+    pts = data.site_xpos[index.grip_site[envs]]  # a gather: a new array
     pts[..., 0] -= index.origin_x[envs][:, None]
     return pts
 
 
+def _distance(offset: np.ndarray) -> np.ndarray:
+    """Euclidean length over the last axis (the same operations as ``np.linalg.norm(offset, axis=-1)``)."""
+    return np.sqrt(np.add.reduce(offset * offset, axis=-1))
+
+
 def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray):
-    """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays)."""
+    """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays, ``REWARD_TERMS``)."""
     target = center[:, TARGET]
-    reach = np.min(np.linalg.norm(grips - target[:, None], axis=-1), axis=1)
-    grasped = preds.grasped[:, :, TARGET].any(axis=1)
-    place = np.linalg.norm(target - PLACE_POINT, axis=-1)
+    reach = np.minimum.reduce(_distance(grips - target[:, None]), axis=1)
+    grasped = np.logical_or.reduce(preds.grasped[:, :, TARGET], axis=1)
+    place = _distance(target - PLACE_POINT)
     success = preds.inside_bin[:, TARGET] & ~grasped
     terms = {
         "reach": 0.25 * (1.0 - np.tanh(5.0 * reach)),
@@ -125,4 +136,4 @@ def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray)
         "success": SUCCESS_BONUS * success.astype(np.float64),
     }
     reward = terms["reach"] + terms["grasp"] + terms["place"] + terms["success"]
-    return reward.astype(np.float64), success, terms
+    return reward, success, terms

@@ -50,7 +50,7 @@ def test_reward_prefers_progress():
     rewards = []
     for pos in ((0.75, 0.3, scene.TABLE_TOP + CAN_HALF_HEIGHT), (*scene.BIN_CENTER, BIN_FLOOR_TOP + 0.2)):
         env.set_object_pose(0, 0, pos)
-        preds, center = task.evaluate_predicates(env.model, env.data, env.index, np.array([0]))
+        preds, center = task.evaluate_predicates(env.data, env.index, np.array([0]))
         grips = task.grip_points(env.data, env.index, np.array([0]))
         reward, success, _ = task.reward_and_success(preds, center, grips)
         assert not success[0]
