@@ -269,14 +269,20 @@ class PatchRegistry:
         wrapt.register_post_import_hook(on_import, patch.module)
         return PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)
 
-    def _install(self, patch: Patch, module: Any, profile: RolloutProfile) -> PatchOutcome:
-        targets = patch.describe_targets()
+    @staticmethod
+    def _detect(patch: Patch, module: Any) -> PatchOutcome | None:
+        """Feature detection: the skipped or failed outcome, or ``None`` when the patch is needed."""
         try:
             reason = patch.skip_reason(module)
         except Exception as exc:  # the upstream layout is not one we know
-            return PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", targets)
-        if reason:
-            return PatchOutcome(patch.name, SKIPPED, reason, targets)
+            return PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", patch.describe_targets())
+        return PatchOutcome(patch.name, SKIPPED, reason, patch.describe_targets()) if reason else None
+
+    def _install(self, patch: Patch, module: Any, profile: RolloutProfile) -> PatchOutcome:
+        targets = patch.describe_targets()
+        detected = self._detect(patch, module)
+        if detected is not None:
+            return detected
         ctx = PatchContext()
         try:
             patch.install(module, profile, ctx)
@@ -316,28 +322,20 @@ class PatchRegistry:
             if not patch.wanted(profile):
                 outcomes.append(PatchOutcome(patch.name, DISABLED, "not asked for by the profile", targets))
                 continue
-            if patch.module is None:
-                reason = patch.skip_reason(None)
-                state, why = (SKIPPED, reason) if reason else ("would apply", "process setting")
-                outcomes.append(PatchOutcome(patch.name, state, why, targets))
-                continue
-            try:
-                module = importlib.import_module(patch.module)
-            except ImportError as exc:
-                outcomes.append(PatchOutcome(patch.name, SKIPPED, f"cannot import {patch.module}: {exc}", targets))
-                continue
-            except Exception as exc:  # the module exists but breaks on import (e.g. CUDA-only code on a CPU)
-                outcomes.append(
-                    PatchOutcome(patch.name, FAILED, f"importing {patch.module} raised {exc!r}", targets)
-                )
-                continue
-            try:
-                reason = patch.skip_reason(module)
-            except Exception as exc:
-                outcomes.append(PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", targets))
-                continue
-            state, why = (SKIPPED, reason) if reason else ("would apply", "needed")
-            outcomes.append(PatchOutcome(patch.name, state, why, targets))
+            module = None
+            if patch.module is not None:
+                try:
+                    module = importlib.import_module(patch.module)
+                except ImportError as exc:
+                    outcomes.append(PatchOutcome(patch.name, SKIPPED, f"cannot import {patch.module}: {exc}", targets))
+                    continue
+                except Exception as exc:  # the module exists but breaks on import (e.g. CUDA-only code on a CPU)
+                    outcomes.append(
+                        PatchOutcome(patch.name, FAILED, f"importing {patch.module} raised {exc!r}", targets)
+                    )
+                    continue
+            why = "process setting" if patch.module is None else "needed"
+            outcomes.append(self._detect(patch, module) or PatchOutcome(patch.name, "would apply", why, targets))
         return PatchReport(profile, tuple(outcomes))
 
 
