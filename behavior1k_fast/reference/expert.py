@@ -33,6 +33,7 @@ def expert_actions(env: ReferenceVectorEnv, env_indices=None) -> np.ndarray:
     grips = task.grip_points(data, ix, idx)[:, 0]  # left arm
     base = data.qpos[ix.base_qpos[idx]]
     out = np.zeros((len(idx), env.action_space.shape[0]), np.float32)
+    out[:, 7:11] = env.last_actions[idx, 7:11]  # the right arm holds its action
     for row in range(len(idx)):
         target = center[row, task.TARGET]
         # Holding: the closed fingers are around the target (finger contacts flicker while lifting).
@@ -74,5 +75,4 @@ def expert_actions(env: ReferenceVectorEnv, env_indices=None) -> np.ndarray:
         left = arm_targets_to_actions(np.array([lift, extend, 0.0, 0.0]))
         left[3] = gripper
         out[row, 3:7] = np.clip(left, -1.0, 1.0)
-        out[row, 7:11] = env.last_actions[idx[row], 7:11]
     return out
