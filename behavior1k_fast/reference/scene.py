@@ -257,8 +257,7 @@ class SceneIndex:
     #: qpos address of each object's free joint (7 values from there) and its first dof [E, n].
     obj_qpos: np.ndarray
     obj_dof: np.ndarray
-    #: Body, geom ids of the movable objects [E, n].
-    obj_body: np.ndarray
+    #: Geom id of each movable object [E, n].
     obj_geom: np.ndarray
     #: Each object geom's bounding box in its own frame (``MjModel.geom_aabb``): centre, half size [E, n, 3].
     obj_aabb_center: np.ndarray
@@ -348,7 +347,6 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         arm_dof=model.jnt_dofadr[arm_j],
         obj_qpos=model.jnt_qposadr[obj_j],
         obj_dof=model.jnt_dofadr[obj_j],
-        obj_body=model.geom_bodyid[obj_geom],
         obj_geom=obj_geom,
         obj_aabb_center=model.geom_aabb[obj_geom, :3],
         obj_aabb_half=model.geom_aabb[obj_geom, 3:],

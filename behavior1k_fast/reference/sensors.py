@@ -65,7 +65,6 @@ class CameraRig:
         self._model = model
         self._index = index
         self.cameras = cameras
-        self.modalities = modalities
         self.viewport_targets = viewport_targets
         self.height, self.width = resolution
         self._passes = {PASS_OF_MODALITY[m] for m in modalities}
