@@ -26,7 +26,6 @@ class ResourceUsage:
     driver_peak_rss_mib: float
     #: GPU memory per pid (MiB) as NVML reports it, peak over the row; empty when unknown.
     gpu_mib_by_pid: dict[int, float]
-    gpu_total_mib: float | None
 
 
 def _cpu(times: Any) -> float:
@@ -63,11 +62,6 @@ class _Nvml:
                         out[p.pid] = max(out.get(p.pid, 0.0), p.usedGpuMemory / 2**20)
         return out
 
-    def total_used_mib(self) -> float | None:
-        if not self.handles:
-            return None
-        return sum(self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self.handles) / 2**20
-
 
 class ResourceMonitor:
     """Samples the process tree of this process in a thread between ``start()`` and ``stop()``."""
@@ -85,7 +79,6 @@ class ResourceMonitor:
         self._cpu_last: dict[int, float] = {}
         self._rss_peak: dict[int, float] = {}
         self._gpu_peak: dict[int, float] = {}
-        self._gpu_total_peak: float | None = None
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -111,9 +104,6 @@ class ResourceMonitor:
         for pid, mib in self._nvml.used_by_pid().items():
             if pid in self._procs:
                 self._gpu_peak[pid] = max(self._gpu_peak.get(pid, 0.0), mib)
-        total = self._nvml.total_used_mib()
-        if total is not None:
-            self._gpu_total_peak = max(self._gpu_total_peak or 0.0, total)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -141,5 +131,4 @@ class ResourceMonitor:
             worker_peak_rss_mib={pid: rss for pid, rss in self._rss_peak.items() if pid != root},
             driver_peak_rss_mib=self._rss_peak.get(root, 0.0),
             gpu_mib_by_pid=dict(self._gpu_peak),
-            gpu_total_mib=self._gpu_total_peak,
         )

@@ -73,8 +73,7 @@ def test_omnigibson_needs_an_env_config(tmp_path):
 
 
 def _fake_usage():
-    return ResourceUsage(cpu_seconds=1.0, worker_peak_rss_mib={}, driver_peak_rss_mib=100.0, gpu_mib_by_pid={},
-                         gpu_total_mib=None)
+    return ResourceUsage(cpu_seconds=1.0, worker_peak_rss_mib={}, driver_peak_rss_mib=100.0, gpu_mib_by_pid={})
 
 
 def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
