@@ -136,7 +136,7 @@ def record(
 
     ``actions=None`` draws them with :func:`random_chunks` from the backend's action space and ``seed``.
     """
-    from .rollout.chunk import step_chunk
+    from .rollout.chunk import stack_obs, step_chunk
 
     backend = factory(num_envs, seed, profile)
     if wrap is not None:
@@ -146,7 +146,7 @@ def record(
             actions = random_chunks(backend.action_space, chunks, num_envs, profile.chunk_size, seed)
         traj = Trajectory()
         obs, _ = backend.reset()
-        traj.obs.append({k: np.stack([o[k] for o in obs]) for k in obs[0]})
+        traj.obs.append(stack_obs(obs, list(obs[0])))
         for c in range(chunks):
             res = step_chunk(backend, actions[c], skip_intermediate_obs=profile.skip_intermediate_obs)
             traj.rewards.append(res.rewards)
