@@ -68,10 +68,10 @@ class CameraRig:
         self.viewport_targets = viewport_targets
         self.height, self.width = resolution
         self._passes = {PASS_OF_MODALITY[m] for m in modalities}
-        self.frames = {
-            m: np.zeros((index.num_envs, len(cameras)) + image_spec(m, *resolution)[0], image_spec(m, *resolution)[1])
-            for m in modalities
-        }
+        self.frames = {}
+        for m in modalities:
+            shape, dtype = image_spec(m, *resolution)
+            self.frames[m] = np.zeros((index.num_envs, len(cameras)) + shape, dtype)
         self._renderer: mujoco.Renderer | None = None
         self._gl_pid: int | None = None
         self._depth = np.empty(resolution, np.float32)
