@@ -283,14 +283,14 @@ CTRL_PER_ENV = 3 + 5 * len(ARMS)
 
 def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int) -> SceneIndex:
     """Look up every address the env needs by name."""
-    def jid(name: str) -> int:
-        return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
-
     def oid(kind: "mujoco.mjtObj", name: str) -> int:
         i = mujoco.mj_name2id(model, kind, name)
         if i < 0:
             raise KeyError(f"scene has no {kind.name} named {name!r}")
         return i
+
+    def jid(name: str) -> int:
+        return oid(mujoco.mjtObj.mjOBJ_JOINT, name)
 
     n = config.num_objects
     arm_joints = ("lift", "extend", "wrist_yaw", "finger0", "finger1")
