@@ -84,6 +84,13 @@ def arm_targets_to_actions(targets: np.ndarray) -> np.ndarray:
     return 2.0 * (targets - _ARM_LOW) / _ARM_SPAN - 1.0
 
 
+#: Reset state: the arm joints (lift, extension, wrist yaw, both fingers) and the action that holds it.
+_ARM_HOME_QPOS = np.concatenate([_ARM_HOME, _ARM_HOME[3:]])
+_HOME_ACTION = np.concatenate([np.zeros(3), np.tile(arm_targets_to_actions(_ARM_HOME), len(scene.ARMS))]).astype(
+    np.float32
+)
+
+
 class ReferenceVectorEnv:
     """``num_envs`` BEHAVIOR-shaped pick-and-place envs sharing one MuJoCo model (a ``VectorBackend``).
 
@@ -307,11 +314,10 @@ class ReferenceVectorEnv:
     def _set_initial_state(self, idx: np.ndarray) -> None:
         """Episode start of the selected envs: robot at home, objects on random table cells."""
         d, ix = self.data, self.index
-        home = np.concatenate([np.zeros(3), np.tile(arm_targets_to_actions(_ARM_HOME), len(scene.ARMS))])
         for e in idx:
             rng = np.random.default_rng([self.seed, int(e), int(self._reset_count[e])])
             d.qpos[ix.base_qpos[e]] = rng.uniform([-0.05, -0.05, -0.1], [0.05, 0.05, 0.1])
-            d.qpos[ix.arm_qpos[e]] = np.concatenate([_ARM_HOME, _ARM_HOME[3:]])
+            d.qpos[ix.arm_qpos[e]] = _ARM_HOME_QPOS
             cells = self._cells[rng.choice(len(self._cells), self.config.num_objects, replace=False)]
             xy = cells + rng.uniform(-0.01, 0.01, cells.shape)
             yaw = rng.uniform(-np.pi, np.pi, len(cells))
@@ -322,7 +328,7 @@ class ReferenceVectorEnv:
             d.qacc_warmstart[self._env_dofs[e]] = 0.0
             self._reset_count[e] += 1
         self._episode_step[idx] = 0
-        self._apply_actions(idx, np.tile(home, (len(idx), 1)).astype(np.float32))
+        self._apply_actions(idx, np.tile(_HOME_ACTION, (len(idx), 1)))
         mujoco.mj_forward(self.model, self.data)
 
     def _render(self, idx: np.ndarray) -> None:
