@@ -319,6 +319,7 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     """
     import torch
 
+    from ..rollout.chunk import stack_obs
     from .backends import isolate_sides, run_with_profile
     from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
 
@@ -330,7 +331,7 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     obs, obs_space, act_space = run_with_profile(isolate_sides(config.backend), backend_spaces, profile, factory,
                                                  config.seed)
     stage_batch = profile.total_num_envs // profile.pipeline_stages
-    batch = {key: np.stack([obs[i % len(obs)][key] for i in range(stage_batch)]) for key in obs[0]}
+    batch = stack_obs([obs[i % len(obs)] for i in range(stage_batch)], list(obs[0]))
     policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,
                          seed=config.seed, denoise_steps=1)
     env_ms = None
