@@ -39,19 +39,11 @@ def _flat_items(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, An
 
 
 def flat_observation_space(space: Any) -> Any:
-    """A nested gymnasium ``Dict`` observation space as a one-level ``Dict`` keyed ``a::b::c``."""
+    """A nested gymnasium ``Dict`` observation space as a one-level ``Dict`` keyed ``a::b::c`` (a gymnasium
+    ``Dict`` is a ``Mapping``: the keys are those :func:`flat_observation` gives)."""
     import gymnasium as gym
 
-    def leaves(sp: Any, prefix: str) -> list[tuple[str, Any]]:
-        if not isinstance(sp, gym.spaces.Dict):
-            return [(prefix, sp)]
-        return [
-            leaf
-            for key, sub in sp.spaces.items()
-            for leaf in leaves(sub, f"{prefix}{SEPARATOR}{key}" if prefix else key)
-        ]
-
-    return gym.spaces.Dict(dict(leaves(space, "")))
+    return gym.spaces.Dict(dict(_flat_items(space)))
 
 
 def flat_observation(obs: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:
