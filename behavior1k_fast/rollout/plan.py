@@ -97,7 +97,3 @@ class PartitionPlan:
     def stage_envs(self, stage: int) -> np.ndarray:
         """Global env ids of ``stage`` in batch order."""
         return np.array([g for s in self.stage_slices(stage) for g in s.global_envs], dtype=np.int64)
-
-    def worker_envs(self, worker: int) -> np.ndarray:
-        """Global env ids held by ``worker``."""
-        return np.arange(worker * self.envs_per_process, (worker + 1) * self.envs_per_process)
