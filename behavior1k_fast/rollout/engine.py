@@ -211,7 +211,7 @@ class RolloutEngine:
 
     def stage_obs(self, stage: int) -> dict[str, np.ndarray]:
         """The latest boundary observations of ``stage``: key -> [stage_size, ...]."""
-        self._check_stage(stage)
+        self.plan.check_stage(stage)
         if self._stage_obs[stage] is None:
             raise RuntimeError("call reset() before reading observations")
         return self._stage_obs[stage]
@@ -248,7 +248,7 @@ class RolloutEngine:
     def submit(self, stage: int, actions: np.ndarray) -> None:
         """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once."""
         self._check_open()
-        self._check_stage(stage)
+        self.plan.check_stage(stage)
         if self._in_flight[stage]:
             raise RuntimeError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
         actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size)
@@ -263,7 +263,7 @@ class RolloutEngine:
     def collect(self, stage: int) -> ChunkResult:
         """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global."""
         self._check_open()
-        self._check_stage(stage)
+        self.plan.check_stage(stage)
         if not self._in_flight[stage]:
             raise RuntimeError(f"stage {stage} has no chunk in flight; submit() one first")
         start = time.perf_counter()
@@ -399,10 +399,6 @@ class RolloutEngine:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the rollout engine is closed")
-
-    def _check_stage(self, stage: int) -> None:
-        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < self.plan.stages:
-            raise ValueError(f"stage must be an int in [0, {self.plan.stages}), got {stage!r}")
 
     def close(self) -> None:
         """Stop every worker and free the shared memory. Idempotent."""

@@ -79,10 +79,14 @@ class PartitionPlan:
         """Stages that share one process's physics (the K each backend is built for)."""
         return self.stages if self.mode == "hybrid" else 1
 
-    def stage_slices(self, stage: int) -> tuple[StageSlice, ...]:
-        """The per-worker slices of ``stage``, in global env order."""
+    def check_stage(self, stage: Any) -> None:
+        """ValueError unless ``stage`` is an int in ``[0, stages)``."""
         if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < self.stages:
             raise ValueError(f"stage must be an int in [0, {self.stages}), got {stage!r}")
+
+    def stage_slices(self, stage: int) -> tuple[StageSlice, ...]:
+        """The per-worker slices of ``stage``, in global env order."""
+        self.check_stage(stage)
         e = self.envs_per_process
         if self.mode == "hybrid":
             width = e // self.stages
