@@ -13,7 +13,6 @@ frequencies for the profile's stage count, switches automatic reset off (the eng
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 from dataclasses import dataclass
@@ -133,7 +132,7 @@ class OmniGibsonBackendFactory:
 
     def build_config(self, profile: RolloutProfile) -> dict:
         """The env config the worker builds: slimmed, rescaled for ``profile.pipeline_stages``, no auto-reset."""
-        config = copy.deepcopy(dict(self.config))
+        config = dict(self.config)  # slim_config and rescale_env_config return deep copies
         if profile.obs_modalities is not None:
             config = slim_config(config, profile.obs_modalities).config
         config, _ = rescale_env_config(config, profile.pipeline_stages, profile.physics_rescale, self.headless)
