@@ -20,7 +20,7 @@ import subprocess
 import sys
 from typing import Any
 
-from .patching import DISABLED, FAILED, SKIPPED, PatchRegistry, default_registry
+from .patching import FAILED, SKIPPED, PatchRegistry, default_registry
 from .profile import RolloutProfile
 
 #: Distributions whose versions are reported (``None`` when not installed).
@@ -71,15 +71,14 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
     registry = default_registry()
     if omnigibson["imported"]:
         planned = registry.plan(profile)
-    else:  # only process settings can be planned; nothing may try to import omnigibson again
-        planned = PatchRegistry([p for p in registry.patches if p.module is None]).plan(profile)
+    else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
+        offline = [p for p in registry.patches if p.module is None or not p.wanted(profile)]
+        planned = PatchRegistry(offline).plan(profile)
     outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
     rows = []
     for patch in registry.patches:
         if patch.name in outcomes:
             state, reason = outcomes[patch.name]
-        elif not patch.wanted(profile):
-            state, reason = DISABLED, "not asked for by the profile"
         elif omnigibson["installed"]:
             state, reason = FAILED, f"omnigibson does not import: {omnigibson['error']}"
         else:
