@@ -14,10 +14,11 @@ seconds per own action (from the backends' clocks) and the hold steps per round.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -380,21 +381,14 @@ class RolloutEngine:
                 offset += len(s.local_envs)
             self._stage_obs[k] = batch
 
-    class _Guarded:
-        def __init__(self, engine: "RolloutEngine"):
-            self.engine = engine
-
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-            if exc_type is not None and issubclass(exc_type, (WorkerError, WorkerDiedError, TimeoutError)):
-                self.engine.close()
-            return False
-
-    def _guard(self) -> "_Guarded":
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
         """Close the engine when a worker fails, dies or times out (state of its envs unknown)."""
-        return RolloutEngine._Guarded(self)
+        try:
+            yield
+        except (WorkerError, WorkerDiedError, TimeoutError):
+            self.close()
+            raise
 
     def _check_open(self) -> None:
         if self._closed:
