@@ -29,7 +29,7 @@ from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .executors import ProcessExecutor, make_executor
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
-from .worker import WorkerDiedError, WorkerError, WorkerSpec
+from .worker import WorkerDiedError, WorkerError, WorkerSpec, check_timeout
 
 
 @dataclass
@@ -167,8 +167,7 @@ class RolloutEngine:
                 raise TypeError(f"{name} must be a bool, got {value!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        timeout_s = check_timeout(timeout_s)
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         self.chunk_size = self.profile.chunk_size
@@ -179,7 +178,7 @@ class RolloutEngine:
             for w in range(self.plan.num_processes)
         ]
         self._closed = True
-        self._executor = make_executor(executor, specs, float(timeout_s), restart_workers, ray_actor_options)
+        self._executor = make_executor(executor, specs, timeout_s, restart_workers, ray_actor_options)
         self.observation_space, self.action_space = self._executor.start()
         self._closed = False
         self.action_dim = int(np.prod(self.action_space.shape))

@@ -20,6 +20,7 @@ from .worker import (
     ProcessDied,
     WorkerDiedError,
     WorkerError,
+    check_timeout,
     error_reply,
     stop_processes,
     wait_reply,
@@ -77,9 +78,7 @@ class PolicyProcess:
     def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float = 300.0):
         if not callable(policy_factory):
             raise TypeError(f"policy_factory must be a callable returning a policy, got {policy_factory!r}")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = check_timeout(timeout_s)
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(

@@ -82,6 +82,13 @@ class ProcessDied(Exception):
     """Raised by :func:`wait_reply` when the process exited before it replied; ``str`` says how."""
 
 
+def check_timeout(timeout_s: Any) -> float:
+    """Validated ``timeout_s``: a positive number of seconds (the longest wait on one reply)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    return float(timeout_s)
+
+
 def wait_reply(conn: Any, proc: Any, timeout_s: float, what: str) -> tuple:
     """The next reply on ``conn`` from process ``proc``; its death is seen at once through its sentinel.
 
