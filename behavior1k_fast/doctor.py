@@ -25,8 +25,8 @@ from .profile import RolloutProfile
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
-#: Environment variables that size thread pools.
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PXR_WORK_THREAD_LIMIT")
+#: USD's thread-pool cap, reported after the intra-op pool variables the ``intra_op_threads`` patch sets.
+USD_THREAD_ENV_VAR = "PXR_WORK_THREAD_LIMIT"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -96,13 +96,13 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
-    from .omnigibson.runtime import kit_thread_args
+    from .omnigibson.runtime import INTRA_OP_ENV_VARS, kit_thread_args
 
     torch = sys.modules.get("torch")
     return {
         "kit_args": kit_thread_args(profile),
         "intra_op_threads": profile.intra_op_threads,
-        "env": {var: os.environ.get(var) for var in THREAD_ENV_VARS},
+        "env": {var: os.environ.get(var) for var in (*INTRA_OP_ENV_VARS, USD_THREAD_ENV_VAR)},
         "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
     }
 
