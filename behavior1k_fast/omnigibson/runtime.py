@@ -144,6 +144,11 @@ class IntraOpThreadsPatch(Patch):
             ctx.on_undo(lambda: torch.set_num_threads(previous))
 
 
+def _numba_cache_dir(profile: RolloutProfile) -> str:
+    """The profile's ``numba_cache_dir`` as an absolute path (``~`` expanded)."""
+    return os.path.abspath(os.path.expanduser(profile.numba_cache_dir))
+
+
 def _writable_dir(path: str) -> str:
     """``path`` created if needed and checked writable; ValueError naming ``numba_cache_dir`` otherwise."""
     try:
@@ -170,7 +175,7 @@ class NumbaCacheDirPatch(Patch):
         return f"{' and '.join(missing)} not installed: no numba kernels to cache" if missing else None
 
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        path = _writable_dir(os.path.abspath(os.path.expanduser(profile.numba_cache_dir)))
+        path = _writable_dir(_numba_cache_dir(profile))
         ctx.set_env("NUMBA_CACHE_DIR", path)
         for name in NUMBA_PRELOAD:
             importlib.import_module(name)
@@ -205,9 +210,7 @@ class NumbaKernelCachePatch(Patch):
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
         from numba.core import config
 
-        if os.path.abspath(config.CACHE_DIR or "") != os.path.abspath(
-            os.path.expanduser(profile.numba_cache_dir)
-        ):
+        if os.path.abspath(config.CACHE_DIR or "") != _numba_cache_dir(profile):
             raise RuntimeError("the numba_cache_dir patch must be applied before the kernel cache patches")
         for target in self.targets:
             kernel = getattr(module, target)
