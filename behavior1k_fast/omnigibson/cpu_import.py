@@ -81,12 +81,6 @@ def install() -> None:
             sys.meta_path.insert(0, RemapperOnCpuFinder())
 
 
-def uninstall() -> None:
-    """Remove the finder (an already imported ``vision_utils`` keeps its CPU ``Remapper``)."""
-    with _lock:
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, RemapperOnCpuFinder)]
-
-
 def import_omnigibson():
     """``import omnigibson`` on this machine: installs the hook first when CUDA is absent. Returns the module."""
     if needed():
