@@ -82,6 +82,13 @@ class Executor(abc.ABC):
     def _receive(self, worker: int, command: str) -> tuple:
         """The oldest unread reply; WorkerDiedError if the worker died, TimeoutError after ``timeout_s``."""
 
+    def _receive_ok(self, worker: int, command: str) -> Any:
+        """The payload of the oldest unread reply; :class:`WorkerError` if the worker answered an error."""
+        status, payload, *_ = self._receive(worker, command)
+        if status == "error":
+            raise WorkerError(worker, payload)
+        return payload
+
     @abc.abstractmethod
     def _read_obs(
         self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
@@ -162,10 +169,7 @@ class Executor(abc.ABC):
         spec = self.specs[worker]
         rows = tuple(range(spec.num_envs))
         self._send(worker, "reset", rows)
-        status, payload, *_ = self._receive(worker, "reset")
-        if status == "error":
-            raise WorkerError(worker, payload)
-        infos, obs = payload
+        infos, obs = self._receive_ok(worker, "reset")
         obs = obs if obs is not None else self._read_obs(worker, rows)
         self._fresh[worker] = obs
         for entry in self._pending[worker]:
@@ -230,20 +234,16 @@ class ProcessExecutor(Executor):
         self._state["conns"][worker] = parent
 
     def _await_init(self, worker: int) -> tuple[Any, Any]:
-        status, payload, *_ = self._receive(worker, "init")
-        if status == "error":
-            raise WorkerError(worker, payload)
+        observation_space, action_space = self._receive_ok(worker, "init")
         spec = self.specs[worker]
         if self._state["buffers"][worker] is None:
-            space = action_buffer_space(payload[1], spec.profile["chunk_size"])
-            self._state["buffers"][worker] = SharedBuffers.create(payload[0], spec.num_envs)
+            space = action_buffer_space(action_space, spec.profile["chunk_size"])
+            self._state["buffers"][worker] = SharedBuffers.create(observation_space, spec.num_envs)
             self._state["action_buffers"][worker] = SharedBuffers.create(space, spec.num_envs)
         specs = (self._state["buffers"][worker].spec, self._state["action_buffers"][worker].spec)
         self._send(worker, "attach", specs)
-        status, info, *_ = self._receive(worker, "attach")
-        if status == "error":
-            raise WorkerError(worker, info)
-        return payload
+        self._receive_ok(worker, "attach")
+        return observation_space, action_space
 
     def _send(self, worker: int, command: str, args: Any) -> None:
         if command == "chunk":  # actions through shared memory: the pipe message stays small
@@ -338,10 +338,7 @@ class RayExecutor(Executor):
         self._refs[worker] = deque([actor.init.remote()])
 
     def _await_init(self, worker: int) -> tuple[Any, Any]:
-        status, payload, *_ = self._receive(worker, "init")
-        if status == "error":
-            raise WorkerError(worker, payload)
-        return payload
+        return self._receive_ok(worker, "init")
 
     def _send(self, worker: int, command: str, args: Any) -> None:
         self._refs[worker].append(self._actors[worker].call.remote(command, args))
