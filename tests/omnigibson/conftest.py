@@ -355,13 +355,9 @@ def recording():
     return types.SimpleNamespace(Harness=Harness, instrument=instrument)
 
 
-def profile(**knobs):
-    from behavior1k_fast.profile import RolloutProfile
-
-    return RolloutProfile(**knobs)
-
-
 @pytest.fixture
 def fast_profile(tmp_path):
-    return profile(numba_cache_dir=str(tmp_path / "numba"))
+    from behavior1k_fast.profile import RolloutProfile
+
+    return RolloutProfile(numba_cache_dir=str(tmp_path / "numba"))
 

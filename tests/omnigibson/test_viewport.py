@@ -6,6 +6,7 @@ and the USD prim parent (``BaseSensor._post_load``, ``set_attribute``)."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import sys
 import types
@@ -225,8 +226,8 @@ def test_pr_2117_layout_is_skipped_with_reason(og, tmp_path, monkeypatch):
     )
     path = tmp_path / "vision_sensor_2117.py"
     path.write_text(source)
-    spec = __import__("importlib.util").util.spec_from_file_location("vision_sensor_2117", path)
-    module = __import__("importlib.util").util.module_from_spec(spec)
+    spec = importlib.util.spec_from_file_location("vision_sensor_2117", path)
+    module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     reason = HeadlessViewportPatch().skip_reason(module)
     assert reason and "PR #2117" in reason
