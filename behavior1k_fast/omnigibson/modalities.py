@@ -63,10 +63,9 @@ def slim_config(config: Mapping[str, Any], obs_modalities: Sequence[str] = ("rgb
             if "modalities" not in sensor_cfg:
                 continue
             have = _modality_set(sensor_cfg["modalities"])
-            if have - set(wanted):
-                removed.append(
-                    f"robots[{i}].sensor_config.{sensor_cls}.modalities: {', '.join(sorted(have - set(wanted)))}"
-                )
+            dropped = have - set(wanted)
+            if dropped:
+                removed.append(f"robots[{i}].sensor_config.{sensor_cls}.modalities: {', '.join(sorted(dropped))}")
             sensor_cfg["modalities"] = [m for m in wanted if m in have]
     env = out.get("env") or {}
     if env.get("external_sensors"):
