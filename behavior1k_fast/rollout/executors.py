@@ -60,8 +60,6 @@ class Executor(abc.ABC):
         self.timeout_s = timeout_s
         self.restart_workers = restart_workers
         self._pending: list[deque[_Pending]] = [deque() for _ in self.specs]
-        self.observation_space: Any = None
-        self.action_space: Any = None
         self.restarts = 0
         self._fresh: dict[int, dict[str, np.ndarray]] = {}  # worker -> reset obs of all its envs
 
@@ -113,7 +111,6 @@ class Executor(abc.ABC):
         except BaseException:
             self.close()
             raise
-        self.observation_space, self.action_space = spaces[0]
         return spaces[0]
 
     def submit(self, worker: int, command: str, args: Any, rows: Sequence[int]) -> None:
