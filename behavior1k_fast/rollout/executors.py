@@ -30,7 +30,9 @@ from .worker import (
     WorkerDiedError,
     WorkerError,
     WorkerSpec,
+    error_reply,
     process_worker_main,
+    start_worker,
     stop_processes,
     wait_reply,
 )
@@ -292,8 +294,6 @@ class RayEnvHost:
         self.worker = None
 
     def init(self) -> tuple:
-        from .worker import error_reply, start_worker
-
         try:
             self.worker = start_worker(self.spec)
         except Exception as exc:
