@@ -227,21 +227,19 @@ class RolloutEngine:
         e = self.plan.envs_per_process
         if env_ids is None:
             ids = np.arange(self.num_envs)
-            self._stage_obs = [
-                {k: np.empty((self.plan.stage_size, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
-                for _ in range(self.plan.stages)
-            ]
+            self._stage_obs = [self._new_batch() for _ in range(self.plan.stages)]
         else:
             ids = np.sort(check_env_indices(env_ids, self.num_envs))
             if any(o is None for o in self._stage_obs):
                 raise RuntimeError("reset() every env once before resetting a subset with env_ids")
+            self._copy_batches(range(self.plan.stages))
         rows = {int(w): (ids[ids // e == w] % e).tolist() for w in np.unique(ids // e)}
         with self._guard():
             for w, local in rows.items():
                 self._executor.submit(w, "reset", local, local)
             for w, local in rows.items():
                 obs = self._executor.collect(w)[1]
-                self._store_worker_obs(w, local, obs, range(self.plan.stages), copy=env_ids is not None)
+                self._store_worker_obs(w, local, obs, range(self.plan.stages))
             self._executor.pop_restarts()
         return list(self._stage_obs)
 
@@ -267,7 +265,7 @@ class RolloutEngine:
         if not self._in_flight[stage]:
             raise RuntimeError(f"stage {stage} has no chunk in flight; submit() one first")
         start = time.perf_counter()
-        batch = {k: np.empty((self.plan.stage_size, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
+        batch = self._new_batch()
         with self._guard():
             parts, offset = [], 0
             for s in self.plan.stage_slices(stage):
@@ -355,30 +353,34 @@ class RolloutEngine:
                                    argname=f"policy output for stage {stage}")
 
     # --- lifecycle ----------------------------------------------------------------------------
+    def _new_batch(self) -> dict[str, np.ndarray]:
+        """An empty observation batch of one stage: key -> [stage_size, ...]."""
+        n = self.plan.stage_size
+        return {k: np.empty((n, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
+
+    def _copy_batches(self, stages: Any) -> None:
+        """Replace the batches of ``stages`` by copies before writing into them, so that observations
+        already handed out (results, :meth:`reset` returns) never change."""
+        for k in stages:
+            self._stage_obs[k] = {key: arr.copy() for key, arr in self._stage_obs[k].items()}
+
     def _refresh_restarted(self) -> None:
         """Envs of a respawned worker were reset: update the observations of stages not in flight."""
+        fresh = self._executor.pop_restarts()
+        if not fresh:
+            return
         idle = [k for k in range(self.plan.stages) if not self._in_flight[k] and self._stage_obs[k] is not None]
-        for worker, obs in self._executor.pop_restarts().items():
-            self._store_worker_obs(worker, list(range(self.plan.envs_per_process)), obs, idle)
+        self._copy_batches(idle)
+        for worker, obs in fresh.items():
+            self._store_worker_obs(worker, range(self.plan.envs_per_process), obs, idle)
 
-    def _store_worker_obs(
-        self, worker: int, local: list[int], obs: dict[str, np.ndarray], stages: Any, copy: bool = True
-    ) -> None:
-        """Write the observations of ``worker``'s envs ``local`` (rows of ``obs``) into the stage batches.
-
-        With ``copy`` the batches are copied first, so results already handed out never change."""
-        row_of = {env: i for i, env in enumerate(local)}
+    def _store_worker_obs(self, worker: int, local: Sequence[int], obs: dict[str, np.ndarray], stages: Any) -> None:
+        """Write the observations of ``worker``'s envs ``local`` (rows of ``obs``) into the batches of ``stages``."""
+        ids = worker * self.plan.envs_per_process + np.asarray(local)
         for k in stages:
-            batch = {key: arr.copy() if copy else arr for key, arr in self._stage_obs[k].items()}
-            offset = 0
-            for s in self.plan.stage_slices(k):
-                if s.worker == worker:
-                    for j, env in enumerate(s.local_envs):
-                        if env in row_of:
-                            for key, arr in batch.items():
-                                arr[offset + j] = obs[key][row_of[env]]
-                offset += len(s.local_envs)
-            self._stage_obs[k] = batch
+            batch_rows, obs_rows = np.nonzero(self.plan.stage_envs(k)[:, None] == ids)
+            for key, arr in self._stage_obs[k].items():
+                arr[batch_rows] = obs[key][obs_rows]
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
