@@ -108,8 +108,7 @@ class _Accounting:
 
     def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float) -> RolloutStats:
         worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_action = np.where(self.own > 0, self.worker_sim[worker] / np.maximum(self.own, 1), np.nan)
+        per_action = np.where(self.own > 0, self.worker_sim[worker] / np.maximum(self.own, 1), np.nan)
         profiler = get_profiler()
         return RolloutStats(
             rounds=rounds,
