@@ -13,7 +13,8 @@ import types
 
 import pytest
 
-from behavior1k_fast.patching import APPLIED, SKIPPED
+from behavior1k_fast.patching import APPLIED, SKIPPED, PatchRegistry
+from behavior1k_fast.profile import RolloutProfile
 
 
 class Recorder:
@@ -288,4 +289,7 @@ def test_viewer_camera_patch_skips_when_upstream_default_is_off(og, monkeypatch)
 
     monkeypatch.setitem(gm, "RENDER_VIEWER_CAMERA", False)
     assert "RENDER_VIEWER_CAMERA is False" in ViewerCameraOffPatch().skip_reason(simulator)
-    assert SKIPPED == "skipped"
+    launch_app = simulator.__dict__["_launch_app"]
+    report = PatchRegistry([ViewerCameraOffPatch()]).apply(RolloutProfile())
+    assert report["viewer_camera_off"].state == SKIPPED
+    assert simulator.__dict__["_launch_app"] is launch_app
