@@ -235,7 +235,7 @@ class RolloutEngine:
         rows = {int(w): (ids[ids // e == w] % e).tolist() for w in np.unique(ids // e)}
         with self._guard():
             for w, local in rows.items():
-                self._executor.submit(w, "reset", local, local)
+                self._executor.submit(w, "reset", local)
             for w, local in rows.items():
                 obs = self._executor.collect(w)[1]
                 self._store_worker_obs(w, local, obs, range(self.plan.stages))
@@ -254,7 +254,7 @@ class RolloutEngine:
             for s in self.plan.stage_slices(stage):
                 part = actions[offset : offset + len(s.local_envs)]
                 offset += len(s.local_envs)
-                self._executor.submit(s.worker, "chunk", (s.local_envs, part), s.local_envs)
+                self._executor.submit(s.worker, "chunk", (s.local_envs, part))
         self._in_flight[stage] = True
 
     def collect(self, stage: int) -> ChunkResult:

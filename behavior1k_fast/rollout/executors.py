@@ -115,11 +115,11 @@ class Executor(abc.ABC):
             raise
         return spaces[0]
 
-    def submit(self, worker: int, command: str, args: Any, rows: Sequence[int]) -> None:
-        """Queue ``command`` on ``worker``; ``rows`` are the local envs it concerns."""
+    def submit(self, worker: int, command: str, args: Any) -> None:
+        """Queue ``command`` on ``worker``: ``("reset", local_envs)`` or ``("chunk", (local_envs, actions))``."""
         with get_profiler().section(IPC, worker=worker, command=command):
             self._send(worker, command, args)
-        steps = args[1].shape[1] if command == "chunk" else 0
+        rows, steps = (args[0], args[1].shape[1]) if command == "chunk" else (args, 0)
         self._pending[worker].append(_Pending(command, tuple(rows), steps))
 
     def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
