@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 here = Path(__file__).parent
 version = {}
-for line in (here / "behavior1k_fast" / "__init__.py").read_text().splitlines():
+for line in (here / "behavior1k_fast" / "core" / "__init__.py").read_text().splitlines():
     if line.startswith("__version__"):
         version["v"] = line.split("=")[1].strip().strip('"')
 
@@ -52,7 +52,7 @@ setup(
         "ray": ["ray[default]>=2.9"],
         "test": ["pytest>=7", "numba>=0.59", "ray[default]>=2.9", *OMNIGIBSON_IMPORT],
     },
-    entry_points={"console_scripts": ["behavior1k-fast=behavior1k_fast.cli:main"]},
+    entry_points={"console_scripts": ["behavior1k-fast=behavior1k_fast.tools.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",

@@ -3,11 +3,16 @@
 ``import behavior1k_fast; behavior1k_fast.apply()`` before creating OmniGibson envs installs the runtime
 patch set chosen by a :class:`RolloutProfile` (the fast path by default). Importing this package is light:
 it imports no simulator, no torch, no Ray and no MuJoCo.
+
+Layers, each importing only those below it (``docs/ARCHITECTURE.md``): ``core`` (profile, frequencies,
+tracing, backend contract, argument checks) < ``patching`` < ``backends`` < ``rollout`` < ``tools``.
+``behavior1k_fast.reference`` and ``behavior1k_fast.omnigibson`` are the public faces of code that lives in
+those layers.
 """
 
-from .patching import PatchError, PatchReport, apply, revert, status
-from .profile import RolloutProfile
-
-__version__ = "0.1.0"
+from .core import __version__
+from .core.profile import RolloutProfile
+from .patching.omnigibson import apply, revert, status
+from .patching.registry import PatchError, PatchReport
 
 __all__ = ["apply", "revert", "status", "RolloutProfile", "PatchReport", "PatchError", "__version__"]

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.profiling import STAGES, get_profiler
-from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.reference.expert import expert_actions
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.core.tracing import STAGES, get_profiler
+from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
+from behavior1k_fast.backends.reference.expert import expert_actions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

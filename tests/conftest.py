@@ -7,7 +7,7 @@ import pytest
 def no_leaked_process_patches():
     """A test must leave the process-wide patch set as it found it: a leaked profile patches every
     module imported later in the session (post-import hooks) and changes what other tests see."""
-    from behavior1k_fast import patching
+    from behavior1k_fast.patching import omnigibson as patching
 
     before = patching.active_profile()
     yield

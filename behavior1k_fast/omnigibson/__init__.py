@@ -1,22 +1,32 @@
-"""Runtime patches for OmniGibson, one module per upstream area. Importing this imports no simulator.
+"""Public face of everything OmniGibson-specific; the code lives in two layers:
 
-``PATCHES`` is the patch set in application order: process settings first (they must precede the
-simulator import), then class and function patches, then the changes around the Kit app launch.
+- ``behavior1k_fast.patching.omnigibson``: the runtime patches (``PATCHES``) and the CPU import hook;
+- ``behavior1k_fast.backends.omnigibson``: the backend adapter and its factory, ``slim_config``,
+  ``audit_annotators`` and ``rescale_env_config``.
+
+Importing this package imports no simulator.
 """
 
-from . import modalities, runtime, stepping, viewport
-
-PATCHES: tuple = (
-    runtime.IntraOpThreadsPatch(),
-    runtime.NumbaCacheDirPatch(),
-    *runtime.KERNEL_CACHE_PATCHES,
-    viewport.HeadlessViewportPatch(),
-    modalities.CameraParametersPatch(),
-    stepping.EnvironmentStepPatch(),
-    stepping.VectorEnvironmentStepPatch(),
-    stepping.EnvironmentWrapperForwardingPatch(),
-    viewport.ViewerCameraOffPatch(),
-    runtime.KitThreadCapsPatch(),
-    runtime.GcAfterLaunchPatch(),
-    runtime.TextureStreamingBudgetPatch(),
+from ..backends.omnigibson.backend import OmniGibsonBackend, OmniGibsonBackendFactory
+from ..backends.omnigibson.config import (
+    AttachedAnnotator,
+    SlimConfig,
+    audit_annotators,
+    env_frequencies,
+    rescale_env_config,
+    slim_config,
 )
+from ..patching.omnigibson import PATCHES, cpu_import
+
+__all__ = [
+    "PATCHES",
+    "cpu_import",
+    "OmniGibsonBackend",
+    "OmniGibsonBackendFactory",
+    "SlimConfig",
+    "slim_config",
+    "AttachedAnnotator",
+    "audit_annotators",
+    "env_frequencies",
+    "rescale_env_config",
+]

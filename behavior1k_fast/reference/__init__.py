@@ -1,27 +1,17 @@
-"""The embedded reference simulator: a BEHAVIOR-shaped pick-and-place scene on MuJoCo.
+"""Public face of the embedded reference simulator; the code lives in ``behavior1k_fast.backends.reference``.
 
-``ReferenceVectorEnv`` implements the backend contract (``behavior1k_fast.backend``) for E envs that share
-one MjModel/MjData; ``ReferenceFactory`` builds it in worker processes; ``ReferenceConfig`` describes the
-scene. Importing this package imports MuJoCo: ``MUJOCO_GL`` is respected, and defaults to ``egl`` (Mesa's
-software EGL on CPU machines, NVIDIA's on GPU machines) or to ``osmesa`` where no EGL library exists.
+Importing this package imports MuJoCo.
 """
 
-import ctypes.util
-import os
-import sys
-
-
-def _default_gl_backend() -> str:
-    if ctypes.util.find_library("EGL") is None and ctypes.util.find_library("OSMesa") is not None:
-        return "osmesa"
-    return "egl"
-
-
-if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules:
-    os.environ["MUJOCO_GL"] = _default_gl_backend()
-
-from .config import CAMERAS, SUPPORTED_VISION_MODALITIES, ReferenceConfig  # noqa: E402
-from .env import ACTION_DIM, STOCK_COSTS, ReferenceFactory, ReferenceVectorEnv  # noqa: E402
+from ..backends.reference import (
+    ACTION_DIM,
+    CAMERAS,
+    STOCK_COSTS,
+    SUPPORTED_VISION_MODALITIES,
+    ReferenceConfig,
+    ReferenceFactory,
+    ReferenceVectorEnv,
+)
 
 __all__ = [
     "ReferenceConfig",

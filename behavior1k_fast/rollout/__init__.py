@@ -1,6 +1,6 @@
 """Rollout engine: chunk stepping, partition plan, env workers (processes, Ray), pipeline driver.
 
-Depends only on the backend contract (``behavior1k_fast.backend``), never on a concrete backend.
+Depends only on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend.
 """
 
 from .chunk import ChunkResult, check_chunk_actions, step_chunk

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backend import VectorBackend, check_actions, check_env_indices
+from ..core.contract import VectorBackend, check_actions, check_env_indices
 
 
 @dataclass

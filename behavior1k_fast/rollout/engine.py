@@ -3,7 +3,7 @@
 ``RolloutEngine(factory, profile)`` starts P env workers (processes or Ray actors) of E envs each, groups
 their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them chunk by chunk. Each worker's
 backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in hybrid
-partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.timing``).
+partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
 
 :meth:`RolloutEngine.rollout` runs the pipeline: stage k's chunk is sent to its workers asynchronously and
 the driver runs the policy for the next stage while they step, so with K >= 2 the forward pass of one stage
@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import BackendFactory, check_env_indices
-from ..profile import RolloutProfile
-from ..profiling import MODEL_FORWARD, get_profiler
+from ..core.contract import BackendFactory, check_env_indices
+from ..core.profile import RolloutProfile
+from ..core.tracing import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .executors import ProcessExecutor, make_executor
 from .plan import PartitionPlan

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..profiling import IPC, WAIT, get_profiler
+from ..core.tracing import IPC, WAIT, get_profiler
 from .chunk import ChunkResult
 from .worker import (
     ACTIONS_KEY,

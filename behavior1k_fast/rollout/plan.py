@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..profile import PARTITION_MODES, RolloutProfile
+from ..core.profile import PARTITION_MODES, RolloutProfile
 
 
 def _positive_int(name: str, value: Any) -> int:

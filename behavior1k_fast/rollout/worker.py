@@ -34,9 +34,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import BackendFactory, VectorBackend
-from ..profile import RolloutProfile
-from ..profiling import IPC, get_profiler
+from ..core.contract import BackendFactory, VectorBackend
+from ..core.profile import RolloutProfile
+from ..core.tracing import IPC, get_profiler
+from .bootstrap import bootstrap_process
 from .chunk import run_chunk, stack_obs
 
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
@@ -308,10 +309,7 @@ def error_reply(exc: BaseException, command: str, env_ids: Sequence[int]) -> tup
 
 def start_worker(spec: WorkerSpec) -> EnvWorker:
     """Apply the profile (before the simulator is imported), then build the worker."""
-    from ..patching import worker_bootstrap
-
-    worker_bootstrap(spec.profile)
-    get_profiler().enabled = spec.profiling
+    bootstrap_process(spec.profile, spec.profiling)
     return EnvWorker(spec)
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from behavior1k_fast.bench import register
+from behavior1k_fast.tools.bench import register
 
 ROW_NAMES = ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "process_serial", "process_overlap"]
 POSITIVE = ["wall_s", "ms_per_step", "sim_ms_per_step", "t_env_ms", "t_model_ms", "env_steps_per_s",

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from behavior1k_fast.bench import ablation, register
-from behavior1k_fast.bench.resources import ResourceUsage
-from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.tools.bench import ablation, register
+from behavior1k_fast.tools.bench.resources import ResourceUsage
+from behavior1k_fast.core.profile import RolloutProfile
 
 
 def _parse(*argv):
@@ -78,7 +78,7 @@ def _fake_usage():
 
 def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     """Stand-ins for calibration and the engine runs record which factory and profiles they are given."""
-    from behavior1k_fast.omnigibson.backend import OmniGibsonBackendFactory
+    from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackendFactory
 
     yaml_path = tmp_path / "env.yaml"
     yaml_path.write_text("env: {action_frequency: 30}\nrobots: [{type: R1}]\n")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from behavior1k_fast.bench.policy import ChunkPolicy, calibrate_denoise_steps
+from behavior1k_fast.tools.bench.policy import ChunkPolicy, calibrate_denoise_steps
 
 ACTION_SPACE = spaces.Box(-1.0, 1.0, (11,), np.float32)
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from behavior1k_fast.bench import report
+from behavior1k_fast.tools.bench import report
 
 
 def _rows():
@@ -93,7 +93,7 @@ def test_json_and_plot_are_written(tmp_path):
 def test_scaling_list_rejects_bad_values(value):
     import argparse
 
-    from behavior1k_fast.bench import _int_list
+    from behavior1k_fast.tools.bench import _int_list
 
     with pytest.raises(argparse.ArgumentTypeError, match="comma-separated ints"):
         _int_list(value)

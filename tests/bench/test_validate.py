@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from behavior1k_fast import validate as v
+from behavior1k_fast.tools import validate as v
 
 SMALL = dict(num_envs=2, chunks=2, chunk_size=8, backend_options={"resolution": 32})
 
@@ -129,13 +129,14 @@ def test_cli_exit_code_and_json(tmp_path, capsys):
 
 def test_a_side_recorded_in_its_own_process_matches_in_process():
     """The isolation used for Isaac Sim (one simulator per process) records the same trajectory."""
-    from behavior1k_fast.bench.backends import make_factory, run_with_profile
-    from behavior1k_fast.profile import RolloutProfile
+    from behavior1k_fast.backends import make_factory
+    from behavior1k_fast.rollout.bootstrap import call_with_profile
+    from behavior1k_fast.core.profile import RolloutProfile
 
     factory = make_factory("reference", resolution=32)
     profile = RolloutProfile(chunk_size=4)
     here = v.record(profile, factory, 1, 5, None, 2)
-    there = run_with_profile(True, v.record, profile, factory, 1, 5, None, 2)
+    there = call_with_profile(True, v.record, profile, factory, 1, 5, None, 2)
     report = v.compare(here, there, v.Thresholds(), backend="reference", num_envs=1, chunks=2, chunk_size=4, seed=5)
     assert report.passed, report.format()
     np.testing.assert_array_equal(np.stack(here.rewards), np.stack(there.rewards))

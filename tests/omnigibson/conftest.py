@@ -25,7 +25,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def og():
-    from behavior1k_fast.omnigibson import cpu_import
+    from behavior1k_fast.patching.omnigibson import cpu_import
 
     module = cpu_import.import_omnigibson()  # through the CPU import hook when CUDA is absent
     import omnigibson.envs.env_base  # noqa: F401
@@ -39,7 +39,7 @@ def og():
 @pytest.fixture
 def registry(og):
     """A fresh registry over the real patch set; everything is reverted after the test."""
-    from behavior1k_fast.omnigibson import PATCHES
+    from behavior1k_fast.patching.omnigibson import PATCHES
     from behavior1k_fast.patching import PatchRegistry
 
     reg = PatchRegistry(PATCHES)
@@ -357,7 +357,7 @@ def recording():
 
 @pytest.fixture
 def fast_profile(tmp_path):
-    from behavior1k_fast.profile import RolloutProfile
+    from behavior1k_fast.core.profile import RolloutProfile
 
     return RolloutProfile(numba_cache_dir=str(tmp_path / "numba"))
 

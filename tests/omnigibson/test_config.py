@@ -8,11 +8,11 @@ import pickle
 import numpy as np
 import pytest
 
-from behavior1k_fast.backend import VectorBackend
-from behavior1k_fast.omnigibson.backend import OmniGibsonBackend, OmniGibsonBackendFactory
-from behavior1k_fast.omnigibson.frequencies import env_frequencies, rescale_env_config
-from behavior1k_fast.omnigibson.modalities import slim_config
-from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.core.contract import VectorBackend
+from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend, OmniGibsonBackendFactory
+from behavior1k_fast.backends.omnigibson.config import env_frequencies, rescale_env_config
+from behavior1k_fast.backends.omnigibson.config import slim_config
+from behavior1k_fast.core.profile import RolloutProfile
 
 #: Shaped like the v3.7 ``r1pro_behavior.yaml`` plus a ``DefaultWrapper``.
 STOCK = {

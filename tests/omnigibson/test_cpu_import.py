@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from behavior1k_fast.omnigibson import cpu_import
+from behavior1k_fast.patching.omnigibson import cpu_import
 
 
 def test_finder_answers_only_for_vision_utils(og):

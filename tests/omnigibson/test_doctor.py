@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from behavior1k_fast import doctor
+from behavior1k_fast.tools import doctor
 
 
 def run_doctor(*argv: str) -> int:
@@ -86,7 +86,7 @@ def test_report_without_omnigibson(og, capsys, monkeypatch):
 
 
 def test_omnigibson_that_does_not_import_exits_nonzero(capsys, monkeypatch):
-    from behavior1k_fast.omnigibson import cpu_import
+    from behavior1k_fast.patching.omnigibson import cpu_import
 
     def broken():
         raise AssertionError("Torch not compiled with CUDA enabled")

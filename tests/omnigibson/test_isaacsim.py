@@ -33,10 +33,10 @@ def real(tmp_path_factory, recording):
     """``(harness, registry)`` over a real, patched ``VectorEnvironment``; reverted at the end."""
     require_isaac_sim()
     os.environ.setdefault("OMNIGIBSON_HEADLESS", "1")
-    from behavior1k_fast.omnigibson import PATCHES
-    from behavior1k_fast.omnigibson.cpu_import import import_omnigibson
+    from behavior1k_fast.patching.omnigibson import PATCHES
+    from behavior1k_fast.patching.omnigibson.cpu_import import import_omnigibson
     from behavior1k_fast.patching import PatchRegistry
-    from behavior1k_fast.profile import RolloutProfile
+    from behavior1k_fast.core.profile import RolloutProfile
 
     registry = PatchRegistry(PATCHES)
     registry.apply(RolloutProfile(numba_cache_dir=str(tmp_path_factory.mktemp("numba"))))

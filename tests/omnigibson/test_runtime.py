@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from behavior1k_fast.omnigibson.runtime import (
+from behavior1k_fast.patching.omnigibson.runtime import (
     KERNEL_CACHE_PATCHES,
     KIT_THREAD_SETTINGS,
     TEXTURE_BUDGET_SETTING,
@@ -20,7 +20,7 @@ from behavior1k_fast.omnigibson.runtime import (
     NumbaKernelCachePatch,
 )
 from behavior1k_fast.patching import APPLIED, FAILED, SKIPPED, PatchError, PatchRegistry
-from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.core.profile import RolloutProfile
 
 
 def kernel_module(tmp_path, name: str, body: str):
@@ -137,7 +137,7 @@ def fake_launch(og, monkeypatch):
 
 
 def test_launch_gets_thread_caps_gc_and_texture_budget(registry, fake_launch, tmp_path):
-    from behavior1k_fast.omnigibson.runtime import effective_kit_settings
+    from behavior1k_fast.patching.omnigibson.runtime import effective_kit_settings
 
     simulator, seen, settings = fake_launch
     launch = simulator._launch_app
@@ -186,7 +186,7 @@ def test_thread_caps_skipped_when_upstream_launch_sets_them():
 def test_intra_op_threads_set_and_restored(monkeypatch, tmp_path):
     import torch
 
-    from behavior1k_fast.omnigibson.runtime import IntraOpThreadsPatch
+    from behavior1k_fast.patching.omnigibson.runtime import IntraOpThreadsPatch
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     threads = torch.get_num_threads()
@@ -202,7 +202,7 @@ def test_failed_launch_patch_rolls_back_earlier_patches(og, fast_profile, monkey
     from omnigibson import simulator
     from omnigibson.envs.env_base import Environment
 
-    from behavior1k_fast.omnigibson.stepping import EnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentStepPatch
 
     step = Environment.__dict__["step"]
     monkeypatch.delattr(simulator, "_launch_app")

@@ -7,7 +7,9 @@ import inspect
 import numpy as np
 import pytest
 
+from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend
 from behavior1k_fast.patching import APPLIED, FAILED, PatchError, PatchRegistry
+from behavior1k_fast.rollout.chunk import run_chunk
 
 NEW_SIGNATURES = {
     ("Environment", "step"): "(self, action, n_render_iterations=1, get_obs=True, render=True)",
@@ -184,7 +186,7 @@ def test_revert_brings_back_upstream_behaviour(registry, fast_profile, seam, che
 def test_unsupported_layout_fails_and_rolls_back(og, fast_profile, monkeypatch):
     from omnigibson.envs import vec_env_base
 
-    from behavior1k_fast.omnigibson.stepping import EnvironmentStepPatch, VectorEnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentStepPatch, VectorEnvironmentStepPatch
 
     env_cls = _classes()["Environment"]
     step = env_cls.__dict__["step"]
@@ -199,7 +201,7 @@ def test_unsupported_layout_fails_and_rolls_back(og, fast_profile, monkeypatch):
 
 
 def test_already_patched_upstream_is_skipped_with_reason(og):
-    from behavior1k_fast.omnigibson.stepping import VectorEnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.stepping import VectorEnvironmentStepPatch
 
     class Module:
         __name__ = "fork_vec_env_base"
@@ -214,7 +216,7 @@ def test_already_patched_upstream_is_skipped_with_reason(og):
 
 
 def test_wrapper_forwarding_is_skipped_only_when_step_and_reset_both_take_kwargs(og):
-    from behavior1k_fast.omnigibson.stepping import EnvironmentWrapperForwardingPatch
+    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentWrapperForwardingPatch
 
     class MainLayout:  # BEHAVIOR-1K main: reset forwards keywords, step only its named ones
         __name__ = "main_env_wrapper"
@@ -240,14 +242,12 @@ def test_wrapper_forwarding_is_skipped_only_when_step_and_reset_both_take_kwargs
 
 
 def test_step_chunk_observes_at_boundary_or_terminal_step_and_masks_ended_env(registry, fast_profile, seam):
-    from behavior1k_fast.omnigibson.stepping import step_chunk
-
     registry.apply(fast_profile)
     h = seam(2, terminate_at={0: 2})
     steps = 4
     actions = np.stack([np.stack([h.action(i)] * steps) for i in range(2)]).astype(np.float64)
     h.log.clear()
-    obs, result = step_chunk(h.venv, actions)
+    obs, result = run_chunk(OmniGibsonBackend(h.venv), actions, auto_reset=False)
     assert result.applied.tolist() == [[True, True, False, False], [True] * 4]
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0, 0.0], [1.0] * 4]
     assert result.terminated[0].tolist() == [False, True, False, False] and not result.terminated[1].any()
@@ -260,20 +260,18 @@ def test_step_chunk_observes_at_boundary_or_terminal_step_and_masks_ended_env(re
 
 
 def test_step_chunk_stock_path_reads_every_step_with_same_rewards(registry, fast_profile, seam):
-    from behavior1k_fast.omnigibson.stepping import step_chunk
-
     registry.apply(fast_profile)
     h = seam(2, terminate_at={0: 2})
     actions = np.stack([np.stack([h.action(i)] * 3) for i in range(2)]).astype(np.float64)
     h.log.clear()
-    _, result = step_chunk(h.venv, actions, skip_intermediate_obs=False)
+    _, result = run_chunk(OmniGibsonBackend(h.venv), actions, skip_intermediate_obs=False, auto_reset=False)
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     assert h.events("sensor.read") == [0, 1, 0, 1, 1]
     assert all(render for render, _ in h.events("sim.step"))
 
 
 def test_main_multi_scene_environment_is_skipped_with_reason(og):
-    from behavior1k_fast.omnigibson.stepping import EnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentStepPatch
 
     class Module:
         __name__ = "main_env_base"

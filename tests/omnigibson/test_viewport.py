@@ -14,7 +14,7 @@ import types
 import pytest
 
 from behavior1k_fast.patching import APPLIED, SKIPPED, PatchRegistry
-from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.core.profile import RolloutProfile
 
 
 class Recorder:
@@ -207,7 +207,7 @@ def test_revert_restores_upstream_viewport_and_identity(registry, fast_profile, 
 
 
 def test_stock_profile_leaves_vision_sensor_alone(registry, isaac, og):
-    from behavior1k_fast.profile import RolloutProfile
+    from behavior1k_fast.core.profile import RolloutProfile
     from omnigibson.sensors.vision_sensor import VisionSensor
 
     post_load = VisionSensor.__dict__["_post_load"]
@@ -217,7 +217,7 @@ def test_stock_profile_leaves_vision_sensor_alone(registry, isaac, og):
 
 
 def test_pr_2117_layout_is_skipped_with_reason(og, tmp_path, monkeypatch):
-    from behavior1k_fast.omnigibson.viewport import HeadlessViewportPatch
+    from behavior1k_fast.patching.omnigibson.viewport import HeadlessViewportPatch
 
     source = inspect.getsource(sys.modules["omnigibson.sensors.vision_sensor"])
     source = source.replace(
@@ -250,7 +250,7 @@ def test_camera_parameters_attaches_one_annotator_and_reuses_it(registry, fast_p
 
 
 def test_audit_lists_every_attached_annotator(registry, fast_profile, isaac, headless, og):
-    from behavior1k_fast.omnigibson.modalities import AttachedAnnotator, audit_annotators
+    from behavior1k_fast.backends.omnigibson.config import AttachedAnnotator, audit_annotators
 
     registry.apply(fast_profile)
     camera = make_camera(og, isaac, modalities=("rgb", "depth_linear"))
@@ -283,7 +283,7 @@ def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, og, mo
 
 
 def test_viewer_camera_patch_skips_when_upstream_default_is_off(og, monkeypatch):
-    from behavior1k_fast.omnigibson.viewport import ViewerCameraOffPatch
+    from behavior1k_fast.patching.omnigibson.viewport import ViewerCameraOffPatch
     from omnigibson import simulator
     from omnigibson.macros import gm
 

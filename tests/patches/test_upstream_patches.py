@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from behavior1k_fast.omnigibson import PATCHES
+from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.patching import PatchRegistry, resolve
 
 PATCH_ROOT = Path(__file__).resolve().parents[2] / "patches"
@@ -444,7 +444,7 @@ def patched_omnigibson(tmp_path_factory):
     """The real omnigibson 1.1.1 modules with the whole runtime patch set applied (reverted afterwards)."""
     if importlib.util.find_spec("omnigibson") is None:
         pytest.skip("omnigibson 1.1.1 is not installed")
-    from behavior1k_fast.omnigibson import cpu_import
+    from behavior1k_fast.patching.omnigibson import cpu_import
 
     cpu_import.import_omnigibson()
     registry = PatchRegistry(PATCHES)

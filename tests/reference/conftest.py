@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
 
 #: A small image keeps rendering cheap; the scene is otherwise the default one.
 SMALL = ReferenceConfig(resolution=(48, 64))

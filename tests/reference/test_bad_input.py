@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.timing import Frequencies
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
+from behavior1k_fast.core.frequencies import Frequencies
 
 from .conftest import SMALL, hold_actions, make_env
 

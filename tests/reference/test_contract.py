@@ -6,9 +6,9 @@ import pickle
 import numpy as np
 import pytest
 
-from behavior1k_fast.backend import VectorBackend
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceFactory, ReferenceVectorEnv
+from behavior1k_fast.core.contract import VectorBackend
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceFactory, ReferenceVectorEnv
 
 from .conftest import SMALL, hold_actions, make_env, random_actions
 
@@ -176,7 +176,7 @@ def test_rendering_in_a_forked_child_raises(env):
     ],
 )
 def test_each_stock_cost_follows_its_own_profile_knob(knob, stock_value, switch):
-    from behavior1k_fast.reference import STOCK_COSTS
+    from behavior1k_fast.backends.reference import STOCK_COSTS
 
     assert STOCK_COSTS[switch] == knob
     env = make_env(1, profile=RolloutProfile().replace(**{knob: stock_value}))

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig
-from behavior1k_fast.reference.expert import expert_actions
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig
+from behavior1k_fast.backends.reference.expert import expert_actions
 
 from .conftest import make_env, random_actions
 

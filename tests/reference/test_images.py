@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig, scene
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig, scene
 
 from .conftest import make_env
 

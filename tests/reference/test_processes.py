@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory
 
 PROBE = (
     "import os, sys, behavior1k_fast; assert 'mujoco' not in sys.modules; "

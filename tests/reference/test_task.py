@@ -3,9 +3,9 @@
 import mujoco
 import numpy as np
 
-from behavior1k_fast.profile import RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig, scene, task
-from behavior1k_fast.reference.expert import expert_actions
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig, scene, task
+from behavior1k_fast.backends.reference.expert import expert_actions
 
 from .conftest import hold_actions, make_env
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from behavior1k_fast.profile import PHYSICS_RESCALE_MODES, RolloutProfile
-from behavior1k_fast.reference import ReferenceConfig
-from behavior1k_fast.timing import rescale_for_stages
+from behavior1k_fast.core.profile import PHYSICS_RESCALE_MODES, RolloutProfile
+from behavior1k_fast.backends.reference import ReferenceConfig
+from behavior1k_fast.core.frequencies import rescale_for_stages
 
 from .conftest import hold_actions, make_env
 

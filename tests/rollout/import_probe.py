@@ -1,6 +1,6 @@
 """A factory whose module notes, when imported, which profile the process had applied by then."""
 
-from behavior1k_fast.patching import active_profile
+from behavior1k_fast.patching.omnigibson import active_profile
 
 from .pointmass import PointMassFactory
 

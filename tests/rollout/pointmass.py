@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from behavior1k_fast.timing import Frequencies, rescale_for_stages
+from behavior1k_fast.core.frequencies import Frequencies, rescale_for_stages
 
 
 @dataclass(frozen=True)

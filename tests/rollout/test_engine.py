@@ -71,7 +71,7 @@ def test_without_auto_reset_the_driver_resets_chosen_envs():
 
 
 def test_profiler_spans_from_workers_reach_the_driver():
-    from behavior1k_fast.profiling import IPC, MODEL_FORWARD, WAIT, get_profiler
+    from behavior1k_fast.core.tracing import IPC, MODEL_FORWARD, WAIT, get_profiler
 
     profiler = get_profiler()
     was = profiler.enabled

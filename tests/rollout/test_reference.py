@@ -5,7 +5,7 @@ import pytest
 
 from behavior1k_fast import RolloutProfile, reference
 from behavior1k_fast.rollout import RolloutEngine, step_chunk
-from behavior1k_fast.timing import rescale_for_stages
+from behavior1k_fast.core.frequencies import rescale_for_stages
 
 from .helpers import assert_same_trajectories, record
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from behavior1k_fast import __version__
-from behavior1k_fast.cli import build_parser, main
+from behavior1k_fast.tools.cli import build_parser, main
 
 
 def test_every_subcommand_is_wired_to_a_runner():

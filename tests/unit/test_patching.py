@@ -20,7 +20,7 @@ from behavior1k_fast.patching import (
     PatchRegistry,
     resolve,
 )
-from behavior1k_fast.profile import RolloutProfile
+from behavior1k_fast.core.profile import RolloutProfile
 
 UPSTREAM = '''
 class Sensor:
@@ -246,9 +246,10 @@ def test_resolve_names_missing_targets(upstream):
 
 
 def _child_applies(profile_dict, queue):
-    from behavior1k_fast import patching
+    from behavior1k_fast.patching import omnigibson as patching
+    from behavior1k_fast.rollout.bootstrap import bootstrap_process
 
-    patching.worker_bootstrap(profile_dict)
+    bootstrap_process(profile_dict)
     active = patching.active_profile()
     queue.put((active.to_dict() if active else None, sorted(o.state for o in patching.status().values())))
 

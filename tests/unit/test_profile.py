@@ -1,6 +1,6 @@
 import pytest
 
-from behavior1k_fast.profile import KNOWN_MODALITIES, RolloutProfile
+from behavior1k_fast.core.profile import KNOWN_MODALITIES, RolloutProfile
 
 
 def test_defaults_are_the_fast_path():

@@ -1,6 +1,6 @@
 import pytest
 
-from behavior1k_fast.timing import Frequencies, rescale_for_stages, valid_stage_counts
+from behavior1k_fast.core.frequencies import Frequencies, rescale_for_stages, valid_stage_counts
 
 
 def test_omnigibson_dt_rules():

@@ -1,14 +1,16 @@
-"""Only the observation modalities the policy consumes: slim env config, annotator audit, camera parameters.
+"""OmniGibson env configs for the fast path: only the consumed modalities, frequencies rescaled for K stages.
 
 - :func:`slim_config` turns a stock OmniGibson env config into one that produces only the consumed
   modalities (robot ``obs_modalities`` and ``sensor_config`` overrides, no external sensors, no wrapper
   that adds modalities) and lists what it removed.
 - :func:`audit_annotators` lists every Replicator annotator attached to every camera of a live env; an
   annotator is rendered on every app update whether or not anyone reads it.
-- :class:`CameraParametersPatch`: upstream ``VisionSensor.camera_parameters`` attaches a ``camera_params``
-  annotator (and renders 3x) whenever the sensor's annotator table has no entry for it, e.g. after the
-  table was rebuilt, leaving the earlier annotator attached. Patched, each sensor keeps one
-  ``camera_params`` annotator per render product and reuses it; only the very first read attaches.
+- :func:`rescale_env_config` sets the frequencies for K pipeline stages.
+
+An OmniGibson config sets ``env.action_frequency`` (one ``env.step``), ``env.rendering_frequency`` and
+``env.physics_frequency`` in Hz; missing keys take upstream's defaults (``gm.DEFAULT_SIM_STEP_FREQ`` 30,
+``DEFAULT_RENDERING_FREQ`` 30, ``DEFAULT_PHYSICS_FREQ`` 120). The rules and the time each env experiences
+per own action are those of :mod:`behavior1k_fast.core.frequencies`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..patching import Patch, PatchContext
-from ..profile import RolloutProfile, VISION_MODALITIES
-from ._util import class_in, raw_member, source_of
-from .viewport import propagate
+from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
+from ...core.profile import VISION_MODALITIES, RolloutProfile
+from ...patching.omnigibson._util import class_in
 
 #: Robot ``obs_modalities`` when a robot config does not set it (``BaseRobot.__init__``).
 UPSTREAM_ROBOT_MODALITIES = ("rgb", "proprio")
@@ -113,43 +114,39 @@ def audit_annotators(env: Any) -> list[AttachedAnnotator]:
     return found
 
 
-class CameraParametersPatch(Patch):
-    """``VisionSensor.camera_parameters`` reuses one ``camera_params`` annotator per render product."""
+#: Config key -> upstream default in Hz.
+FREQUENCY_KEYS = {"action_frequency": 30, "rendering_frequency": 30, "physics_frequency": 120}
 
-    name = "camera_parameters_cache"
-    module = "omnigibson.sensors.vision_sensor"
-    targets = ("VisionSensor.camera_parameters",)
-    upstream_file = "omnigibson/sensors/vision_sensor.py"
 
-    def wanted(self, profile: RolloutProfile) -> bool:
-        return profile.cache_camera_parameters
+def env_frequencies(config: Mapping[str, Any], headless: bool = True) -> Frequencies:
+    """The frequencies of env ``config`` checked against OmniGibson's dt rules (ValueError naming the key)."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be an OmniGibson config mapping, got {type(config).__name__}")
+    env = config.get("env") or {}
+    hz = {}
+    for key, default in FREQUENCY_KEYS.items():
+        value = env.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"env.{key} must be a positive finite frequency in Hz, got {value!r}")
+        hz[key] = value
+    try:
+        return Frequencies(hz["action_frequency"], hz["rendering_frequency"], hz["physics_frequency"], headless)
+    except ValueError as exc:
+        raise ValueError(f"env config frequencies break OmniGibson's dt rules: {exc}") from None
 
-    def skip_reason(self, module: Any) -> str | None:
-        prop = raw_member(class_in(module, "VisionSensor"), "camera_parameters")
-        if not isinstance(prop, property):
-            raise TypeError(f"VisionSensor.camera_parameters is a {type(prop).__name__}, expected a property")
-        if "camera_params" not in source_of(prop.fget):
-            return "upstream camera_parameters reads no camera_params annotator"
-        return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        sensor_cls = class_in(module, "VisionSensor")
-        original = raw_member(sensor_cls, "camera_parameters")
+def rescale_env_config(
+    config: Mapping[str, Any], stages: int, mode: str = "divide_physics", headless: bool = True
+) -> tuple[dict, StageTiming]:
+    """A copy of ``config`` with frequencies for ``stages`` pipeline stages under ``mode``, and the timing.
 
-        def camera_parameters(sensor):
-            annotator = sensor._annotators.get("camera_params")
-            if annotator is None:
-                kept = sensor.__dict__.get("_camera_params_annotator")
-                if kept is not None and kept[0] is sensor._render_product:
-                    annotator = kept[1]
-                else:
-                    sensor._annotators.pop("camera_params", None)
-                    sensor.initialize_sensors(names="camera_params")
-                    propagate(module)
-                    annotator = sensor._annotators["camera_params"]
-                sensor._annotators["camera_params"] = annotator
-                sensor._camera_params_annotator = (sensor._render_product, annotator)
-            return annotator.get_data()
-
-        ctx.set_attribute(sensor_cls, "camera_parameters", property(camera_parameters, doc=original.__doc__))
-
+    ``timing.sim_seconds_per_own_action`` is the simulated time each env experiences per own action;
+    an impossible ``stages`` raises ValueError listing the valid stage counts."""
+    timing = rescale_for_stages(env_frequencies(config, headless), stages, mode)
+    out = copy.deepcopy(dict(config))
+    env = out.setdefault("env", {})
+    freqs = timing.frequencies
+    env["action_frequency"] = freqs.action_hz
+    env["rendering_frequency"] = freqs.rendering_hz
+    env["physics_frequency"] = freqs.physics_hz
+    return out, timing

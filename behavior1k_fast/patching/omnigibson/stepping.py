@@ -1,7 +1,7 @@
 """On-demand observation and per-env stepping for OmniGibson's ``Environment``, ``VectorEnvironment`` and
 ``EnvironmentWrapper``.
 
-Patched signatures (the backend contract of ``behavior1k_fast.backend``):
+Patched signatures (the backend contract of ``behavior1k_fast.core.contract``):
 
 - ``Environment.step(self, action, n_render_iterations=1, get_obs=True, render=True)``
 - ``Environment._post_step(self, action, get_obs=True)``
@@ -30,7 +30,7 @@ Semantics:
 
 These patches are capabilities the engine needs on every profile (the stock path calls them with the
 default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how
-:func:`step_chunk` and the engine call them.
+the engine's chunk stepping (``behavior1k_fast.rollout.chunk``) calls them.
 """
 
 from __future__ import annotations
@@ -40,11 +40,9 @@ import functools
 import sys
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
-from ..backend import check_env_indices
-from ..patching import Patch, PatchContext
-from ..profile import RolloutProfile
+from ...core.contract import check_env_indices
+from ..registry import Patch, PatchContext
+from ...core.profile import RolloutProfile
 from ._util import bind, class_in, has_parameter, instance_override, raw_member
 
 
@@ -286,23 +284,3 @@ class EnvironmentWrapperForwardingPatch(_NewKeywordsPatch):
         "step": (_forward_step, _wrapper_step_signature, ("kwargs",)),
         "reset": (_forward_reset, _wrapper_reset_signature, ("kwargs",)),
     }
-
-
-def step_chunk(
-    venv: Any,
-    actions: np.ndarray,
-    env_indices: Sequence[int] | None = None,
-    *,
-    skip_intermediate_obs: bool = True,
-    observe_renders: int = 1,
-):
-    """One chunk ``actions [n, N, action_dim]`` on a patched ``VectorEnvironment``, no automatic reset.
-
-    Chunk semantics are :func:`behavior1k_fast.rollout.chunk.run_chunk`'s: physics, reward and termination
-    every step; observation only at the boundary, or at the step where an env's episode ends (its
-    remaining actions are masked). Returns ``(obs, ChunkResult)`` with ``obs`` a per-env list."""
-    from ..rollout.chunk import run_chunk
-    from .backend import OmniGibsonBackend
-
-    backend = OmniGibsonBackend(venv, observe_renders=observe_renders)
-    return run_chunk(backend, actions, env_indices, skip_intermediate_obs=skip_intermediate_obs, auto_reset=False)

@@ -1,7 +1,7 @@
 """ReferenceVectorEnv: E envs in one MjModel/MjData, driven through the backend contract.
 
 One ``mj_step`` call advances every env of the process by one global sim step (``physics_substeps``
-physics steps): the shared-physics structure of an OmniGibson vector env. See ``behavior1k_fast.backend``
+physics steps): the shared-physics structure of an OmniGibson vector env. See ``behavior1k_fast.core.contract``
 for the semantics of ``step``, ``reset`` and ``observe``.
 
 Actions (per env, ``Box(-1, 1, (11,), float32)``; values outside [-1, 1] are clipped, NaN/inf is an
@@ -40,10 +40,10 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from ..backend import check_actions, check_env_indices
-from ..profile import RolloutProfile
-from ..profiling import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
-from ..timing import Frequencies, StageTiming, rescale_for_stages
+from ...core.contract import check_actions, check_env_indices
+from ...core.profile import RolloutProfile
+from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
+from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from . import scene, task
 from .config import SUPPORTED_VISION_MODALITIES, ReferenceConfig
 from .sensors import PROPRIO_DIM, CameraRig, image_spec, proprioception

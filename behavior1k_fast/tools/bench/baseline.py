@@ -13,6 +13,8 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
+from ...rollout.bootstrap import bootstrap_process
+
 
 class BackendGymEnv(gymnasium.Env):
     """A ``gymnasium.Env`` over a one-env backend (``factory(1, seed, profile)``); no reset of its own.
@@ -25,9 +27,7 @@ class BackendGymEnv(gymnasium.Env):
         import multiprocessing
 
         if multiprocessing.parent_process() is not None:
-            from ..patching import worker_bootstrap
-
-            worker_bootstrap(profile.to_dict())
+            bootstrap_process(profile)
         self.backend = factory(1, seed, profile)
         self.observation_space = self.backend.observation_space
         self.action_space = self.backend.action_space

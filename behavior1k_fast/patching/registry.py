@@ -1,9 +1,9 @@
-"""The patch registry: declared targets, feature detection, idempotent apply, exact revert, a report.
+"""The generic patch registry: declared targets, feature detection, idempotent apply, exact revert, a report.
 
 A :class:`Patch` declares the upstream module and the qualified names it changes, says from the code it
 would patch whether it is needed (feature detection, never a version pin) and installs its change through
 a :class:`PatchContext`, which records how to undo every step. The registry applies the patches a
-:class:`~behavior1k_fast.profile.RolloutProfile` asks for:
+:class:`~behavior1k_fast.core.profile.RolloutProfile` asks for:
 
 - ``apply()`` twice with the same profile is the same as once; with another profile it reverts first.
 - A target module that is not imported yet is patched when it is imported (wrapt post-import hook); its
@@ -24,6 +24,7 @@ so class-level patches reach every holder of the class.
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import os
 import sys
@@ -33,11 +34,38 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import wrapt
 
-from .profile import RolloutProfile
+from ..core.profile import RolloutProfile
 
 _MISSING = object()
 
-APPLIED, PENDING, SKIPPED, FAILED, DISABLED = "applied", "pending", "skipped", "failed", "disabled"
+
+class PatchState(str, enum.Enum):
+    """What a patch is, for one profile. A ``str``: ``state == "applied"`` works, and JSON shows the value."""
+
+    #: Installed now.
+    APPLIED = "applied"
+    #: Its module is not imported yet; a post-import hook installs it at ``import``.
+    PENDING = "pending"
+    #: Not needed on this upstream (feature detection says why) or its upstream is not installed.
+    SKIPPED = "skipped"
+    #: Wanted but cannot be installed: the upstream layout differs, or installing raised.
+    FAILED = "failed"
+    #: The profile does not ask for it.
+    DISABLED = "disabled"
+    #: ``plan()`` only: needed, and ``apply()`` would install it.
+    WOULD_APPLY = "would apply"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+APPLIED, PENDING, SKIPPED, FAILED, DISABLED, WOULD_APPLY = PatchState
+
+
+class UpstreamLayoutError(AttributeError):
+    """The loaded upstream code lacks what a patch expects (a class, method or property is missing or has
+    another kind): the patch cannot apply to this upstream. Any other exception raised by a patch's feature
+    detection is a bug in the patch and is reported as such, never as an unsupported upstream."""
 
 
 class PatchError(ValueError):
@@ -157,7 +185,7 @@ class Patch:
 @dataclass(frozen=True)
 class PatchOutcome:
     name: str
-    state: str  # applied | pending | skipped | failed | disabled
+    state: PatchState
     reason: str
     targets: tuple[str, ...]
 
@@ -167,7 +195,7 @@ class PatchReport:
     profile: RolloutProfile
     outcomes: tuple[PatchOutcome, ...] = field(default_factory=tuple)
 
-    def by_state(self, state: str) -> list[PatchOutcome]:
+    def by_state(self, state: PatchState) -> list[PatchOutcome]:
         return [o for o in self.outcomes if o.state == state]
 
     @property
@@ -274,8 +302,13 @@ class PatchRegistry:
         """Feature detection: the skipped or failed outcome, or ``None`` when the patch is needed."""
         try:
             reason = patch.skip_reason(module)
-        except Exception as exc:  # the upstream layout is not one we know
-            return PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc!r}", patch.describe_targets())
+        except UpstreamLayoutError as exc:
+            return PatchOutcome(patch.name, FAILED, f"unsupported upstream layout: {exc}", patch.describe_targets())
+        except Exception as exc:
+            return PatchOutcome(
+                patch.name, FAILED, f"feature detection raised {exc!r} (a bug in the patch, not in upstream)",
+                patch.describe_targets(),
+            )
         return PatchOutcome(patch.name, SKIPPED, reason, patch.describe_targets()) if reason else None
 
     def _install(self, patch: Patch, module: Any, profile: RolloutProfile) -> PatchOutcome:
@@ -335,46 +368,5 @@ class PatchRegistry:
                     )
                     continue
             why = "process setting" if patch.module is None else "needed"
-            outcomes.append(self._detect(patch, module) or PatchOutcome(patch.name, "would apply", why, targets))
+            outcomes.append(self._detect(patch, module) or PatchOutcome(patch.name, WOULD_APPLY, why, targets))
         return PatchReport(profile, tuple(outcomes))
-
-
-_default: PatchRegistry | None = None
-_default_lock = threading.Lock()
-
-
-def default_registry() -> PatchRegistry:
-    """The process-wide registry holding the OmniGibson patch set (imports no simulator)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            from .omnigibson import PATCHES
-
-            _default = PatchRegistry(PATCHES)
-        return _default
-
-
-def apply(profile: RolloutProfile | Mapping[str, Any] | None = None) -> PatchReport:
-    """Apply the patch set for ``profile`` (default: the fast path). Idempotent; see module docs."""
-    return default_registry().apply(profile)
-
-
-def revert() -> None:
-    """Restore every original object the patch set replaced."""
-    default_registry().revert()
-
-
-def status() -> dict[str, PatchOutcome]:
-    """Name -> outcome of every patch for the active profile (empty when nothing is applied)."""
-    return default_registry().status()
-
-
-def active_profile() -> RolloutProfile | None:
-    return default_registry().profile
-
-
-def worker_bootstrap(profile: Mapping[str, Any] | None) -> None:
-    """First call in every worker process this package starts: apply the owner's profile before the
-    simulator is imported. ``profile`` is ``RolloutProfile.to_dict()`` output or ``None`` (do nothing)."""
-    if profile is not None:
-        apply(RolloutProfile.from_dict(profile))

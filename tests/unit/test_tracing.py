@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from behavior1k_fast.profiling import PHYSICS, RENDER, Profiler
+from behavior1k_fast.core.tracing import PHYSICS, RENDER, Profiler
 
 
 def test_off_records_nothing_and_shares_one_null_context():
@@ -47,7 +47,8 @@ def test_drain_hands_over_and_forgets():
 
 def test_package_import_stays_light():
     code = (
-        "import sys, behavior1k_fast, behavior1k_fast.profiling, behavior1k_fast.timing;"
+        "import sys, behavior1k_fast, behavior1k_fast.core.tracing, behavior1k_fast.core.frequencies,"
+        " behavior1k_fast.omnigibson, behavior1k_fast.backends, behavior1k_fast.rollout, behavior1k_fast.tools.cli;"
         "heavy = [m for m in ('torch', 'mujoco', 'ray', 'omnigibson', 'matplotlib') if m in sys.modules];"
         "print(','.join(heavy))"
     )

@@ -1,6 +1,6 @@
 """``OmniGibsonBackend``: a patched OmniGibson ``VectorEnvironment`` behind the backend contract.
 
-The contract is :class:`behavior1k_fast.backend.VectorBackend`. Observations are flattened to one level
+The contract is :class:`behavior1k_fast.core.contract.VectorBackend`. Observations are flattened to one level
 (keys joined with ``::``, as OmniGibson's ``flatten_obs_space``) and converted to numpy; actions are rows of
 the flat action Box (one row per selected env) handed to each env as a float32 torch tensor. ``sim_time``
 is ``og.sim.current_time`` (simulated seconds, shared by every env of the process).
@@ -20,11 +20,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..backend import check_actions, check_env_indices
-from ..profile import RolloutProfile
-from ._util import has_parameter
-from .frequencies import rescale_env_config
-from .modalities import slim_config
+from ...core.contract import check_actions, check_env_indices
+from ...core.profile import RolloutProfile
+from ...patching.omnigibson._util import has_parameter
+from .config import rescale_env_config
+from .config import slim_config
 
 SEPARATOR = "::"
 
@@ -144,7 +144,7 @@ class OmniGibsonBackendFactory:
     def __call__(self, num_envs: int, seed: int, profile: RolloutProfile) -> OmniGibsonBackend:
         import torch
 
-        from .cpu_import import import_omnigibson
+        from ...patching.omnigibson.cpu_import import import_omnigibson
 
         config = self.build_config(profile)
         if "omnigibson" not in sys.modules:

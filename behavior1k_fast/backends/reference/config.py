@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..timing import Frequencies
+from ...core.frequencies import Frequencies
 
 #: Cameras every env carries: the robot's head camera and one camera on each wrist.
 CAMERAS = ("head", "left_wrist", "right_wrist")
@@ -53,7 +53,7 @@ class ReferenceConfig:
                 raise ValueError(f"resolution {name} must be positive, got {value!r} in resolution={res!r}")
         object.__setattr__(self, "resolution", tuple(res))
         if not isinstance(self.frequencies, Frequencies):
-            raise TypeError(f"frequencies must be a behavior1k_fast.timing.Frequencies, got {self.frequencies!r}")
+            raise TypeError(f"frequencies must be a behavior1k_fast.core.frequencies.Frequencies, got {self.frequencies!r}")
         if not self.frequencies.headless:
             raise ValueError(
                 f"frequencies={self.frequencies!r}: the reference simulator is headless, "

@@ -34,10 +34,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..profile import RolloutProfile
-from ..profiling import ACTION_APPLY, OBS_READ, PHYSICS, REWARD, RENDER, TERMINATION
+from ...core.profile import RolloutProfile
+from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, REWARD, RENDER, TERMINATION
 from . import report
-from .backends import make_factory
+from ...backends import make_factory
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
 SLIM_FIELDS = (
@@ -140,7 +140,7 @@ class BenchConfig:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BenchConfig":
-        from .backends import backend_options
+        from ..backend_args import backend_options
 
         cores = os.cpu_count() or 1
         stages = args.stages
@@ -201,8 +201,8 @@ def run_engine_row(
     ship their stage spans with every reply); the spans of the timed rounds give T_env and, with
     ``trace_path``, a Chrome trace.
     """
-    from ..profiling import get_profiler
-    from ..rollout import RolloutEngine
+    from ...core.tracing import get_profiler
+    from ...rollout import RolloutEngine
     from .resources import ResourceMonitor
 
     profiler = get_profiler()
@@ -319,8 +319,9 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     """
     import torch
 
-    from ..rollout.chunk import stack_obs
-    from .backends import isolate_sides, run_with_profile
+    from ...rollout.chunk import stack_obs
+    from ...backends import isolate_sides
+    from ...rollout.bootstrap import call_with_profile
     from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
 
     all_row = next(r for r in rows if r.name == ALL_ROW)
@@ -328,8 +329,8 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     if config.device == "cpu":
         # One intra-op thread per core the env workers leave free: oversubscribed OpenMP barriers stall.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.processes))
-    obs, obs_space, act_space = run_with_profile(isolate_sides(config.backend), backend_spaces, profile, factory,
-                                                 config.seed)
+    obs, obs_space, act_space = call_with_profile(isolate_sides(config.backend), backend_spaces, profile, factory,
+                                                  config.seed)
     stage_batch = profile.total_num_envs // profile.pipeline_stages
     batch = stack_obs([obs[i % len(obs)] for i in range(stage_batch)], list(obs[0]))
     policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .profile import RolloutProfile
+from ..core.profile import RolloutProfile
 
 #: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact).
 DEFAULT_THRESHOLDS = {
@@ -136,7 +136,7 @@ def record(
 
     ``actions=None`` draws them with :func:`random_chunks` from the backend's action space and ``seed``.
     """
-    from .rollout.chunk import stack_obs, step_chunk
+    from ..rollout.chunk import stack_obs, step_chunk
 
     backend = factory(num_envs, seed, profile)
     if wrap is not None:
@@ -246,7 +246,8 @@ def validate(
 
     ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
     """
-    from .bench.backends import BACKENDS, isolate_sides, make_factory, run_with_profile
+    from ..backends import BACKENDS, isolate_sides, make_factory
+    from ..rollout.bootstrap import call_with_profile
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -260,7 +261,7 @@ def validate(
     stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
     fast_profile = RolloutProfile(chunk_size=chunk_size)
     sides = [
-        run_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, None, chunks, wrap)
+        call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, None, chunks, wrap)
         for profile, wrap in ((stock_profile, None), (fast_profile, fault))
     ]
     return compare(*sides, thresholds, backend=backend, num_envs=num_envs, chunks=chunks,
@@ -269,7 +270,8 @@ def validate(
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``validate`` sub-command."""
-    from .bench.backends import BACKENDS, add_backend_arguments
+    from ..backends import BACKENDS
+    from .backend_args import add_backend_arguments
 
     p = subparsers.add_parser("validate", help="stock vs fast path with identical actions; exit 1 past thresholds",
                               description=__doc__.split("\n\n")[0])
@@ -290,7 +292,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Validate; print the report; 0 when every measure is within its threshold, else 1."""
-    from .bench.backends import backend_options
+    from .backend_args import backend_options
 
     limits = dict(DEFAULT_THRESHOLDS[args.backend])
     for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),

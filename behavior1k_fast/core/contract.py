@@ -64,7 +64,7 @@ class BackendFactory(Protocol):
 
     ``profile`` is the package profile the worker applied; its ``pipeline_stages`` is the number of stages
     that share this backend's physics (K in hybrid partition, 1 in process partition), so the backend can
-    rescale its physics frequency with ``behavior1k_fast.timing.rescale_for_stages``.
+    rescale its physics frequency with ``behavior1k_fast.core.frequencies.rescale_for_stages``.
     """
 
     def __call__(self, num_envs: int, seed: int, profile: Any) -> VectorBackend: ...

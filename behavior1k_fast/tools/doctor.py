@@ -20,8 +20,9 @@ import subprocess
 import sys
 from typing import Any
 
-from .patching import FAILED, SKIPPED, PatchRegistry, default_registry
-from .profile import RolloutProfile
+from ..patching import FAILED, SKIPPED, PatchRegistry
+from ..patching.omnigibson import REGISTRY
+from ..core.profile import RolloutProfile
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -54,7 +55,7 @@ def _omnigibson_state() -> dict[str, Any]:
     if importlib.util.find_spec("omnigibson") is None:
         return state
     state["installed"] = True
-    from .omnigibson import cpu_import
+    from ..patching.omnigibson import cpu_import
 
     try:
         cpu_import.import_omnigibson()
@@ -68,7 +69,7 @@ def _omnigibson_state() -> dict[str, Any]:
 
 def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per patch: the state ``apply(profile)`` would give it and why."""
-    registry = default_registry()
+    registry = REGISTRY
     if omnigibson["imported"]:
         planned = registry.plan(profile)
     else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
@@ -96,7 +97,7 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
-    from .omnigibson.runtime import INTRA_OP_ENV_VARS, kit_thread_args
+    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, kit_thread_args
 
     torch = sys.modules.get("torch")
     return {
@@ -129,7 +130,7 @@ def _gpus() -> dict[str, Any]:
 
 def collect(profile: RolloutProfile) -> dict[str, Any]:
     """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1."""
-    from . import __version__
+    from ..core import __version__
 
     omnigibson = _omnigibson_state()
     patches = _patches(profile, omnigibson)

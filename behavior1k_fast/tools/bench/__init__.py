@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .backends import BACKENDS, add_backend_arguments
+from ...backends import BACKENDS
+from ..backend_args import add_backend_arguments
 
 
 def _int_list(text: str) -> list[int]:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..patching import Patch, PatchContext
-from ..profile import RolloutProfile
+from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.profile import RolloutProfile
 from ._util import LaunchAppPatch, class_in, raw_member, source_of
 
 #: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
@@ -64,7 +64,7 @@ class HeadlessViewportPatch(Patch):
         for target in self.targets:
             raw_member(sensor, target.split(".", 1)[1])
         if not callable(getattr(module, "render", None)):
-            raise AttributeError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
+            raise UpstreamLayoutError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
         if "HEADLESS" in source_of(sensor._post_load):
             return "upstream VisionSensor._post_load already skips the viewport when headless (PR #2117)"
         return None

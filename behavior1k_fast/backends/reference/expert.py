@@ -12,7 +12,7 @@ import numpy as np
 
 from . import scene, task
 from .env import ReferenceVectorEnv, arm_targets_to_actions
-from ..backend import check_env_indices
+from ...core.contract import check_env_indices
 
 #: Grip-point heights (env frame, m): carrying, and releasing over the bin.
 CARRY_Z = scene.TABLE_TOP + 0.25

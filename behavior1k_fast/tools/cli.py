@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, bench, doctor, validate
+from ..core import __version__
+from . import bench, doctor, validate
 
 COMMANDS = (doctor, bench, validate)
 

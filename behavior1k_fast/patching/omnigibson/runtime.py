@@ -26,8 +26,8 @@ import sys
 import tempfile
 from typing import Any, Callable
 
-from ..patching import Patch, PatchContext
-from ..profile import RolloutProfile
+from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.profile import RolloutProfile
 from ._util import LaunchAppPatch
 
 #: Kit setting path of each thread-cap knob.
@@ -202,7 +202,7 @@ class NumbaKernelCachePatch(Patch):
             return f"{module.__name__} compiles no numba kernels (no numpy controller backend in this OmniGibson)"
         missing = [t for t in self.targets if not isinstance(getattr(module, t, None), Dispatcher)]
         if missing:
-            raise AttributeError(f"{module.__name__} has numba kernels but not {missing}: unsupported layout")
+            raise UpstreamLayoutError(f"{module.__name__} has numba kernels but not {missing}: unsupported layout")
         if not any(isinstance(getattr(module, t)._cache, NullCache) for t in self.targets):
             return f"upstream already compiles {', '.join(self.targets)} with cache=True"
         return None

@@ -7,8 +7,8 @@ import functools
 import inspect
 from typing import Any, Callable, Iterator
 
-from ..patching import Patch, PatchContext
-from ..profile import RolloutProfile
+from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.profile import RolloutProfile
 
 
 def raw_member(owner: type, qualname: str) -> Any:
@@ -16,7 +16,7 @@ def raw_member(owner: type, qualname: str) -> Any:
     try:
         return owner.__dict__[qualname]
     except KeyError:
-        raise AttributeError(
+        raise UpstreamLayoutError(
             f"{owner.__module__}.{owner.__qualname__}.{qualname} is missing: unsupported OmniGibson layout"
         ) from None
 
@@ -25,7 +25,7 @@ def class_in(module: Any, name: str) -> type:
     """``module.name`` as a class; AttributeError naming it if this OmniGibson layout has no such class."""
     cls = getattr(module, name, None)
     if not isinstance(cls, type):
-        raise AttributeError(f"{module.__name__}.{name} is missing: unsupported OmniGibson layout")
+        raise UpstreamLayoutError(f"{module.__name__}.{name} is missing: unsupported OmniGibson layout")
     return cls
 
 
@@ -83,7 +83,7 @@ class LaunchAppPatch(Patch):
     def skip_reason(self, module: Any) -> str | None:
         launch = getattr(module, "_launch_app", None)
         if not callable(launch):
-            raise AttributeError(f"{module.__name__}._launch_app is missing: unsupported OmniGibson layout")
+            raise UpstreamLayoutError(f"{module.__name__}._launch_app is missing: unsupported OmniGibson layout")
         return self.upstream_has_it(module, source_of(launch))
 
     def upstream_has_it(self, module: Any, launch_source: str) -> str | None:

@@ -36,7 +36,7 @@ VISION_MODALITIES = (
 OTHER_MODALITIES = ("proprio", "scan", "occupancy_grid")
 KNOWN_MODALITIES = VISION_MODALITIES + OTHER_MODALITIES
 
-#: How physics frequency follows the stage count K (see ``behavior1k_fast.timing``).
+#: How physics frequency follows the stage count K (see ``behavior1k_fast.core.frequencies``).
 PHYSICS_RESCALE_MODES = ("none", "divide_physics", "preserve_sim_time")
 #: How envs are grouped into pipeline stages (see ``behavior1k_fast.rollout``).
 PARTITION_MODES = ("hybrid", "process")

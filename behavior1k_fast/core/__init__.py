@@ -1,0 +1,5 @@
+"""The lowest layer: the rollout profile, frequencies and the K-stage rescale, tracing, the backend contract
+and the argument checks. Imports nothing else of the package.
+"""
+
+__version__ = "0.2.0.dev0"
