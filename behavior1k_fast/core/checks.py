@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 from typing import Any, Sequence
 
 
 def _bound_text(low: float | None, high: float | None, low_open: bool = False) -> str:
     if low is not None and high is not None:
-        return f"in {'(' if low_open else '['}{low}, {high}]"
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
     if low is not None:
-        return f"{'>' if low_open else '>='} {low}"
-    return f"<= {high}" if high is not None else ""
+        return f"{'>' if low_open else '>='} {low:g}"
+    return f"<= {high:g}" if high is not None else ""
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -63,14 +64,14 @@ def check_number(
     what = f"a finite number{unit_text}{' ' + bound if bound else ''}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {what}, got {value!r}")
-    value = float(value)
+    number = float(value)
     if (
-        not math.isfinite(value)
-        or (low is not None and (value <= low if low_open else value < low))
-        or (high is not None and value > high)
+        not math.isfinite(number)
+        or (low is not None and (number <= low if low_open else number < low))
+        or (high is not None and number > high)
     ):
         raise ValueError(f"{name} must be {what}, got {value!r}")
-    return value
+    return number
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
@@ -81,7 +82,8 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
 
 
 def check_seconds(name: str, value: Any) -> float | None:
-    """A time limit: ``None`` (no limit) or a positive finite number of seconds."""
+    """A time limit: ``None`` (no limit) or a positive number of seconds that the OS can wait for
+    (at most ``threading.TIMEOUT_MAX``: a larger one overflows in the first wait, after work has started)."""
     if value is None:
         return None
-    return check_number(name, value, low=0.0, low_open=True, unit="of seconds")
+    return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds")

@@ -24,14 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .checks import check_choice, check_number, check_positive_int
 from .profile import PHYSICS_RESCALE_MODES
 
 
 def _as_fraction(name: str, hz: float) -> Fraction:
-    if isinstance(hz, bool) or not isinstance(hz, (int, float, Fraction)):
-        raise TypeError(f"{name} must be a number of Hz, got {hz!r}")
-    if not hz > 0 or hz != hz or hz == float("inf"):
-        raise ValueError(f"{name} must be a positive finite frequency in Hz, got {hz!r}")
+    """``hz`` as an exact rational (a ``Fraction`` stays exact; floats are read to 1e-6)."""
+    if not isinstance(hz, Fraction):
+        hz = check_number(name, hz, 0.0, low_open=True, unit="of Hz")
+    elif not hz > 0:
+        raise ValueError(f"{name} must be a finite number of Hz > 0, got {hz!r}")
     return Fraction(hz).limit_denominator(1_000_000)
 
 
@@ -106,12 +108,8 @@ def rescale_for_stages(base: Frequencies, stages: int, mode: str = "divide_physi
 
     Raises ValueError listing the valid stage counts when the rescaled frequencies break the dt rules.
     """
-    if isinstance(stages, bool) or not isinstance(stages, int):
-        raise TypeError(f"stages must be an int, got {stages!r}")
-    if stages < 1:
-        raise ValueError(f"stages must be >= 1, got {stages!r}")
-    if mode not in PHYSICS_RESCALE_MODES:
-        raise ValueError(f"mode must be one of {PHYSICS_RESCALE_MODES}, got {mode!r}")
+    stages = check_positive_int("stages", stages)
+    check_choice("mode", mode, PHYSICS_RESCALE_MODES)
     try:
         freqs = _rescaled(base, stages, mode)
     except ValueError as exc:

@@ -14,7 +14,15 @@ import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from .checks import (
+    check_bool,
+    check_choice,
+    check_number,
+    check_optional_positive_int,
+    check_positive_int,
+)
 
 #: Observation modalities a vision sensor can produce (OmniGibson ``VisionSensor.ALL_MODALITIES``).
 VISION_MODALITIES = (
@@ -109,9 +117,7 @@ class RolloutProfile:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check_field(f.name, getattr(self, f.name))
-        if self.obs_modalities is not None:
-            object.__setattr__(self, "obs_modalities", tuple(self.obs_modalities))
+            object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name)))
         if self.total_num_envs is not None and self.total_num_envs % self.num_env_processes:
             raise ValueError(
                 f"total_num_envs={self.total_num_envs} is not divisible by "
@@ -197,15 +203,6 @@ class RolloutProfile:
         return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
 
 
-def _check_positive_int(name: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
-
-
 _BOOL_FIELDS = {
     "remove_headless_viewports",
     "cache_camera_parameters",
@@ -223,37 +220,40 @@ _OPTIONAL_INT_FIELDS = {
 }
 
 
-def _check_field(name: str, value: Any) -> None:
+def _check_field(name: str, value: Any) -> Any:
+    """The validated value of field ``name`` (numpy scalars become Python ones)."""
     if name in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {value!r}")
-    elif name in _INT_FIELDS:
-        _check_positive_int(name, value)
-    elif name in _OPTIONAL_INT_FIELDS:
-        _check_positive_int(name, value, allow_none=True)
-    elif name == "obs_modalities":
-        if value is None:
-            return
-        if isinstance(value, str) or not all(isinstance(m, str) for m in value):
-            raise TypeError(f"obs_modalities must be a sequence of modality names, got {value!r}")
-        for m in value:
-            if m not in KNOWN_MODALITIES:
-                close = difflib.get_close_matches(m, KNOWN_MODALITIES, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown modality {m!r} in obs_modalities{hint}")
-        if not value:
-            raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
-    elif name == "partition":
-        if value not in PARTITION_MODES:
-            raise ValueError(f"partition must be one of {PARTITION_MODES}, got {value!r}")
-    elif name == "physics_rescale":
-        if value not in PHYSICS_RESCALE_MODES:
-            raise ValueError(f"physics_rescale must be one of {PHYSICS_RESCALE_MODES}, got {value!r}")
-    elif name == "numba_cache_dir":
+        return check_bool(name, value)
+    if name in _INT_FIELDS:
+        return check_positive_int(name, value)
+    if name in _OPTIONAL_INT_FIELDS:
+        return check_optional_positive_int(name, value)
+    if name == "obs_modalities":
+        return None if value is None else _check_modalities(value)
+    if name == "partition":
+        return check_choice(name, value, PARTITION_MODES)
+    if name == "physics_rescale":
+        return check_choice(name, value, PHYSICS_RESCALE_MODES)
+    if name == "numba_cache_dir":
         if not isinstance(value, str) or not value:
             raise TypeError(f"numba_cache_dir must be a non-empty path string, got {value!r}")
-    elif name == "texture_streaming_budget":
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"texture_streaming_budget must be a fraction in [0, 1] or None, got {value!r}")
+        return value
+    if name == "texture_streaming_budget":
+        return None if value is None else check_number(name, value, 0.0, 1.0)
+    raise AssertionError(f"field {name!r} has no check")  # a new field must get one
+
+
+def _check_modalities(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable) or not all(isinstance(m, str) for m in value):
+        raise TypeError(f"obs_modalities must be a sequence of modality names, got {value!r}")
+    value = tuple(value)
+    for m in value:
+        if m not in KNOWN_MODALITIES:
+            close = difflib.get_close_matches(m, KNOWN_MODALITIES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown modality {m!r} in obs_modalities{hint}")
+    if not value:
+        raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
+    if len(set(value)) != len(value):
+        raise ValueError(f"obs_modalities={list(value)} names a modality twice")
+    return value

@@ -261,10 +261,10 @@ class PatchRegistry:
             self._profile = profile
             generation = self._generation
             for patch in self._patches.values():
-                self._settle(patch, self._apply_one(patch, profile, generation), "")
+                self._record(patch, self._apply_one(patch, profile, generation), "")
             return self.report()
 
-    def _settle(self, patch: Patch, outcome: PatchOutcome, when: str) -> None:
+    def _record(self, patch: Patch, outcome: PatchOutcome, when: str) -> None:
         """Record an outcome; a failure rolls back every patch of the profile and raises PatchError."""
         self._outcomes[patch.name] = outcome
         if outcome.state == FAILED:
@@ -292,7 +292,7 @@ class PatchRegistry:
                 current = self._outcomes.get(patch.name)
                 if self._generation != generation or current is None or current.state != PENDING:
                     return
-                self._settle(patch, self._install(patch, module, profile), f" when {patch.module} was imported")
+                self._record(patch, self._install(patch, module, profile), f" when {patch.module} was imported")
 
         wrapt.register_post_import_hook(on_import, patch.module)
         return PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)

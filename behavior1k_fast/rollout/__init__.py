@@ -1,13 +1,23 @@
-"""Rollout engine: chunk stepping, partition plan, env workers (processes, Ray), pipeline driver.
+"""Rollout layer: chunk stepping, partition plan, env workers (processes, Ray actors, inline), the engine.
 
-Depends only on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend.
+Depends on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend. A new
+executor (where workers run) goes into ``executors.py`` (or a module of its own, like ``ray_executor.py``)
+and ``make_executor``; what a worker does is ``worker.EnvWorker``; the wire format is ``protocol``.
 """
 
 from .chunk import ChunkResult, check_chunk_actions, step_chunk
 from .engine import RolloutEngine, RolloutStats
+from .errors import (
+    ChunkInFlightError,
+    ClosedError,
+    NoChunkInFlightError,
+    NotResetError,
+    WorkerDiedError,
+    WorkerError,
+)
 from .plan import PartitionPlan, StageSlice
 from .policy import PolicyProcess, call_policy
-from .worker import SharedBuffers, WorkerDiedError, WorkerError
+from .shm import SharedBuffers
 
 __all__ = [
     "ChunkResult",
@@ -22,4 +32,8 @@ __all__ = [
     "SharedBuffers",
     "WorkerError",
     "WorkerDiedError",
+    "ClosedError",
+    "ChunkInFlightError",
+    "NoChunkInFlightError",
+    "NotResetError",
 ]

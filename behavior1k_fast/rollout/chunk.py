@@ -88,14 +88,14 @@ def stack_obs(obs: Sequence[dict[str, np.ndarray]], keys: Sequence[str]) -> dict
 def run_chunk(
     backend: VectorBackend,
     actions: np.ndarray,
-    env_indices: Sequence[int] | None = None,
+    env_indices: np.ndarray,
     *,
     skip_intermediate_obs: bool = True,
     auto_reset: bool = True,
 ) -> tuple[list[dict[str, np.ndarray]], ChunkResult]:
-    """:func:`step_chunk` with the boundary observations left as a per-env list (``result.obs`` is None)."""
-    idx = check_env_indices(env_indices, backend.num_envs)
-    actions = check_chunk_actions(actions, len(idx), int(np.prod(backend.action_space.shape)))
+    """:func:`step_chunk` on already validated input (``env_indices`` an int array, ``actions`` checked by
+    :func:`check_chunk_actions`), with the boundary observations left as a per-env list (``result.obs`` is
+    ``None``). The engine's workers call this: the engine validated the chunk where it entered."""
     n, steps = actions.shape[:2]
     rewards = np.zeros((n, steps), dtype=np.float64)
     terminated = np.zeros((n, steps), dtype=bool)
@@ -112,7 +112,7 @@ def run_chunk(
         if rows.size == 0:
             break
         read = t == steps - 1 or not skip_intermediate_obs
-        step_obs, r, te, tr, step_infos = backend.step(actions[rows, t], idx[rows], get_obs=read, render=read)
+        step_obs, r, te, tr, step_infos = backend.step(actions[rows, t], env_indices[rows], get_obs=read, render=read)
         taken += 1
         rewards[rows, t] = r
         terminated[rows, t] = te
@@ -125,18 +125,18 @@ def run_chunk(
         ended = rows[np.asarray(te) | np.asarray(tr)]
         if ended.size:
             if not read:
-                for row, ob in zip(ended, backend.observe(idx[ended], render=True)):
+                for row, ob in zip(ended, backend.observe(env_indices[ended], render=True)):
                     obs[row] = ob
             active[ended] = False
     ended = np.flatnonzero(~active)
     if auto_reset and ended.size:
-        reset_obs, reset_infos = backend.reset(idx[ended])
+        reset_obs, reset_infos = backend.reset(env_indices[ended])
         for j, row in enumerate(ended):
             infos[row] = {**reset_infos[j], "final_observation": obs[row], "final_info": infos[row]}
             obs[row] = reset_obs[j]
     env_seconds = time.perf_counter() - start_wall
     result = ChunkResult(
-        env_ids=idx,
+        env_ids=env_indices,
         obs=None,
         rewards=rewards,
         terminated=terminated,
@@ -160,11 +160,11 @@ def step_chunk(
 ) -> ChunkResult:
     """Run one chunk ``actions [n, N, action_dim]`` on the selected envs of ``backend`` (see module docs).
 
-    Works in-process on any backend; the engine's workers call it on their own backend.
+    Works in-process on any backend; validates its input (NaN or inf actions, bad env indices are errors).
     """
-    obs, result = run_chunk(
-        backend, actions, env_indices, skip_intermediate_obs=skip_intermediate_obs, auto_reset=auto_reset
-    )
+    idx = check_env_indices(env_indices, backend.num_envs)
+    actions = check_chunk_actions(actions, len(idx), int(np.prod(backend.action_space.shape)))
+    obs, result = run_chunk(backend, actions, idx, skip_intermediate_obs=skip_intermediate_obs, auto_reset=auto_reset)
     result.obs = stack_obs(obs, list(backend.observation_space.spaces))
     return result
 

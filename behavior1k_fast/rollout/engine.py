@@ -22,14 +22,17 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..core.checks import check_bool, check_int, check_positive_int, check_seconds
 from ..core.contract import BackendFactory, check_env_indices
 from ..core.profile import RolloutProfile
 from ..core.tracing import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
-from .executors import ProcessExecutor, make_executor
+from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
+from .executors import Executor, InlineExecutor, ProcessExecutor
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
-from .worker import WorkerDiedError, WorkerError, WorkerSpec, check_timeout
+from .protocol import Chunk, Reset
+from .worker import WorkerSpec
 
 
 @dataclass
@@ -129,18 +132,44 @@ class _Accounting:
         )
 
 
+#: Where the env workers run: spawned local processes, Ray actors, or this process.
+EXECUTORS = ("process", "ray", "inline")
+
+
+def make_executor(
+    kind: str,
+    specs: Sequence[WorkerSpec],
+    timeout_s: float | None,
+    restart_workers: bool,
+    ray_actor_options: dict | None = None,
+) -> Executor:
+    """The executor named ``kind`` (one of :data:`EXECUTORS`) for ``specs``; nothing is started yet."""
+    if kind == "process":
+        return ProcessExecutor(specs, timeout_s, restart_workers)
+    if kind == "inline":
+        return InlineExecutor(specs, timeout_s, restart_workers)
+    if kind == "ray":
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(specs, timeout_s, restart_workers, ray_actor_options)
+    raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+
+
 class RolloutEngine:
     """P env workers x E envs x K stages, driven chunk by chunk (see module docs).
 
     ``profile``: a :class:`RolloutProfile`, a mapping (RLinf names ``pipeline_stage_num``,
     ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``, ``num_action_chunks``
-    accepted) or ``None`` (defaults). ``executor``: ``"process"`` or ``"ray"``. ``auto_reset``: an episode
+    accepted) or ``None`` (defaults). ``executor``: ``"process"`` (spawned local processes), ``"ray"`` (Ray
+    actors, across machines) or ``"inline"`` (this process, nothing overlaps: for pdb and fast tests). ``auto_reset``: an episode
     that ends inside a chunk is reset once at the chunk boundary. ``restart_workers``: respawn a dead worker
-    and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply.
+    and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply
+    in seconds (``None``: no limit).
     ``seed``: worker w builds its backend with ``seed + w`` (the backend seeds its envs from it).
 
     A worker error, a dead worker (without restart) or a timeout closes the engine and re-raises; bad
-    arguments raise before anything is sent and leave the engine usable.
+    arguments raise before anything is sent and leave the engine usable. A call that does not fit the
+    engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in flight, not reset).
     """
 
     def __init__(
@@ -152,7 +181,7 @@ class RolloutEngine:
         auto_reset: bool = True,
         restart_workers: bool = False,
         seed: int = 0,
-        timeout_s: float = 300.0,
+        timeout_s: float | None = 300.0,
         ray_actor_options: dict | None = None,
     ):
         if not callable(factory):
@@ -161,19 +190,17 @@ class RolloutEngine:
             factory_blob = pickle.dumps(factory)
         except Exception as exc:
             raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
-        for name, value in (("auto_reset", auto_reset), ("restart_workers", restart_workers)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool, got {value!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
-        timeout_s = check_timeout(timeout_s)
+        check_bool("auto_reset", auto_reset)
+        check_bool("restart_workers", restart_workers)
+        seed = check_int("seed", seed)
+        timeout_s = check_seconds("timeout_s", timeout_s)
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()
         specs = [
             WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile, auto_reset,
-                       profiling=get_profiler().enabled)
+                       tracing=get_profiler().enabled)
             for w in range(self.plan.num_processes)
         ]
         self._closed = True
@@ -196,8 +223,8 @@ class RolloutEngine:
 
     @property
     def worker_pids(self) -> list[int]:
-        """OS pids of the worker processes (process executor; empty for Ray)."""
-        return self._executor.pids if isinstance(self._executor, ProcessExecutor) else []
+        """OS pids of the worker processes (process executor; empty for Ray and inline)."""
+        return self._executor.pids
 
     @property
     def restarts(self) -> int:
@@ -212,7 +239,7 @@ class RolloutEngine:
         """The latest boundary observations of ``stage``: key -> [stage_size, ...]."""
         self.plan.check_stage(stage)
         if self._stage_obs[stage] is None:
-            raise RuntimeError("call reset() before reading observations")
+            raise NotResetError("call reset() before reading observations")
         return self._stage_obs[stage]
 
     # --- stepping -----------------------------------------------------------------------------
@@ -222,7 +249,9 @@ class RolloutEngine:
         Nothing may be in flight. Resetting a subset needs a full reset first."""
         self._check_open()
         if any(self._in_flight):
-            raise RuntimeError(f"cannot reset with chunks in flight for stages {np.flatnonzero(self._in_flight).tolist()}")
+            raise ChunkInFlightError(
+                f"cannot reset with chunks in flight for stages {np.flatnonzero(self._in_flight).tolist()}"
+            )
         e = self.plan.envs_per_process
         if env_ids is None:
             ids = np.arange(self.num_envs)
@@ -230,31 +259,39 @@ class RolloutEngine:
         else:
             ids = np.sort(check_env_indices(env_ids, self.num_envs))
             if any(o is None for o in self._stage_obs):
-                raise RuntimeError("reset() every env once before resetting a subset with env_ids")
+                raise NotResetError("reset() every env once before resetting a subset with env_ids")
             self._copy_batches(range(self.plan.stages))
         rows = {int(w): (ids[ids // e == w] % e).tolist() for w in np.unique(ids // e)}
         with self._guard():
             for w, local in rows.items():
-                self._executor.submit(w, "reset", local)
+                self._executor.submit(w, Reset(tuple(local)))
             for w, local in rows.items():
                 obs = self._executor.collect(w)[1]
                 self._store_worker_obs(w, local, obs, range(self.plan.stages))
-            self._executor.pop_restarts()
+            self._executor.take_respawned()
         return list(self._stage_obs)
 
     def submit(self, stage: int, actions: np.ndarray) -> None:
-        """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once."""
+        """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once.
+
+        The chunk is validated here, once: the workers trust what the engine sends."""
         self._check_open()
         self.plan.check_stage(stage)
+        self._check_idle(stage)
+        self._submit(stage, check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size))
+
+    def _check_idle(self, stage: int) -> None:
         if self._in_flight[stage]:
-            raise RuntimeError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
-        actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size)
+            raise ChunkInFlightError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
+
+    def _submit(self, stage: int, actions: np.ndarray) -> None:
+        """Send a validated chunk to the workers of ``stage``."""
         offset = 0
         with self._guard():
             for s in self.plan.stage_slices(stage):
                 part = actions[offset : offset + len(s.local_envs)]
                 offset += len(s.local_envs)
-                self._executor.submit(s.worker, "chunk", (s.local_envs, part))
+                self._executor.submit(s.worker, Chunk(s.local_envs, part, self.chunk_size))
         self._in_flight[stage] = True
 
     def collect(self, stage: int) -> ChunkResult:
@@ -262,7 +299,7 @@ class RolloutEngine:
         self._check_open()
         self.plan.check_stage(stage)
         if not self._in_flight[stage]:
-            raise RuntimeError(f"stage {stage} has no chunk in flight; submit() one first")
+            raise NoChunkInFlightError(f"stage {stage} has no chunk in flight; submit() one first")
         start = time.perf_counter()
         batch = self._new_batch()
         with self._guard():
@@ -308,14 +345,12 @@ class RolloutEngine:
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
-        if isinstance(num_rounds, bool) or not isinstance(num_rounds, int) or num_rounds < 1:
-            raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
-        for name, value in (("reset", reset), ("overlap", overlap)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool, got {value!r}")
+        num_rounds = check_positive_int("num_rounds", num_rounds)
+        check_bool("reset", reset)
+        check_bool("overlap", overlap)
         self._check_open()
         if any(self._in_flight):
-            raise RuntimeError("rollout() needs every stage collected first")
+            raise ChunkInFlightError("rollout() needs every stage collected first")
         stages = self.plan.stages
         try:
             if reset or any(o is None for o in self._stage_obs):
@@ -326,17 +361,17 @@ class RolloutEngine:
             total = num_rounds * stages
             if overlap:  # stage k's next chunk goes out right after its last one is collected
                 for k in range(stages):
-                    self.submit(k, self._forward(policy, k))
+                    self._submit(k, self._forward(policy, k))
             for i in range(total):
                 k = i % stages
                 if not overlap:
-                    self.submit(k, self._forward(policy, k))
+                    self._submit(k, self._forward(policy, k))
                 result = self.collect(k)
                 accounting.add(result)
                 if on_chunk is not None:
                     on_chunk(k, result)
                 if overlap and i + stages < total:
-                    self.submit(k, self._forward(policy, k))
+                    self._submit(k, self._forward(policy, k))
             wall = time.perf_counter() - start
         except BaseException:
             self.close()
@@ -344,6 +379,7 @@ class RolloutEngine:
         return accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s)
 
     def _forward(self, policy: Policy, stage: int) -> np.ndarray:
+        """The policy's validated chunk for ``stage`` (the one check of actions on their way in)."""
         start = time.perf_counter()
         with get_profiler().section(MODEL_FORWARD, pipeline_stage=stage):
             out = call_policy(policy, self._stage_obs[stage])
@@ -365,7 +401,7 @@ class RolloutEngine:
 
     def _refresh_restarted(self) -> None:
         """Envs of a respawned worker were reset: update the observations of stages not in flight."""
-        fresh = self._executor.pop_restarts()
+        fresh = self._executor.take_respawned()
         if not fresh:
             return
         idle = [k for k in range(self.plan.stages) if not self._in_flight[k] and self._stage_obs[k] is not None]
@@ -392,7 +428,7 @@ class RolloutEngine:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the rollout engine is closed")
+            raise ClosedError("the rollout engine is closed")
 
     def close(self) -> None:
         """Stop every worker and free the shared memory. Idempotent."""

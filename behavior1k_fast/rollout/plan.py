@@ -15,15 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.checks import check_choice, check_int, check_positive_int
 from ..core.profile import PARTITION_MODES, RolloutProfile
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -45,11 +38,10 @@ class PartitionPlan:
     mode: str = "hybrid"
 
     def __post_init__(self) -> None:
-        p = _positive_int("num_env_processes", self.num_processes)
-        e = _positive_int("envs_per_process", self.envs_per_process)
-        k = _positive_int("pipeline_stages", self.stages)
-        if self.mode not in PARTITION_MODES:
-            raise ValueError(f"partition must be one of {PARTITION_MODES}, got {self.mode!r}")
+        p = check_positive_int("num_env_processes", self.num_processes)
+        e = check_positive_int("envs_per_process", self.envs_per_process)
+        k = check_positive_int("pipeline_stages", self.stages)
+        check_choice("partition", self.mode, PARTITION_MODES)
         if self.mode == "hybrid" and e % k:
             raise ValueError(
                 f"hybrid partition needs pipeline_stages={k} to divide envs_per_process={e} "
@@ -80,9 +72,8 @@ class PartitionPlan:
         return self.stages if self.mode == "hybrid" else 1
 
     def check_stage(self, stage: Any) -> None:
-        """ValueError unless ``stage`` is an int in ``[0, stages)``."""
-        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < self.stages:
-            raise ValueError(f"stage must be an int in [0, {self.stages}), got {stage!r}")
+        """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, stages)``."""
+        check_int("stage", stage, 0, self.stages - 1)
 
     def stage_slices(self, stage: int) -> tuple[StageSlice, ...]:
         """The per-worker slices of ``stage``, in global env order."""

@@ -8,24 +8,16 @@ CPU numpy arrays.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import sys
 import weakref
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .worker import (
-    ProcessDied,
-    WorkerDiedError,
-    WorkerError,
-    check_timeout,
-    error_reply,
-    stop_processes,
-    wait_reply,
-    watch_owner,
-)
+from ..core.checks import check_seconds
+from .errors import ClosedError
+from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
+from .serve import ProcessChannel, serve, stop_processes
 
 #: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
 Policy = Callable[[dict[str, Any]], Any]
@@ -44,26 +36,31 @@ def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
     return out
 
 
-def _policy_main(conn: Any, owner_pid: int, policy_factory: Callable[[], Policy]) -> None:
-    watch_owner(owner_pid)
-    try:
-        policy = policy_factory()
-    except Exception as exc:
-        conn.send(error_reply(exc, "init", []))
-        return
-    conn.send(("ok", None, []))
-    while True:
+class _PolicyServer:
+    """The :class:`~.serve.Handler` of a policy process: one forward per :class:`~.protocol.Forward`."""
+
+    env_ids = ()
+
+    def __init__(self, policy_factory: Callable[[], Policy]):
+        self.policy = policy_factory()
+
+    def ready(self) -> None:
+        return None
+
+    def handle(self, request: Request) -> Reply:
         try:
-            command, obs = conn.recv()
-        except EOFError:
-            return
-        if command == "close":
-            return
-        try:
-            reply = ("ok", np.asarray(call_policy(policy, obs)), [])
+            if not isinstance(request, Forward):
+                raise TypeError(f"the policy process does not serve {type(request).__name__} requests")
+            return Ok(np.asarray(call_policy(self.policy, request.obs)))
         except Exception as exc:
-            reply = error_reply(exc, "forward", [])
-        conn.send(reply)
+            return Failure.from_exception(exc, request.command, ())
+
+    def close(self) -> None:
+        pass
+
+
+def _policy_main(conn: Any, owner_pid: int, policy_factory: Callable[[], Policy]) -> None:
+    serve(conn, owner_pid, lambda: _PolicyServer(policy_factory))
 
 
 class PolicyProcess:
@@ -75,44 +72,31 @@ class PolicyProcess:
     Errors in the policy are re-raised here as :class:`WorkerError` with the remote traceback.
     """
 
-    def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float = 300.0):
+    def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float | None = 300.0):
         if not callable(policy_factory):
             raise TypeError(f"policy_factory must be a callable returning a policy, got {policy_factory!r}")
-        self.timeout_s = check_timeout(timeout_s)
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_policy_main, args=(child, os.getpid(), policy_factory), daemon=True, name="behavior1k_fast-policy"
-        )
-        self._proc.start()
-        child.close()
-        self._finalizer = weakref.finalize(self, stop_processes, [self._proc], [self._conn], 5.0)
-        self._call("init", None)
+        self.timeout_s = check_seconds("timeout_s", timeout_s)
+        self._channel = ProcessChannel(_policy_main, (policy_factory,), "behavior1k_fast-policy", "policy process")
+        self._finalizer = weakref.finalize(self, stop_processes, [self._channel], 5.0)
+        self._wait(Command.INIT)
 
     @property
     def pid(self) -> int:
-        return self._proc.pid
+        return self._channel.pid
 
-    def _call(self, command: str, obs: Any) -> Any:
-        if not self._finalizer.alive:
-            raise RuntimeError("the policy process is closed")
+    def _wait(self, command: Command) -> Any:
+        """The payload of the next reply; any failure or death closes the process before it is raised."""
         try:
-            if obs is not None:
-                self._conn.send(("forward", obs))
-            status, payload, *_ = wait_reply(self._conn, self._proc, self.timeout_s, f"policy process ({command})")
-        except ProcessDied as exc:
-            self.close()
-            raise WorkerDiedError("policy process", [], command, str(exc)) from None
+            return unwrap(self._channel.receive(command, self.timeout_s), "policy process")
         except BaseException:
             self.close()
             raise
-        if status == "error":
-            self.close()
-            raise WorkerError("policy process", payload)
-        return payload
 
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        return self._call("forward", dict(obs))
+        if not self._finalizer.alive:
+            raise ClosedError("the policy process is closed")
+        self._channel.send(Forward(dict(obs)))
+        return self._wait(Command.FORWARD)
 
     def close(self) -> None:
         """Stop the process. Idempotent."""

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.checks import check_number, check_positive_int
 from ..core.profile import RolloutProfile
 
 #: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact).
@@ -42,11 +43,9 @@ class Thresholds:
 
     def __post_init__(self) -> None:
         for name in ("reward_atol", "state_atol", "sim_time_rtol"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        if self.min_psnr_db is not None and not self.min_psnr_db > 0:
-            raise ValueError(f"min_psnr_db must be > 0 dB or None, got {self.min_psnr_db!r}")
+            check_number(name, getattr(self, name), 0.0)
+        if self.min_psnr_db is not None:
+            check_number("min_psnr_db", self.min_psnr_db, 0.0, low_open=True, unit="of dB")
 
 
 @dataclass
@@ -251,9 +250,9 @@ def validate(
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    for name, value in (("num_envs", num_envs), ("chunks", chunks), ("chunk_size", chunk_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    num_envs = check_positive_int("num_envs", num_envs)
+    chunks = check_positive_int("chunks", chunks)
+    chunk_size = check_positive_int("chunk_size", chunk_size)
     if fault is not None and isolate_sides(backend):
         raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
     thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])

@@ -247,7 +247,7 @@ def test_step_chunk_observes_at_boundary_or_terminal_step_and_masks_ended_env(re
     steps = 4
     actions = np.stack([np.stack([h.action(i)] * steps) for i in range(2)]).astype(np.float64)
     h.log.clear()
-    obs, result = run_chunk(OmniGibsonBackend(h.venv), actions, auto_reset=False)
+    obs, result = run_chunk(OmniGibsonBackend(h.venv), actions, np.arange(2), auto_reset=False)
     assert result.applied.tolist() == [[True, True, False, False], [True] * 4]
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0, 0.0], [1.0] * 4]
     assert result.terminated[0].tolist() == [False, True, False, False] and not result.terminated[1].any()
@@ -264,7 +264,8 @@ def test_step_chunk_stock_path_reads_every_step_with_same_rewards(registry, fast
     h = seam(2, terminate_at={0: 2})
     actions = np.stack([np.stack([h.action(i)] * 3) for i in range(2)]).astype(np.float64)
     h.log.clear()
-    _, result = run_chunk(OmniGibsonBackend(h.venv), actions, skip_intermediate_obs=False, auto_reset=False)
+    _, result = run_chunk(OmniGibsonBackend(h.venv), actions, np.arange(2), skip_intermediate_obs=False,
+                          auto_reset=False)
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     assert h.events("sensor.read") == [0, 1, 0, 1, 1]
     assert all(render for render, _ in h.events("sim.step"))

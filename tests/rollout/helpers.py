@@ -7,7 +7,7 @@ import os
 import numpy as np
 import psutil
 
-from behavior1k_fast.rollout.worker import SHM_PREFIX
+from behavior1k_fast.rollout.shm import SHM_PREFIX
 
 CHUNK = 4
 

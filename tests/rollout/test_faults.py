@@ -92,7 +92,7 @@ def test_bad_actions_are_rejected_and_engine_stays_usable():
         nan[1, 2, 1] = np.nan
         with pytest.raises(ValueError, match="NaN"):
             engine.submit(0, nan)
-        with pytest.raises(ValueError, match=r"stage must be an int in \[0, 2\), got 2"):
+        with pytest.raises(ValueError, match=r"stage must be an int in \[0, 1\], got 2"):
             engine.submit(2, good)
         assert engine.step(0, good).applied.all()
 

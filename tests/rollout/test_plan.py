@@ -53,6 +53,8 @@ def test_invalid_combinations_name_the_values(args, words):
         assert word in str(info.value)
 
 
-def test_stage_out_of_range():
-    with pytest.raises(ValueError, match="stage must be an int in \\[0, 2\\)"):
+def test_stage_out_of_range_or_not_an_int():
+    with pytest.raises(ValueError, match="stage must be an int in \\[0, 1\\], got 2"):
         PartitionPlan(1, 2, 2).stage_slices(2)
+    with pytest.raises(TypeError, match="stage must be an int in \\[0, 1\\], got '1'"):
+        PartitionPlan(1, 2, 2).stage_slices("1")

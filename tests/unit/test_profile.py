@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from behavior1k_fast.core.profile import KNOWN_MODALITIES, RolloutProfile
@@ -58,18 +59,28 @@ def test_alias_and_field_given_together_is_an_error():
         ("obs_modalities", ["rgb", "dpeth"], ValueError, "'dpeth'.*'depth'"),
         ("obs_modalities", "rgb", TypeError, "obs_modalities"),
         ("obs_modalities", [], ValueError, "obs_modalities"),
-        ("pipeline_stages", 0, ValueError, "pipeline_stages must be >= 1, got 0"),
-        ("pipeline_stages", 2.0, TypeError, "pipeline_stages must be an int, got 2.0"),
+        ("obs_modalities", 5, TypeError, "obs_modalities must be a sequence of modality names, got 5"),
+        ("obs_modalities", ["rgb", "rgb"], ValueError, "names a modality twice"),
+        ("pipeline_stages", 0, ValueError, "pipeline_stages must be an int >= 1, got 0"),
+        ("pipeline_stages", 2.0, TypeError, "pipeline_stages must be an int >= 1, got 2.0"),
         ("skip_intermediate_obs", "yes", TypeError, "skip_intermediate_obs must be a bool"),
         ("partition", "round_robin", ValueError, "partition must be one of"),
         ("physics_rescale", "halve", ValueError, "physics_rescale must be one of"),
         ("texture_streaming_budget", 2.0, ValueError, "texture_streaming_budget"),
-        ("carb_tasking_threads", -1, ValueError, "carb_tasking_threads must be >= 1, got -1"),
+        ("carb_tasking_threads", -1, ValueError, "carb_tasking_threads must be an int >= 1, got -1"),
     ],
 )
 def test_bad_values_name_argument_and_value(key, value, exc, text):
     with pytest.raises(exc, match=text):
         RolloutProfile.from_dict({key: value})
+
+
+def test_numpy_scalars_are_accepted_as_python_values():
+    p = RolloutProfile.from_dict({"chunk_size": np.int64(4), "gc_enable": np.bool_(False),
+                                  "texture_streaming_budget": np.float32(0.5)})
+    assert p.chunk_size == 4 and type(p.chunk_size) is int
+    assert p.gc_enable is False and p.texture_streaming_budget == 0.5
+    assert RolloutProfile.from_dict(p.to_dict()) == p
 
 
 def test_total_envs_must_divide_over_processes():

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ...core.checks import check_int
 from ...core.contract import check_actions, check_env_indices
 from ...core.profile import RolloutProfile
 from ...patching.omnigibson._util import has_parameter
@@ -69,8 +70,7 @@ class OmniGibsonBackend:
                 "VectorEnvironment.step takes no env_indices: apply the behavior1k_fast profile "
                 "(behavior1k_fast.apply()) before building the env"
             )
-        if isinstance(observe_renders, bool) or not isinstance(observe_renders, int) or observe_renders < 0:
-            raise ValueError(f"observe_renders must be an int >= 0, got {observe_renders!r}")
+        observe_renders = check_int("observe_renders", observe_renders, 0)
         self._venv = venv
         self._observe_renders = observe_renders
         self.num_envs = len(venv.envs)

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ...core.checks import check_number
 from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from ...core.profile import VISION_MODALITIES, RolloutProfile
 from ...patching.omnigibson._util import class_in
@@ -126,9 +127,8 @@ def env_frequencies(config: Mapping[str, Any], headless: bool = True) -> Frequen
     hz = {}
     for key, default in FREQUENCY_KEYS.items():
         value = env.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise ValueError(f"env.{key} must be a positive finite frequency in Hz, got {value!r}")
-        hz[key] = value
+        check_number(f"env.{key}", value, 0.0, low_open=True, unit="of Hz")
+        hz[key] = value  # as given: 30 stays 30 in messages and in the rescaled config
     try:
         return Frequencies(hz["action_frequency"], hz["rendering_frequency"], hz["physics_frequency"], headless)
     except ValueError as exc:

@@ -1,0 +1,64 @@
+"""Every exception the rollout layer raises on purpose. Each subclasses the built-in it refines, so code
+that catches ``RuntimeError`` (or ``TimeoutError``) keeps working.
+
+- Worker faults: :class:`WorkerError` (an exception raised inside a worker, with its traceback and env
+  ids) and :class:`WorkerDiedError` (the worker process or actor is gone).
+- Engine state: :class:`ClosedError` (also for a closed :class:`~.policy.PolicyProcess`), :class:`ChunkInFlightError`, :class:`NoChunkInFlightError`,
+  :class:`NotResetError`: a call that does not fit the engine's state; the engine stays usable.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def worker_label(worker: int | str) -> str:
+    """``worker 3`` for an env worker's index, the name itself otherwise (``policy process``)."""
+    return f"worker {worker}" if isinstance(worker, int) else str(worker)
+
+
+class WorkerError(RuntimeError):
+    """An exception raised inside a worker, carried back with its traceback and the env ids involved.
+
+    ``worker`` is the env worker's index, or a name (``"policy process"``)."""
+
+    def __init__(
+        self, worker: int | str, command: str, env_ids: Sequence[int], exc_type: str, message: str, remote_traceback: str
+    ):
+        self.worker = worker
+        self.command = command
+        self.env_ids = [int(i) for i in env_ids]
+        self.exc_type = exc_type
+        self.remote_traceback = remote_traceback
+        super().__init__(
+            f"{worker_label(worker)} failed in {command!r} for envs {self.env_ids}: {exc_type}: {message}"
+            f"\n\nWorker traceback:\n{remote_traceback}"
+        )
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process or actor died (killed, crashed) while the driver waited on it."""
+
+    def __init__(self, worker: int | str, env_ids: Sequence[int], command: str, detail: str, hint: str = ""):
+        self.worker = worker
+        self.env_ids = [int(i) for i in env_ids]
+        self.command = command
+        super().__init__(
+            f"{worker_label(worker)} (envs {self.env_ids}) died while running {command!r}: {detail}{hint}"
+        )
+
+
+class ClosedError(RuntimeError):
+    """The engine or policy process was closed (explicitly, or after a failure); start a new one."""
+
+
+class ChunkInFlightError(RuntimeError):
+    """The call needs a stage (or every stage) without a chunk in flight: ``collect()`` it first."""
+
+
+class NoChunkInFlightError(RuntimeError):
+    """``collect()`` of a stage that has no chunk in flight: ``submit()`` one first."""
+
+
+class NotResetError(RuntimeError):
+    """The call needs observations, which exist only after a full ``reset()``."""

@@ -1,0 +1,116 @@
+"""Shared-memory buffers between the driver and its process workers: one segment per worker for its
+boundary observations (the worker writes them) and one for its chunk actions (the driver writes them).
+
+Every segment is created and unlinked by the driver; its name starts with :data:`SHM_PREFIX`
+(``/dev/shm/b1kf_*`` on Linux), so a leak is easy to see.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+#: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
+SHM_PREFIX = "b1kf_"
+#: Key of the chunk actions ``[chunk_size, action_dim]`` in a worker's action buffer.
+ACTIONS_KEY = "actions"
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """Name and layout ``(key, shape, dtype, byte offset)`` of one worker's observation segment."""
+
+    name: str
+    num_envs: int
+    layout: tuple[tuple[str, tuple[int, ...], str, int], ...]
+
+
+class SharedBuffers:
+    """One shared-memory segment holding ``[num_envs, *shape]`` per key of a gymnasium Dict of Box spaces.
+
+    The driver creates (and unlinks) one for each worker's boundary observations (the worker writes
+    them) and one for its chunk actions (the driver writes them). A row is written by one side only
+    while the other side does not read it (the engine keeps at most one chunk in flight per env).
+    """
+
+    def __init__(self, shm: shared_memory.SharedMemory, spec: BufferSpec):
+        self._shm = shm
+        self.spec = spec
+        self.arrays = {
+            key: np.ndarray((spec.num_envs, *shape), dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+            for key, shape, dtype, offset in spec.layout
+        }
+
+    @classmethod
+    def create(cls, observation_space: Any, num_envs: int) -> "SharedBuffers":
+        """A new segment for ``num_envs`` rows of ``observation_space`` (a gymnasium Dict of Box)."""
+        check_observation_space(observation_space)
+        layout, offset = [], 0
+        for key, space in observation_space.spaces.items():
+            dtype = np.dtype(space.dtype)
+            offset = -(-offset // 64) * 64  # 64-byte aligned rows
+            layout.append((key, tuple(space.shape), dtype.str, offset))
+            offset += num_envs * int(np.prod(space.shape, dtype=np.int64)) * dtype.itemsize
+        name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
+        return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
+
+    @classmethod
+    def attach(cls, spec: BufferSpec) -> "SharedBuffers":
+        return cls(shared_memory.SharedMemory(name=spec.name), spec)
+
+    def write(self, rows: Sequence[int], values: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """Copy one dict (key -> array of the space's shape) per row into the buffers."""
+        for row, value in zip(rows, values):
+            for key, arr in self.arrays.items():
+                item = value[key]
+                if np.shape(item) != arr.shape[1:]:
+                    raise ValueError(f"{key!r} has shape {np.shape(item)}, its space says {arr.shape[1:]}")
+                arr[row] = item
+
+    def read(self, rows: Sequence[int], out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``, into ``out`` if given."""
+        rows = np.asarray(rows)
+        if out is None:
+            out = {k: np.empty((rows.size, *a.shape[1:]), a.dtype) for k, a in self.arrays.items()}
+        first, last = int(rows[0]), int(rows[-1])
+        contiguous = last - first + 1 == rows.size and np.all(np.diff(rows) == 1)
+        for key, arr in self.arrays.items():
+            if contiguous:
+                out[key][...] = arr[first : last + 1]
+            else:
+                np.take(arr, rows, axis=0, out=out[key])
+        return out
+
+    def close(self) -> None:
+        self.arrays = {}
+        self._shm.close()
+
+    def unlink(self) -> None:
+        try:
+            self._shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def action_buffer_space(action_space: Any, chunk_size: int) -> Any:
+    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in the action
+    space's dtype (float64 when that is not a float type)."""
+    from gymnasium import spaces
+
+    dtype = action_space.dtype if np.issubdtype(action_space.dtype, np.floating) else np.float64
+    shape = (chunk_size, int(np.prod(action_space.shape)))
+    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, dtype)})
+
+
+def check_observation_space(space: Any) -> None:
+    """The engine needs a gymnasium Dict of Box spaces with fixed shapes and dtypes."""
+    from gymnasium import spaces
+
+    if not isinstance(space, spaces.Dict) or not all(isinstance(s, spaces.Box) for s in space.spaces.values()):
+        raise TypeError(f"backend observation_space must be a gymnasium Dict of Box spaces, got {space!r}")
