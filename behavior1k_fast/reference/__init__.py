@@ -3,22 +3,5 @@
 Importing this package imports MuJoCo.
 """
 
-from ..backends.reference import (
-    ACTION_DIM,
-    CAMERAS,
-    STOCK_COSTS,
-    SUPPORTED_VISION_MODALITIES,
-    ReferenceConfig,
-    ReferenceFactory,
-    ReferenceVectorEnv,
-)
-
-__all__ = [
-    "ReferenceConfig",
-    "ReferenceVectorEnv",
-    "ReferenceFactory",
-    "CAMERAS",
-    "SUPPORTED_VISION_MODALITIES",
-    "ACTION_DIM",
-    "STOCK_COSTS",
-]
+from ..backends.reference import *  # noqa: F401,F403
+from ..backends.reference import __all__  # noqa: F401
