@@ -90,16 +90,6 @@ def package_folder(line: str) -> Path:
     return folder / "OmniGibson" / "omnigibson"
 
 
-def module_path(line: str, module: str) -> Path:
-    """Where ``line``'s text of ``module`` (dotted name) is, whether or not it exists."""
-    return package_folder(line).joinpath(*module.split(".")[1:]).with_suffix(".py")
-
-
-def line_text(line: str, relpath: str) -> str:
-    """The verbatim text of ``relpath`` (relative to the ``omnigibson`` package, e.g. ``envs/env_base.py``)."""
-    return (package_folder(line) / relpath).read_text()
-
-
 # --- stand-ins for names a line adds that 1.1.1 lacks -------------------------------------------------------
 def _unavailable(qualname: str) -> Callable[..., Any]:
     def stand_in(*args: Any, **kwargs: Any) -> Any:
@@ -178,19 +168,33 @@ def _set_module(monkeypatch: Any, name: str, module: types.ModuleType) -> None:
 
 @dataclass
 class Line:
-    """One upstream line: its name, its loaded modules (once per session) and the stand-ins it needs."""
+    """One upstream line: its name, the ``omnigibson`` package folder its texts come from (``None`` for the
+    installed 1.1.1), its loaded modules (once per session) and the stand-ins it needs (those of
+    ``stand_ins_of``, by default its own name's)."""
 
     name: str
+    folder: Path | None = None
+    stand_ins_of: str = ""
     modules: dict[str, types.ModuleType] = field(default_factory=dict, repr=False)
     stand_ins: dict[tuple[str, str | None], Any] = field(default_factory=dict, repr=False)
     _loaded: bool = field(default=False, repr=False)
 
     @property
     def is_pypi(self) -> bool:
-        return self.name == PYPI
+        return self.folder is None
+
+    @property
+    def package(self) -> Path:
+        """The ``omnigibson`` package folder of this line's texts."""
+        return self.folder if self.folder is not None else package_folder(PYPI)
+
+    def path_of(self, module: str) -> Path:
+        """Where this line's text of ``module`` (dotted name) is, whether or not it exists."""
+        return self.package.joinpath(*module.split(".")[1:]).with_suffix(".py")
 
     def text(self, relpath: str) -> str:
-        return line_text(self.name, relpath)
+        """The verbatim text of ``relpath`` (relative to the ``omnigibson`` package, e.g. ``envs/env_base.py``)."""
+        return (self.package / relpath).read_text()
 
     def _activate_stand_ins(self, monkeypatch: Any) -> None:
         for (module, name), obj in self.stand_ins.items():
@@ -204,9 +208,9 @@ class Line:
         import pytest
 
         for (module, name), (lines, factory) in STAND_INS.items():
-            if self.name in lines:
+            if (self.stand_ins_of or self.name) in lines:
                 self.stand_ins[(module, name)] = factory(module if name is None else f"{module}.{name}")
-        macros_text = module_path(self.name, "omnigibson.macros")
+        macros_text = self.path_of("omnigibson.macros")
         with pytest.MonkeyPatch.context() as mp:
             self._activate_stand_ins(mp)
             # the line's macros.py checks that its data folder exists (nothing here reads it)
@@ -215,7 +219,7 @@ class Line:
                 # 1.1.1's create_module_macros names a module's macros by its path below macros.py's folder
                 mp.setattr(sys.modules["omnigibson.macros"], "__file__", str(macros_text))
             for module in MODULES:
-                path = module_path(self.name, module)
+                path = self.path_of(module)
                 if not path.exists():
                     continue
                 spec = importlib.util.spec_from_file_location(module, path)
@@ -246,4 +250,6 @@ _LINES: dict[str, Line] = {}
 
 def get_line(name: str) -> Line:
     """The session's :class:`Line` for ``name`` (modules loaded at its first activation)."""
-    return _LINES.setdefault(name, Line(name))
+    if name not in _LINES:
+        _LINES[name] = Line(name, None if name == PYPI else package_folder(name))
+    return _LINES[name]

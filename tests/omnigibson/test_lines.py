@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from ..upstream_lines import MODULES, PYPI, STAND_INS, get_line, missing_reason, module_path, package_folder
+from ..upstream_lines import MODULES, PYPI, STAND_INS, get_line, missing_reason
 
 README = Path(__file__).with_name("README.md")
 
 
 def test_active_line_modules_are_its_verbatim_texts(line):
-    folder = package_folder(line.name).resolve()
+    folder = line.package.resolve()
     for name in MODULES:
         active = sys.modules[name]
-        own = module_path(line.name, name)
+        own = line.path_of(name)
         if own.exists():
             assert Path(active.__file__).resolve() == own.resolve()
             assert active.__spec__.origin and Path(active.__spec__.origin).resolve().is_relative_to(folder)
         else:  # the line's folder lacks it: 1.1.1's module stays
-            assert Path(active.__file__).resolve() == module_path(PYPI, name).resolve()
+            assert Path(active.__file__).resolve() == get_line(PYPI).path_of(name).resolve()
 
 
 @pytest.mark.parametrize("name", ["v3.7", "main"])
@@ -55,7 +55,8 @@ def test_stand_ins_are_for_names_1_1_1_lacks_and_a_line_imports(og, key):
     for line in lines:
         if missing_reason(line):
             continue
-        texts = "".join(module_path(line, m).read_text() for m in MODULES if module_path(line, m).exists())
+        paths = [get_line(line).path_of(m) for m in MODULES]
+        texts = "".join(path.read_text() for path in paths if path.exists())
         assert imported in texts, f"no {line} text imports {imported}"
 
 
