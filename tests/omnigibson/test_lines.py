@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def test_active_line_modules_are_its_verbatim_texts(line):
         if own.exists():
             assert Path(active.__file__).resolve() == own.resolve()
             assert active.__spec__.origin and Path(active.__spec__.origin).resolve().is_relative_to(folder)
+            assert inspect.getsource(active) == line.text(str(own.relative_to(line.package)))
         else:  # the line's folder lacks it: 1.1.1's module stays
             assert Path(active.__file__).resolve() == get_line(PYPI).path_of(name).resolve()
 
