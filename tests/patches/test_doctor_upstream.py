@@ -127,3 +127,9 @@ def test_a_checkout_with_part_of_the_series_reports_each_part(tmp_path, capsys):
         subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
     code, out, _ = doctor(capsys, tree, "--json")
     assert code == 0 and states(json.loads(out)) == ["already upstream"] * 2 + ["applies"] * (len(patches) - 2)
+
+
+def test_without_the_patch_series_it_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(upstream_check, "PATCHES_DIR", tmp_path / "no-patches")
+    code, out, err = doctor(capsys, tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "needs the patch series in" in err
