@@ -72,8 +72,6 @@ class RolloutProfile:
     remove_headless_viewports: bool = True
     #: Modalities the policy consumes. ``None`` keeps whatever the env config asks for (stock).
     obs_modalities: tuple[str, ...] | None = ("rgb", "proprio")
-    #: ``VisionSensor.camera_parameters`` reuses one annotator instead of attaching one on the hot path.
-    cache_camera_parameters: bool = True
 
     # --- on-demand observation ------------------------------------------------------------------
     #: Inside a chunk, render and read observations only at the chunk boundary (and at episode end).
@@ -131,7 +129,6 @@ class RolloutProfile:
         base = dict(
             remove_headless_viewports=False,
             obs_modalities=None,
-            cache_camera_parameters=False,
             skip_intermediate_obs=False,
             pipeline_stages=1,
             carb_tasking_threads=None,
@@ -205,7 +202,6 @@ class RolloutProfile:
 
 _BOOL_FIELDS = {
     "remove_headless_viewports",
-    "cache_camera_parameters",
     "skip_intermediate_obs",
     "numba_cache",
     "gc_enable",

@@ -5,6 +5,7 @@ a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omni
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
 settings, CPU count and GPUs (``nvidia-smi`` when present). Exit code 1 when a patch the profile asks for
 cannot apply (``failed``) or OmniGibson is installed but does not import; 2 for a bad ``--profile``.
+``--upstream PATH`` checks a BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from ..patching import FAILED, SKIPPED, PatchRegistry
 from ..patching.omnigibson import REGISTRY
 from ..core.profile import RolloutProfile
+from . import upstream_check
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -38,6 +40,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--profile", metavar="PATH", help="YAML rollout profile (default: the fast path)")
+    parser.add_argument(
+        "--upstream",
+        metavar="PATH",
+        help="instead: which line the BEHAVIOR-1K checkout (or OmniGibson/ folder) at PATH is, and whether each "
+        "patch of the matching patches/ series applies to it (exit 0 only when every needed patch applies)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -175,6 +183,8 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.upstream is not None:
+        return upstream_check.run(args.upstream, args.json)
     try:
         profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
     except (OSError, TypeError, ValueError) as exc:

@@ -1,7 +1,10 @@
-"""Integration tests against the real omnigibson 1.1.1 classes.
+"""Integration tests against the real OmniGibson classes of every upstream line.
 
-``omnigibson`` is imported once per session, through the CPU import hook. Two harnesses run the same
-contract checks (:class:`Checks`):
+``omnigibson`` 1.1.1 is imported once per session, through the CPU import hook. The ``line`` fixture runs a
+test once per upstream line (``1.1.1``, ``v3.7``, ``main``; see ``tests/upstream_lines.py`` and this folder's
+README): for ``v3.7`` and ``main`` the line's verbatim upstream modules replace 1.1.1's while the test runs.
+Where a patch does not apply on a line, :func:`patched` asserts the skip and its reason (:data:`EXPECTED_SKIPS`)
+and the test stops there. Two harnesses run the same contract checks (:class:`Checks`):
 
 - ``seam``: the real ``Environment`` / ``VectorEnvironment`` code with a recording stand-in for ``og.sim``
   and, as upstream's doc names the seam, an ``og.Environment`` that skips ``load()`` (scene, robot and task
@@ -22,6 +25,17 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from ..upstream_lines import LINES, Line, get_line, missing_reason
+
+#: (line, patch) -> the skip reason (a substring) the fast profile gets there; every other patch a test
+#: needs is applied. Issue 11 adds main's multi-scene Environment patches and removes the two main rows.
+EXPECTED_SKIPS = {
+    ("main", "env_step_obs"): "main's multi-scene layout",
+    ("main", "vector_env_step"): "main's multi-scene layout",
+    ("main", "headless_viewport"): "already skips the viewport when headless (PR #2117)",
+    ("v3.7", "viewer_camera_off"): "gm.RENDER_VIEWER_CAMERA is False",
+}
+
 
 @pytest.fixture(scope="session")
 def og():
@@ -36,15 +50,50 @@ def og():
     return module
 
 
+@pytest.fixture(params=LINES)
+def line(request, og, monkeypatch) -> Line:
+    """The upstream line this test runs on, active (its modules are the ones ``import omnigibson...`` finds)
+    until the test ends. Skips with the reason where the line's texts are absent."""
+    reason = missing_reason(request.param)
+    if reason:
+        pytest.skip(reason)
+    current = get_line(request.param)
+    current.activate(monkeypatch)
+    return current
+
+
 @pytest.fixture
-def registry(og):
-    """A fresh registry over the real patch set; everything is reverted after the test."""
+def registry(line):
+    """A fresh registry over the real patch set, on this test's line; everything is reverted after the test."""
     from behavior1k_fast.patching.omnigibson import PATCHES
     from behavior1k_fast.patching import PatchRegistry
 
     reg = PatchRegistry(PATCHES)
     yield reg
     reg.revert()
+
+
+@pytest.fixture
+def patched(registry, fast_profile, line):
+    """``patched(*names)``: applies the fast profile and checks ``names`` on this line: ``True`` when all are
+    applied; ``False`` after asserting that each one :data:`EXPECTED_SKIPS` lists for the line was skipped
+    with that reason (the test then has nothing further to check on this line)."""
+    from behavior1k_fast.patching import APPLIED, SKIPPED
+
+    def check(*names: str) -> bool:
+        report = registry.apply(fast_profile)
+        for name in names:
+            expected = EXPECTED_SKIPS.get((line.name, name))
+            outcome = report[name]
+            if expected is None:
+                assert outcome.state == APPLIED, f"{name} on {line.name}: {outcome.state}: {outcome.reason}"
+            else:
+                assert outcome.state == SKIPPED and expected in outcome.reason, (
+                    f"{name} on {line.name}: expected skipped ({expected}), got {outcome.state}: {outcome.reason}"
+                )
+        return not any((line.name, name) in EXPECTED_SKIPS for name in names)
+
+    return check
 
 
 # --- recording ---------------------------------------------------------------------------------------
@@ -176,7 +225,8 @@ class Checks:
 
 # --- the og.sim seam -------------------------------------------------------------------------------
 class RecordingSim:
-    """Stand-in for ``og.sim``: the members OmniGibson's env code calls, with upstream's render flag."""
+    """Stand-in for ``og.sim``: the members OmniGibson's env and sensor code calls. ``render_on_step`` sets the
+    render flag and restores it only when its block exits normally, as upstream's does on every line."""
 
     def __init__(self, sim_step_dt: float = 1 / 30) -> None:
         self._render_on_step = True
@@ -192,10 +242,12 @@ class RecordingSim:
     @contextlib.contextmanager
     def render_on_step(self, value):
         previous, self._render_on_step = self._render_on_step, value
-        try:
-            yield
-        finally:
-            self._render_on_step = previous
+        yield
+        self._render_on_step = previous
+
+    @contextlib.contextmanager
+    def editing_usd(self):  # main
+        yield
 
     def step(self):
         self.current_time += self.sim_step_dt
@@ -290,7 +342,10 @@ class Scene:
     def reset(self):
         pass
 
-    def update_initial_state(self):
+    def update_initial_state(self):  # 1.1.1
+        pass
+
+    def update_initial_file(self):  # v3.7
         pass
 
 
@@ -324,9 +379,10 @@ def seam_environment_class(og):
 
 
 @pytest.fixture
-def seam(og, monkeypatch):
+def seam(og, line, monkeypatch):
     """Factory: ``seam(num_envs, terminate_at={env: step})`` -> a :class:`Harness` over a real, patched
-    ``VectorEnvironment`` built against the recording ``og.sim``. Apply patches before calling it."""
+    ``VectorEnvironment`` of this test's line built against the recording ``og.sim``. Apply patches before
+    calling it (the layout is 1.1.1's and v3.7's: ``Environment`` + ``VectorEnvironment``)."""
     sim = RecordingSim()
     monkeypatch.setattr(og, "sim", sim)
     env_cls = seam_environment_class(og)

@@ -24,14 +24,24 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_json_report_with_omnigibson(og, capsys):
+#: What ``doctor`` plans for the fast profile on each line (patches not listed: "would apply" everywhere).
+PLAN = {
+    "1.1.1": {"numba_cache_joint_controller": "skipped"},
+    "v3.7": {"viewer_camera_off": "skipped", "numba_cache_ik_controller": "skipped"},
+    "main": {"headless_viewport": "skipped", "env_step_obs": "skipped", "vector_env_step": "skipped"},
+}
+
+
+def test_json_report_with_omnigibson(line, capsys):
     code, report = json_report(capsys)
     assert code == 0 and report["ok"]
     assert report["versions"]["omnigibson"] == importlib.metadata.version("omnigibson")
     assert report["omnigibson"]["imported"] and report["omnigibson"]["error"] is None
     states = {p["name"]: p["state"] for p in report["patches"]}
-    assert states["vector_env_step"] == "would apply" and states["headless_viewport"] == "would apply"
-    assert states["numba_cache_joint_controller"] == "skipped"
+    for name in ("headless_viewport", "env_step_obs", "vector_env_step", "env_wrapper_forwarding", "kit_thread_caps"):
+        assert states[name] == PLAN[line.name].get(name, "would apply"), name
+    for name, state in PLAN[line.name].items():
+        assert states[name] == state, name
     by_name = {p["name"]: p for p in report["patches"]}
     assert by_name["env_step_obs"]["upstream_file"] == "omnigibson/envs/env_base.py"
     assert "--/plugins/carb.tasking.plugin/threadCount=8" in report["threads"]["kit_args"]
@@ -55,13 +65,13 @@ def test_bad_profile_exits_2_naming_the_key(capsys, tmp_path):
     assert "unknown profile key 'pipeline_stage'" in capsys.readouterr().err
 
 
-def test_unsupported_layout_exits_nonzero(og, capsys, monkeypatch):
-    from omnigibson.envs.vec_env_base import VectorEnvironment
+def test_unsupported_layout_exits_nonzero(line, capsys, monkeypatch):
+    from omnigibson.envs.env_wrapper import EnvironmentWrapper
 
-    monkeypatch.delattr(VectorEnvironment, "reset")
+    monkeypatch.delattr(EnvironmentWrapper, "reset")
     assert run_doctor() == 1
     out = capsys.readouterr().out
-    assert "vector_env_step" in out and "failed" in out and "NOT OK" in out
+    assert "env_wrapper_forwarding" in out and "failed" in out and "NOT OK" in out
 
 
 def test_report_without_omnigibson(og, capsys, monkeypatch):

@@ -106,15 +106,58 @@ def test_kernel_cache_layout_checks(kernels, tmp_path):
     assert "already compiles _compute_torques_numpy with cache=True" in patch.skip_reason(cached)
 
 
-def test_real_controller_modules_are_detected_without_kernels(og, fast_profile):
-    report = PatchRegistry([NumbaCacheDirPatch(), *KERNEL_CACHE_PATCHES]).plan(fast_profile)
+#: Plan of the kernel-cache patches on each line's real controller modules, and why.
+KERNEL_PLAN = {
+    "1.1.1": {  # no numpy controller backend
+        "numba_cache_joint_controller": (SKIPPED, "no numpy controller backend"),
+        "numba_cache_ik_controller": (SKIPPED, "no numpy controller backend"),
+        "numba_cache_osc_controller": (SKIPPED, "no numpy controller backend"),
+    },
+    "v3.7": {  # the only v3.7 ik_controller.py text available is RLinf's, which already has cache=True
+        "numba_cache_joint_controller": (APPLIED, "installed"),
+        "numba_cache_ik_controller": (SKIPPED, "already compiles _compute_ik_qpos_numpy with cache=True"),
+        "numba_cache_osc_controller": (APPLIED, "installed"),
+    },
+    "main": {
+        "numba_cache_joint_controller": (APPLIED, "installed"),
+        "numba_cache_ik_controller": (APPLIED, "installed"),
+        "numba_cache_osc_controller": (APPLIED, "installed"),
+    },
+}
+
+
+def test_real_controller_kernels_get_cache_where_upstream_lacks_it(line, fast_profile):
+    from numba.core.caching import NullCache
+
+    registry = PatchRegistry([NumbaCacheDirPatch(), *KERNEL_CACHE_PATCHES])
+    report = registry.apply(fast_profile)
+    try:
+        for patch in KERNEL_CACHE_PATCHES:
+            state, reason = KERNEL_PLAN[line.name][patch.name]
+            assert report[patch.name].state == state and reason in report[patch.name].reason, report[patch.name]
+            if state == APPLIED:
+                module = line.module(patch.module)
+                assert not any(isinstance(getattr(module, t)._cache, NullCache) for t in patch.targets)
+    finally:
+        registry.revert()
     for patch in KERNEL_CACHE_PATCHES:
-        assert report[patch.name].state == SKIPPED
-        assert "no numpy controller backend" in report[patch.name].reason
+        if KERNEL_PLAN[line.name][patch.name][0] == APPLIED:
+            module = line.module(patch.module)
+            assert all(isinstance(getattr(module, t)._cache, NullCache) for t in patch.targets)
+
+
+def test_real_launch_app_sets_no_thread_caps_or_texture_budget(line):
+    from omnigibson import simulator
+
+    from behavior1k_fast.patching.omnigibson.runtime import TextureStreamingBudgetPatch
+
+    assert simulator is line.module("omnigibson.simulator")
+    assert KitThreadCapsPatch().skip_reason(simulator) is None
+    assert TextureStreamingBudgetPatch().skip_reason(simulator) is None
 
 
 @pytest.fixture
-def fake_launch(og, monkeypatch):
+def fake_launch(line, monkeypatch):
     """``_launch_app`` replaced by a stand-in for the Kit start (disables GC, as Kit does), plus carb settings."""
     from omnigibson import simulator
 
@@ -198,16 +241,17 @@ def test_intra_op_threads_set_and_restored(monkeypatch, tmp_path):
     assert os.environ["OMP_NUM_THREADS"] == "7" and torch.get_num_threads() == threads
 
 
-def test_failed_launch_patch_rolls_back_earlier_patches(og, fast_profile, monkeypatch):
+def test_failed_launch_patch_rolls_back_earlier_patches(line, fast_profile, monkeypatch):
     from omnigibson import simulator
-    from omnigibson.envs.env_base import Environment
+    from omnigibson.envs.env_wrapper import EnvironmentWrapper
 
-    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentWrapperForwardingPatch
 
-    step = Environment.__dict__["step"]
+    step = EnvironmentWrapper.__dict__["step"]
     monkeypatch.delattr(simulator, "_launch_app")
-    registry = PatchRegistry([EnvironmentStepPatch(), KitThreadCapsPatch()])
+    registry = PatchRegistry([EnvironmentWrapperForwardingPatch(), KitThreadCapsPatch()])
     with pytest.raises(PatchError) as info:
         registry.apply(fast_profile)
     assert info.value.report["kit_thread_caps"].state == FAILED
-    assert Environment.__dict__["step"] is step
+    assert info.value.report["env_wrapper_forwarding"].state == APPLIED
+    assert EnvironmentWrapper.__dict__["step"] is step

@@ -1,20 +1,22 @@
-"""VisionSensor patches (headless viewport, camera parameters) on the real omnigibson 1.1.1 class.
+"""VisionSensor patches (headless viewport, viewer camera) on the real ``VisionSensor`` of every upstream line.
 
 The real ``VisionSensor`` methods run; Isaac Sim is replaced where it is reached: ``og.lazy.omni`` /
-``og.lazy.pxr`` (Replicator render products, annotators, viewport windows), the module's app ``render()``
-and the USD prim parent (``BaseSensor._post_load``, ``set_attribute``)."""
+``og.lazy.pxr`` (Replicator render products, annotators, viewport windows), the app ``render()`` (the
+sensor module's own before #2117, ``og.sim.render()`` on main) and the USD prim parent
+(``BaseSensor._post_load``, ``remove``, ``set_attribute``). main has #2117 upstream: ``headless_viewport`` is
+skipped there, and those tests assert the skip and its reason."""
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import inspect
 import sys
 import types
 
 import pytest
 
-from behavior1k_fast.patching import APPLIED, SKIPPED, PatchRegistry
 from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.patching import APPLIED, SKIPPED, PatchRegistry
 
 
 class Recorder:
@@ -33,12 +35,11 @@ class Recorder:
 
 
 class Product:
-    def __init__(self, path) -> None:
-        self.path = path
-        self.destroyed = False
+    def __init__(self, rec, path) -> None:
+        self.rec, self.path = rec, path
 
     def destroy(self):
-        self.destroyed = True
+        self.rec.log.append(("render_product.destroy", (self.path,), {}))
 
 
 class Annotator:
@@ -56,27 +57,31 @@ class Annotator:
 
 
 @pytest.fixture
-def isaac(og, monkeypatch):
-    """Stand-ins for what VisionSensor reaches in Isaac Sim; returns the recorder."""
+def isaac(line, monkeypatch):
+    """Stand-ins for what this line's VisionSensor reaches in Isaac Sim; returns the recorder."""
+    import omnigibson as og
     from omnigibson.sensors import sensor_base, vision_sensor
 
     rec = Recorder()
     products = iter(range(100))
-    viewport = types.SimpleNamespace(
-        name="Viewport 1",
-        visible=True,
-        destroy=rec("viewport.destroy"),
-        viewport_api=types.SimpleNamespace(
-            set_active_camera=rec("viewport.set_active_camera"),
-            set_texture_resolution=rec("viewport.set_texture_resolution"),
-            get_texture_resolution=lambda: (128, 96),
-        ),
-    )
+
+    def new_viewport():
+        return types.SimpleNamespace(
+            name="Viewport 1",
+            visible=True,
+            destroy=rec("viewport.destroy"),
+            viewport_api=types.SimpleNamespace(
+                set_active_camera=rec("viewport.set_active_camera"),
+                set_texture_resolution=rec("viewport.set_texture_resolution"),
+                get_texture_resolution=lambda: (128, 96),
+            ),
+        )
+
     omni = types.SimpleNamespace(
         replicator=types.SimpleNamespace(
             core=types.SimpleNamespace(
                 create=types.SimpleNamespace(
-                    render_product=rec("render_product", lambda: Product(f"/Render/RenderProduct_{next(products)}"))
+                    render_product=rec("render_product", lambda: Product(rec, f"/Render/RenderProduct_{next(products)}"))
                 ),
                 AnnotatorRegistry=types.SimpleNamespace(
                     get_annotator=lambda name: (rec.log.append(("get_annotator", (name,), {})), Annotator(rec, name))[1]
@@ -84,13 +89,15 @@ def isaac(og, monkeypatch):
             )
         ),
         kit=types.SimpleNamespace(
-            viewport=types.SimpleNamespace(utility=types.SimpleNamespace(create_viewport_window=rec("create_viewport", viewport)))
+            viewport=types.SimpleNamespace(utility=types.SimpleNamespace(create_viewport_window=rec("create_viewport", new_viewport)))
         ),
     )
     lazy = sys.modules["omnigibson.lazy"]
     monkeypatch.setattr(lazy, "omni", omni, raising=False)
     monkeypatch.setattr(lazy, "pxr", types.SimpleNamespace(Gf=types.SimpleNamespace(Vec2f=lambda *v: v)), raising=False)
-    monkeypatch.setattr(vision_sensor, "render", rec("app.render"))
+    monkeypatch.setattr(vision_sensor, "render", rec("app.render"), raising=False)  # main renders through og.sim
+    sim = types.SimpleNamespace(render=rec("app.render"), editing_usd=contextlib.nullcontext)
+    monkeypatch.setattr(og, "sim", sim, raising=False)
     monkeypatch.setattr(sensor_base.BaseSensor, "_post_load", rec("BaseSensor._post_load"))
     monkeypatch.setattr(sensor_base.BaseSensor, "remove", rec("BaseSensor.remove"))
     monkeypatch.setattr(vision_sensor.VisionSensor, "SENSORS", {})
@@ -98,7 +105,7 @@ def isaac(og, monkeypatch):
 
 
 @pytest.fixture
-def headless(og, monkeypatch):
+def headless(line, monkeypatch):
     from omnigibson.macros import gm
 
     def set_headless(value: bool):
@@ -108,23 +115,32 @@ def headless(og, monkeypatch):
     return set_headless
 
 
-def make_camera(og, rec, width=128, height=96, viewport_name=None, modalities=("rgb",)):
-    """A real VisionSensor (the subclass pins prim path, name, visibility) past ``__init__``, before
-    ``_post_load``."""
+CAMERA_PATH = "/World/robot0/eyes/Camera"
+
+
+def make_camera(rec, width=128, height=96, viewport_name=None, modalities=("rgb",)):
+    """A real VisionSensor of the active line (the subclass pins prim path, name, visibility) as its
+    ``__init__`` and ``_initialize`` leave it, without running them: the load config holds the line's
+    ``__init__`` defaults, the annotator table is attached."""
     from omnigibson.sensors.vision_sensor import VisionSensor
 
     class Camera(VisionSensor):
-        prim_path = "/World/robot0/eyes/Camera"
+        prim_path = CAMERA_PATH
         name = "robot0:eyes:Camera:0"
         visible = True  # USD visibility toggle (prim state) as a plain attribute
 
     camera = Camera.__new__(Camera)
-    camera._load_config = dict(
-        image_width=width, image_height=height, focal_length=17.0, clipping_range=(0.001, 100.0),
-        viewport_name=viewport_name,
-    )
+    defaults = {
+        name: p.default for name, p in inspect.signature(VisionSensor.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    camera._load_config = {
+        **{key: defaults[key] for key in ("focal_length", "focus_distance", "fstop", "horizontal_aperture", "clipping_range") if key in defaults},
+        "image_width": width, "image_height": height, "viewport_name": viewport_name,
+    }
     camera._viewport = None
     camera._render_product = None
+    camera._modalities = set(modalities)
     camera._annotators = {m: Annotator(rec, m) for m in modalities}
     camera._RAW_SENSOR_TYPES = {
         "rgb": "rgb", "depth": "distance_to_camera", "depth_linear": "distance_to_image_plane",
@@ -134,20 +150,20 @@ def make_camera(og, rec, width=128, height=96, viewport_name=None, modalities=("
     return camera
 
 
-def test_headless_post_load_creates_no_viewport_and_caches_resolution(
-    registry, fast_profile, isaac, headless, og, checks
-):
-    assert registry.apply(fast_profile)["headless_viewport"].state == APPLIED
-    camera = make_camera(og, isaac)
+def test_headless_post_load_creates_no_viewport_and_caches_resolution(patched, isaac, headless, checks):
+    if not patched("headless_viewport"):
+        return
+    camera = make_camera(isaac)
     camera._post_load()
     assert "create_viewport" not in isaac.names()
     assert isaac.log[0][0] == "BaseSensor._post_load"
     (_, args, _), = [e for e in isaac.log if e[0] == "render_product"]
-    assert args == ("/World/robot0/eyes/Camera", (128, 96))
+    assert args == (CAMERA_PATH, (128, 96))
     checks.headless_camera_has_no_viewport(camera)
     assert camera.SENSORS[camera.prim_path] is camera and camera.image_width == 128
     set_attrs = [(e[1] or (e[2]["attr"],))[0] for e in isaac.log if e[0] == "prim.set_attribute"]
-    assert set_attrs == ["focalLength", "clippingRange"]
+    lens = {"focalLength", "clippingRange"} | ({"focusDistance", "fStop", "horizontalAperture"} if "fstop" in camera._load_config else set())
+    assert set(set_attrs) == lens
     camera.viewer_visibility = False  # no-op without a viewport
     with pytest.raises(RuntimeError, match="has no viewport.*active_camera_path"):
         camera.active_camera_path = "/World/other"
@@ -155,59 +171,99 @@ def test_headless_post_load_creates_no_viewport_and_caches_resolution(
         camera.viewer_visibility = True
 
 
-def test_headless_resize_rebuilds_render_product_without_viewport(registry, fast_profile, isaac, headless, og):
-    registry.apply(fast_profile)
-    camera = make_camera(og, isaac, modalities=("rgb", "depth"))
+def test_headless_resize_runs_upstream_rebuild_without_viewport(patched, isaac, headless):
+    if not patched("headless_viewport"):
+        return
+    camera = make_camera(isaac, modalities=("rgb", "depth"))
     camera._post_load()
     first = camera._render_product
     isaac.log.clear()
     camera.image_height = 64
-    assert first.destroyed and camera._render_product is not first
+    assert ("render_product.destroy", (first.path,), {}) in isaac.log and camera._render_product is not first
     assert [e[2] for e in isaac.log if e[0] == "render_product"] == [{"force_new": True}]
-    assert [e[1] for e in isaac.log if e[0] == "render_product"] == [("/World/robot0/eyes/Camera", (128, 64))]
+    assert [e[1] for e in isaac.log if e[0] == "render_product"] == [(CAMERA_PATH, (128, 64))]
     assert sorted(e[1][0] for e in isaac.log if e[0] == "annotator.attach") == ["depth", "rgb"]
-    assert (camera.image_width, camera.image_height) == (128, 64)
+    assert (camera.image_width, camera.image_height) == (128, 64) and camera._viewport is None
+    assert not any(name.startswith("viewport.") for name in isaac.names())
     with pytest.raises(ValueError, match="image_width must be a positive int of pixels, got 0"):
         camera.image_width = 0
 
 
-def test_headless_remove_and_clear_skip_viewport_teardown(registry, fast_profile, isaac, headless, og):
-    registry.apply(fast_profile)
-    camera = make_camera(og, isaac)
+def _teardown(isaac, headless, headless_run: bool, action) -> tuple[list, object]:
+    """Events of ``action(camera)`` on a loaded camera, the viewport's own events left out, with the camera
+    and its render product named by role (the two runs build different ones)."""
+    headless(headless_run)
+    camera = make_camera(isaac, modalities=("rgb", "depth"))
     camera._post_load()
-    camera.remove()
-    assert "viewport.destroy" not in isaac.names() and "BaseSensor.remove" in isaac.names()
-    assert camera.prim_path not in camera.SENSORS
-    camera._post_load()
-    type(camera).clear()
-    assert camera.SENSORS == {} and "viewport.destroy" not in isaac.names()
+    product = camera._render_product.path
+    isaac.log.clear()
+    action(camera)
+    roles = {id(camera): "<camera>"}
+
+    def role(value):
+        return "<render product>" if value == product else roles.get(id(value), value)
+
+    events = [(name, tuple(role(a) for a in args), kwargs) for name, args, kwargs in isaac.log]
+    return [e for e in events if not e[0].startswith("viewport.")], camera
 
 
-def test_viewport_still_created_when_not_headless_or_named(registry, fast_profile, isaac, headless, og):
-    registry.apply(fast_profile)
+@pytest.mark.parametrize("action", ["remove", "clear"])
+def test_headless_teardown_is_upstreams_without_the_viewport(action, patched, isaac, headless):
+    """``remove()`` / ``VisionSensor.clear()`` of a sensor without a viewport do everything upstream's do for a
+    sensor with one (v3.7: detach every annotator, destroy the render product; clear removes every sensor),
+    except destroying a viewport."""
+    if not patched("headless_viewport"):
+        return
+    run = (lambda camera: camera.remove()) if action == "remove" else (lambda camera: type(camera).clear())
+    with_viewport, shown = _teardown(isaac, headless, False, run)
+    assert shown._viewport is not None and ("viewport.destroy", (), {}) in isaac.log
+    without_viewport, camera = _teardown(isaac, headless, True, run)
+    assert without_viewport == with_viewport
+    assert camera._viewport is None and camera.prim_path not in camera.SENSORS
+    assert not any(name.startswith("viewport.") for name in isaac.names())
+
+
+def test_headless_teardown_on_v3_7_detaches_annotators_and_destroys_render_product(line, patched, isaac, headless):
+    """v3.7's ``remove()`` tears down modalities and the render product; 1.1.1's leaves both to the stage."""
+    if not patched("headless_viewport"):
+        return
+    for run in (lambda camera: camera.remove(), lambda camera: type(camera).clear()):
+        events, _ = _teardown(isaac, headless, True, run)
+        names = [name for name, *_ in events]
+        torn_down = sorted(args[0] for name, args, _ in events if name == "annotator.detach")
+        if line.name == "v3.7":
+            assert torn_down == ["depth", "rgb"] and names.count("render_product.destroy") == 1
+        else:
+            assert torn_down == [] and "render_product.destroy" not in names
+        assert "BaseSensor.remove" in names or line.is_pypi  # 1.1.1's clear() does not call remove()
+
+
+def test_viewport_still_created_when_not_headless_or_named(patched, isaac, headless):
+    patched("headless_viewport")  # main: upstream's own #2117 code decides
     headless(False)
-    camera = make_camera(og, isaac)
+    camera = make_camera(isaac)
     camera._post_load()
     assert isaac.names().count("create_viewport") == 1 and camera._viewport is not None
-    assert camera._image_width == 128
+    assert camera.image_width == 128
 
 
-def test_revert_restores_upstream_viewport_and_identity(registry, fast_profile, isaac, headless, og):
+def test_revert_restores_upstream_viewport_and_identity(patched, registry, isaac, headless):
     from omnigibson.sensors.vision_sensor import VisionSensor
 
     names = ("_post_load", "image_height", "image_width", "viewer_visibility", "active_camera_path", "remove", "clear")
     originals = {n: VisionSensor.__dict__[n] for n in names}
-    registry.apply(fast_profile)
+    if not patched("headless_viewport"):
+        assert all(VisionSensor.__dict__[n] is originals[n] for n in names)
+        return
     assert all(VisionSensor.__dict__[n] is not originals[n] for n in names)
     registry.revert()
     assert all(VisionSensor.__dict__[n] is originals[n] for n in names)
-    camera = make_camera(og, isaac)
+    camera = make_camera(isaac)
     camera._post_load()
     assert isaac.names().count("create_viewport") == 1  # upstream: a viewport even when headless
 
 
-def test_stock_profile_leaves_vision_sensor_alone(registry, isaac, og):
-    from behavior1k_fast.core.profile import RolloutProfile
+def test_stock_profile_leaves_vision_sensor_alone(registry, isaac):
     from omnigibson.sensors.vision_sensor import VisionSensor
 
     post_load = VisionSensor.__dict__["_post_load"]
@@ -216,44 +272,25 @@ def test_stock_profile_leaves_vision_sensor_alone(registry, isaac, og):
     assert VisionSensor.__dict__["_post_load"] is post_load
 
 
-def test_pr_2117_layout_is_skipped_with_reason(og, tmp_path, monkeypatch):
-    from behavior1k_fast.patching.omnigibson.viewport import HeadlessViewportPatch
-
-    source = inspect.getsource(sys.modules["omnigibson.sensors.vision_sensor"])
-    source = source.replace(
-        "        if viewport_name is not None:\n            vp_names",
-        "        should_create_viewport = viewport_name is not None or not gm.HEADLESS\n"
-        "        if viewport_name is not None:\n            vp_names",
-    )
-    path = tmp_path / "vision_sensor_2117.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("vision_sensor_2117", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    reason = HeadlessViewportPatch().skip_reason(module)
-    assert reason and "PR #2117" in reason
-
-
-def test_camera_parameters_attaches_one_annotator_and_reuses_it(registry, fast_profile, isaac, headless, og):
-    assert registry.apply(fast_profile)["camera_parameters_cache"].state == APPLIED
-    camera = make_camera(og, isaac)
+def test_upstream_camera_parameters_attaches_its_annotator_once(line, isaac, headless):
+    """Why there is no camera-parameters patch: on every line, upstream's ``camera_parameters`` attaches one
+    ``camera_params`` annotator at the first read and finds its table entry afterwards, also after a resize
+    (the table is rebuilt only by ``_initialize``, which runs once per sensor)."""
+    headless(False)
+    camera = make_camera(isaac)
     camera._post_load()
+    for _ in range(3):
+        assert camera.camera_parameters == {"cameraFocalLength": 17.0}
+    camera.image_height = 64
     assert camera.camera_parameters == {"cameraFocalLength": 17.0}
-    assert camera.camera_parameters["cameraFocalLength"] == 17.0
-    camera._annotators = {"rgb": Annotator(isaac, "rgb")}  # the table is rebuilt (as _initialize does)
-    camera.camera_parameters
     assert isaac.names().count("get_annotator") == 1
-    registry.revert()
-    camera._annotators = {"rgb": Annotator(isaac, "rgb")}
-    camera.camera_parameters
-    assert isaac.names().count("get_annotator") == 2  # upstream attaches a second one
 
 
-def test_audit_lists_every_attached_annotator(registry, fast_profile, isaac, headless, og):
+def test_audit_lists_every_attached_annotator(patched, isaac, headless):
     from behavior1k_fast.backends.omnigibson.config import AttachedAnnotator, audit_annotators
 
-    registry.apply(fast_profile)
-    camera = make_camera(og, isaac, modalities=("rgb", "depth_linear"))
+    patched("headless_viewport")
+    camera = make_camera(isaac, modalities=("rgb", "depth_linear"))
     camera._post_load()
     camera.camera_parameters
     robot = types.SimpleNamespace(sensors={"eyes": camera, "scan": object()})
@@ -266,7 +303,8 @@ def test_audit_lists_every_attached_annotator(registry, fast_profile, isaac, hea
     ]
 
 
-def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, og, monkeypatch, headless):
+def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, monkeypatch, headless):
+    """A user who turned the viewer camera on gets it off in headless launches (on every line)."""
     from omnigibson import simulator
     from omnigibson.macros import gm
 
@@ -282,7 +320,16 @@ def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, og, mo
     assert gm["RENDER_VIEWER_CAMERA"] is True
 
 
-def test_viewer_camera_patch_skips_when_upstream_default_is_off(og, monkeypatch):
+def test_viewer_camera_patch_follows_the_lines_default(line, patched):
+    """v3.7's macros default ``RENDER_VIEWER_CAMERA`` to False (skipped there); 1.1.1's to True. main's
+    macros.py is not among the stored texts, so main runs with 1.1.1's macros."""
+    from omnigibson.macros import gm
+
+    assert gm["RENDER_VIEWER_CAMERA"] is (line.name != "v3.7")
+    assert patched("viewer_camera_off") is (line.name != "v3.7")
+
+
+def test_viewer_camera_patch_skip_leaves_launch_untouched(line, monkeypatch):
     from behavior1k_fast.patching.omnigibson.viewport import ViewerCameraOffPatch
     from omnigibson import simulator
     from omnigibson.macros import gm
@@ -290,6 +337,7 @@ def test_viewer_camera_patch_skips_when_upstream_default_is_off(og, monkeypatch)
     monkeypatch.setitem(gm, "RENDER_VIEWER_CAMERA", False)
     assert "RENDER_VIEWER_CAMERA is False" in ViewerCameraOffPatch().skip_reason(simulator)
     launch_app = simulator.__dict__["_launch_app"]
-    report = PatchRegistry([ViewerCameraOffPatch()]).apply(RolloutProfile())
-    assert report["viewer_camera_off"].state == SKIPPED
+    registry = PatchRegistry([ViewerCameraOffPatch()])
+    assert registry.apply(RolloutProfile())["viewer_camera_off"].state == SKIPPED
     assert simulator.__dict__["_launch_app"] is launch_app
+    registry.revert()

@@ -1,24 +1,23 @@
-"""The upstream patches under ``patches/`` are well-formed ``git format-patch`` mails and describe the same change
-as the runtime patches of ``behavior1k_fast.omnigibson``.
+"""The upstream patches under ``patches/`` are well-formed ``git format-patch`` mails made against the real upstream
+texts, and describe the same change as the runtime patches of ``behavior1k_fast.omnigibson``.
 
 Each patch names its runtime counterparts in ``Behavior1k-Fast-Patch: <name>`` trailers. Checked here:
 
 - structure: mbox ``From`` line, ``From:``/``Date:``/``Subject: [PATCH n/m]`` headers, a message, ``---``, diffs
-  whose hunk line counts add up, three lines of context on both sides of every change (so no hunk is silently
-  anchored to a file start or end when it applies to the full upstream file);
-- application: the series of each line applies with ``git am`` to a pre-image rebuilt from its own context
-  lines (upstream files are not shipped), and the v3.7.2 ``vision_sensor.py`` patches apply with
-  ``git apply --check`` to the real ``omnigibson`` 1.1.1 file when that package is installed;
-- equivalence: the files and functions the hunks touch are the ``upstream_file`` and ``targets`` of the runtime
-  patches named in the trailers, every runtime patch with an upstream file is covered (or listed below with the
-  reason it has no upstream patch on that line), and each new ``def`` signature in a patch equals the signature
-  the runtime patch installs on the real omnigibson 1.1.1 class.
+  whose hunk line counts add up, three lines of context on both sides of every change;
+- application, on throw-away repositories made from the verbatim upstream sets (``tests/upstream_lines.py``;
+  skipped with a reason where the sets are absent): ``git am`` of each whole series on its set, every ``index``
+  line naming the real blobs before and after its patch, and ``git am -3`` merging the series into a set whose
+  context lines were edited (possible only because the pre-image blobs are real);
+- equivalence: the files and functions each runtime patch's hunks touch (over the whole series) are its
+  ``upstream_file`` and ``targets``, every runtime patch with an upstream file is covered on each line (or listed
+  below with the reason it is not), and each rewritten ``def`` signature equals the one the runtime patch
+  declares (``tests/omnigibson`` checks that it installs exactly those).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import re
 import shutil
@@ -29,10 +28,13 @@ from pathlib import Path
 import pytest
 
 from behavior1k_fast.patching.omnigibson import PATCHES
-from behavior1k_fast.patching import PatchRegistry, resolve
+
+from ..upstream_lines import missing_reason, set_folder
 
 PATCH_ROOT = Path(__file__).resolve().parents[2] / "patches"
 SERIES = ("main", "v3.7.2")
+#: Series -> the upstream set (line) it is made against.
+SET_OF = {"main": "main", "v3.7.2": "v3.7"}
 TRAILER = "Behavior1k-Fast-Patch"
 UPSTREAM_PREFIX = "OmniGibson/"  # patch paths are relative to the BEHAVIOR-1K repository root
 CONTEXT = 3
@@ -46,14 +48,24 @@ NOT_UPSTREAMED = {
     },
     "v3.7.2": {
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
+        "numba_cache_ik_controller": "the only v3.7 ik_controller.py text found (RLinf 27fbfc08) already has cache=True",
     },
 }
-#: Runtime targets that a line's patch leaves unchanged (absent upstream, or upstream already does it), and why.
+#: Runtime targets that a line's patches leave unchanged (absent upstream, or upstream already does it), and why.
 ABSENT_UPSTREAM = {
     ("main", "env_step_obs"): {"Environment._post_step": "main's multi-scene Environment has no _post_step"},
     ("main", "env_wrapper_forwarding"): {
         "EnvironmentWrapper.reset": "main's EnvironmentWrapper.reset already forwards **kwargs (343d786a)",
     },
+    ("v3.7.2", "headless_viewport"): {
+        "VisionSensor.clear": "v3.7's clear() calls remove() on every sensor, which the patch guards",
+    },
+}
+#: (upstream file, function) a runtime patch's upstream series also changes, beyond its own targets, and why.
+SUPPORT = {
+    "env_step_obs": {("omnigibson/simulator.py", "render_on_step"): "restores the render flag when its block raises "
+                     "(the runtime patch restores it itself)"},
+    "vector_env_step": {("omnigibson/simulator.py", "render_on_step"): "as for env_step_obs"},
 }
 
 
@@ -329,79 +341,72 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
-def preimages(mails: list[PatchMail]) -> dict[str, list[str]]:
-    """Pre-image of every file the series touches, rebuilt from the hunks' context and removed lines (in
-    original line numbers, through the series); lines no hunk shows are placeholders."""
-    files: dict[str, list[tuple[str, object]]] = {}  # current lines as ("orig", index) or ("new", text)
-    known: dict[str, dict[int, str]] = {}
-    for mail in mails:
-        for diff in mail.diffs:
-            current = files.setdefault(diff.path, [("orig", j) for j in range(20000)])
-            orig = known.setdefault(diff.path, {})
-            for hunk in sorted(diff.hunks, key=lambda h: -h.old_start):
-                at = hunk.old_start - 1
-                old = [line[1:] for line in hunk.lines if line[0] in " -"]
-                for k, text in enumerate(old):
-                    kind, value = current[at + k]
-                    if kind == "new":
-                        assert value == text, f"{mail.path.name} {diff.path}:{at + k + 1} disagrees with the series"
-                    else:
-                        assert orig.setdefault(value, text) == text, f"{mail.path.name} {diff.path} context clash"
-                replacement, k = [], 0
-                for line in hunk.lines:
-                    if line[0] == " ":
-                        replacement.append(current[at + k])
-                    if line[0] in " -":
-                        k += 1
-                    if line[0] == "+":
-                        replacement.append(("new", line[1:]))
-                current[at : at + len(old)] = replacement
-    result = {}
-    for path, orig in known.items():
-        last = max(orig) + CONTEXT + 2
-        result[path] = [orig.get(j, f"# placeholder line {j + 1}") for j in range(last)]
-    return result
+def set_repo(name: str, where: Path) -> Path:
+    """A throw-away git repository holding the upstream set of series ``name`` (skips where it is absent)."""
+    line = SET_OF[name]
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    if missing_reason(line):
+        pytest.skip(missing_reason(line))
+    shutil.copytree(set_folder(line), where)
+    assert _git(where, "init", "-q").returncode == 0
+    _git(where, "add", "-A")
+    assert _git(where, "commit", "-qm", "upstream").returncode == 0
+    return where
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def _am(repo: Path, mails: list[PatchMail], *flags: str) -> subprocess.CompletedProcess:
+    return _git(repo, "am", *flags, *[str(m.path) for m in mails])
+
+
 @pytest.mark.parametrize("name", SERIES)
-def test_series_applies_with_git_am(name, tmp_path):
+def test_series_applies_with_git_am_to_its_upstream_set(name, tmp_path):
     mails = series(name)
-    for path, lines in preimages(mails).items():
-        target = tmp_path / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text("\n".join(lines) + "\n")
-    assert _git(tmp_path, "init", "-q").returncode == 0
-    _git(tmp_path, "add", "-A")
-    assert _git(tmp_path, "commit", "-qm", "pre-image").returncode == 0
-    am = _git(tmp_path, "am", *[str(m.path) for m in mails])
+    repo = set_repo(name, tmp_path / "repo")
+    am = _am(repo, mails)
     assert am.returncode == 0, am.stdout + am.stderr
-    log = _git(tmp_path, "log", "--format=%s", f"-{len(mails)}").stdout.splitlines()
+    log = _git(repo, "log", "--format=%s", f"-{len(mails)}").stdout.splitlines()
     assert log[::-1] == [m.subject for m in mails]
-    for mail in mails:
+    assert _git(repo, "status", "--porcelain").stdout == ""
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_index_lines_name_the_real_blobs(name, tmp_path):
+    """Each patch's ``index`` line names the file's blob before it (the upstream text, or the previous patch's
+    result) and after it, so ``git am -3`` can find the pre-image."""
+    mails = series(name)
+    repo = set_repo(name, tmp_path / "repo")
+    assert _am(repo, mails).returncode == 0
+    for k, mail in enumerate(mails):
+        commit = f"HEAD~{len(mails) - 1 - k}"
+        text = mail.path.read_text()
         for diff in mail.diffs:
-            text = (tmp_path / diff.path).read_text()
-            for hunk in diff.hunks:
-                for line in hunk.lines:
-                    if line[0] == "+":
-                        assert line[1:] in text
+            pre, post = re.search(rf"^diff --git a/{re.escape(diff.path)} .*\nindex (\w+)\.\.(\w+) ", text, re.M).groups()
+            assert _git(repo, "rev-parse", f"{commit}^:{diff.path}").stdout.startswith(pre), (mail.path.name, diff.path)
+            assert _git(repo, "rev-parse", f"{commit}:{diff.path}").stdout.startswith(post), (mail.path.name, diff.path)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("omnigibson") is None, reason="omnigibson 1.1.1 is not installed")
-def test_viewport_backport_applies_to_real_omnigibson_1_1_1(tmp_path):
-    origin = Path(importlib.util.find_spec("omnigibson").submodule_search_locations[0])
-    rel = "OmniGibson/omnigibson/sensors/vision_sensor.py"
-    (tmp_path / rel).parent.mkdir(parents=True)
-    shutil.copy(origin / "sensors" / "vision_sensor.py", tmp_path / rel)
-    mails = [m for m in series("v3.7.2") if {d.path for d in m.diffs} == {rel}]
-    assert {t for m in mails for t in m.trailers} == {"headless_viewport", "camera_parameters_cache"}
-    for mail in mails:
-        check = _git(tmp_path, "apply", "--check", str(mail.path))
-        assert check.returncode == 0, check.stderr
-        assert _git(tmp_path, "apply", str(mail.path)).returncode == 0
-    patched = (tmp_path / rel).read_text()
-    compile(patched, rel, "exec")
-    assert "elif gm.HEADLESS:" in patched and "_camera_params_annotator" in patched
+@pytest.mark.parametrize("name", SERIES)
+def test_git_am_3way_merges_the_series_into_an_edited_checkout(name, tmp_path):
+    """A checkout whose context lines differ (a local edit next to every hunk's first context line): plain
+    ``git am`` stops, ``git am -3`` merges through the pre-image blobs and keeps the edit."""
+    mails = series(name)
+    repo = set_repo(name, tmp_path / "repo")
+    edited = []
+    for diff in mails[0].diffs:
+        path = repo / diff.path
+        lines = path.read_text().split("\n")
+        at = diff.hunks[0].old_start - 1  # the hunk's first context line
+        lines[at] = lines[at] + "  # local edit"
+        path.write_text("\n".join(lines))
+        edited.append((path, lines[at]))
+    _git(repo, "commit", "-qam", "local edit")
+    assert _am(repo, mails[:1]).returncode != 0
+    _git(repo, "am", "--abort")
+    merged = _am(repo, mails, "-3")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    for path, line in edited:
+        assert line in path.read_text().split("\n")
 
 
 # --- equivalence with the runtime patches ----------------------------------------------------------------------
@@ -422,57 +427,49 @@ def test_trailers_name_runtime_patches_and_cover_them(name):
 
 @pytest.mark.parametrize("name", SERIES)
 def test_hunks_touch_the_runtime_targets(name):
-    for mail in series(name):
-        runtime = [RUNTIME[t] for t in mail.trailers]
-        files = {d.path for d in mail.diffs}
-        expected_files = {UPSTREAM_PREFIX + p.upstream_file for p in runtime}
-        assert files == expected_files, f"{mail.path.name}: touches {sorted(files)}, runtime declares {expected_files}"
-        for upstream_file in {p.upstream_file for p in runtime}:
-            targets = {t for p in runtime if p.upstream_file == upstream_file for t in p.targets}
-            absent = set()
-            for p in runtime:
-                absent |= set(ABSENT_UPSTREAM.get((name, p.name), {}))
-            changed, added = touched_in(mail, upstream_file)
-            assert changed == {t.rsplit(".", 1)[-1] for t in targets - absent}, (
-                f"{mail.path.name} {upstream_file}: hunks change {sorted(changed)}, runtime targets {sorted(targets)}"
-            )
-            assert all(n.startswith("_") for n in added), f"{mail.path.name}: new public functions {sorted(added)}"
+    """Over the whole series, the hunks of the patches trailed with a runtime patch change exactly its upstream
+    file's targets (less those absent upstream), plus the support changes listed in ``SUPPORT``."""
+    mails = series(name)
+    for trailer in sorted({t for mail in mails for t in mail.trailers}):
+        patch = RUNTIME[trailer]
+        own = [mail for mail in mails if trailer in mail.trailers]
+        support = SUPPORT.get(trailer, {})
+        for mail in own:
+            allowed = {UPSTREAM_PREFIX + f for t in mail.trailers for f in
+                       {RUNTIME[t].upstream_file, *(f for f, _ in SUPPORT.get(t, {}))}}
+            files = {d.path for d in mail.diffs}
+            assert files <= allowed, f"{mail.path.name} touches {sorted(files - allowed)}, which no trailer declares"
+        absent = set(ABSENT_UPSTREAM.get((name, trailer), {}))
+        changed, added = set(), set()
+        for mail in own:
+            c, a = touched_in(mail, patch.upstream_file)
+            changed |= c
+            added |= a
+        targets = {t.rsplit(".", 1)[-1] for t in set(patch.targets) - absent}
+        assert changed == targets, f"{trailer} in patches/{name}: hunks change {sorted(changed)}, targets {sorted(targets)}"
+        assert all(n.startswith("_") for n in added), f"{trailer} in patches/{name}: new public functions {sorted(added)}"
+        for upstream_file, function in support:
+            there = set().union(*(touched_in(mail, upstream_file)[0] for mail in own))
+            assert there == {function}, f"{trailer} in patches/{name}: {upstream_file} changes {sorted(there)}"
 
 
-@pytest.fixture(scope="module")
-def patched_omnigibson(tmp_path_factory):
-    """The real omnigibson 1.1.1 modules with the whole runtime patch set applied (reverted afterwards)."""
-    if importlib.util.find_spec("omnigibson") is None:
-        pytest.skip("omnigibson 1.1.1 is not installed")
-    from behavior1k_fast.patching.omnigibson import cpu_import
-
-    cpu_import.import_omnigibson()
-    registry = PatchRegistry(PATCHES)
-    report = registry.apply({"numba_cache_dir": str(tmp_path_factory.mktemp("numba"))})
-    assert report.ok, str(report)
-    for module in {p.module for p in PATCHES if p.module}:
-        importlib.import_module(module)
-    yield registry
-    registry.revert()
+def _declared_signatures(patch) -> dict[str, inspect.Signature]:
+    """Method -> the signature a keyword-adding runtime patch installs (its adapter's)."""
+    methods = getattr(patch, "methods", {})
+    return {attr: inspect.signature(adapter) for attr, (_, adapter, _) in methods.items()}
 
 
 @pytest.mark.parametrize("name", SERIES)
-def test_new_signatures_equal_the_installed_ones(name, patched_omnigibson):
+def test_new_signatures_equal_the_runtime_ones(name):
     compared = 0
     for mail in series(name):
         signatures = new_signatures(mail)
         for trailer in mail.trailers:
-            patch = RUNTIME[trailer]
-            for target in patch.targets:
-                function = target.rsplit(".", 1)[-1]
-                if function not in signatures:
-                    continue
-                assert patched_omnigibson.status()[patch.name].state == "applied"
-                owner, attr = resolve(importlib.import_module(patch.module), target)
-                installed = inspect.signature(getattr(owner, attr))
-                assert installed == signatures[function], f"{mail.path.name} {target}: {signatures[function]} != {installed}"
-                compared += 1
-    assert compared >= {"main": 1, "v3.7.2": 4}[name]
+            for function, declared in _declared_signatures(RUNTIME[trailer]).items():
+                if function in signatures:
+                    assert signatures[function] == declared, f"{mail.path.name} {function}: {signatures[function]} != {declared}"
+                    compared += 1
+    assert compared == {"main": 2, "v3.7.2": 6}[name]
 
 
 def test_readme_maps_every_patch_file_and_runtime_patch():

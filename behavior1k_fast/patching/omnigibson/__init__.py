@@ -12,14 +12,13 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchOutcome, PatchRegistry, PatchReport
-from . import camera_parameters, runtime, stepping, viewport
+from . import runtime, stepping, viewport
 
 PATCHES: tuple = (
     runtime.IntraOpThreadsPatch(),
     runtime.NumbaCacheDirPatch(),
     *runtime.KERNEL_CACHE_PATCHES,
     viewport.HeadlessViewportPatch(),
-    camera_parameters.CameraParametersPatch(),
     stepping.EnvironmentStepPatch(),
     stepping.VectorEnvironmentStepPatch(),
     stepping.EnvironmentWrapperForwardingPatch(),

@@ -63,6 +63,13 @@ def _carb_settings(module: Any) -> Any:
     return module.lazy.carb.settings.get_settings()
 
 
+def _has_opt_in_macro(module: Any, macro: str) -> bool:
+    """Whether the simulator module defines ``m.<macro>``: ``patches/`` adds the launch settings as macros that
+    default to off, so their presence in ``_launch_app`` does not mean the launch applies them."""
+    macros = getattr(module, "m", None)
+    return macros is not None and macro in macros
+
+
 class KitThreadCapsPatch(LaunchAppPatch):
     """Carb tasking, TBB and PhysX worker thread caps on the Kit command line at launch."""
 
@@ -72,7 +79,7 @@ class KitThreadCapsPatch(LaunchAppPatch):
         return any(getattr(profile, knob) is not None for knob in KIT_THREAD_SETTINGS)
 
     def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if "carb.tasking.plugin/threadCount" in launch_source:
+        if "carb.tasking.plugin/threadCount" in launch_source and not _has_opt_in_macro(module, "KIT_TASKING_THREADS"):
             return "upstream _launch_app already sets Kit thread caps"
         return None
 
@@ -113,7 +120,9 @@ class TextureStreamingBudgetPatch(LaunchAppPatch):
         return profile.texture_streaming_budget is not None
 
     def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if "texturestreaming/memoryBudget" in launch_source:
+        if "texturestreaming/memoryBudget" in launch_source and not _has_opt_in_macro(
+            module, "TEXTURE_STREAMING_MEMORY_BUDGET"
+        ):
             return "upstream _launch_app already sets the texture-streaming budget"
         return None
 

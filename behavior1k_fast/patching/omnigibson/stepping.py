@@ -1,12 +1,13 @@
 """On-demand observation and per-env stepping for OmniGibson's ``Environment``, ``VectorEnvironment`` and
 ``EnvironmentWrapper``.
 
-Patched signatures (the backend contract of ``behavior1k_fast.core.contract``):
+Patched signatures (new parameters come after upstream's, so positional calls keep their meaning):
 
-- ``Environment.step(self, action, n_render_iterations=1, get_obs=True, render=True)``
+- ``Environment.step(self, action, n_render_iterations=1, render=True, get_obs=True)`` (``render`` where
+  BEHAVIOR-1K 343d786a has it)
 - ``Environment._post_step(self, action, get_obs=True)``
-- ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)``
-- ``VectorEnvironment.reset(self, env_indices=None, get_obs=True, **kwargs)``
+- ``VectorEnvironment.step(self, actions, env_indices=None, get_obs=True, render=True)`` (RLinf's order)
+- ``VectorEnvironment.reset(self, get_obs=True, env_indices=None, **kwargs)``
 - ``EnvironmentWrapper.step(self, action, *args, **kwargs)`` and ``EnvironmentWrapper.reset(self, *args, **kwargs)``
 
 Semantics:
@@ -16,17 +17,29 @@ Semantics:
   An automatic reset inside ``_post_step`` still returns the new episode's first observation, as upstream.
 - ``render=False``: ``og.sim.step()`` runs inside ``og.sim.render_on_step(False)``: physics-only substeps,
   the same simulated time (``sim_step_dt``) as a rendered step. It excludes ``n_render_iterations > 1``.
+  The render flag is restored even when the step raises (upstream's ``render_on_step`` restores it only
+  on a normal exit).
 - ``env_indices``: only those envs take an action (rows of ``actions`` in that order) and get
-  ``_pre_step``/``_post_step``. During the shared ``og.sim.step()`` the simulator's scene list is scoped
-  to their scenes: robot controllers, object states and visuals of the other scenes are not stepped,
-  while PhysX still simulates every scene and flushes whatever targets the batched control views hold
-  (whether those are exactly the last action's targets on Isaac Sim is unverified: upstream doc §6). If
-  the controller views were rebuilt meanwhile, ``og.sim.update_handles()`` runs after the list is restored.
-- ``reset(env_indices)`` resets only the selected envs (the upstream trap that reset every env, or raised
+  ``_pre_step``/``_post_step``. From the shared ``og.sim.step()`` through the last ``_post_step`` (and so an
+  automatic reset inside it, whose ``og.sim.step()`` would otherwise advance every scene) the simulator's
+  scene list is scoped to their scenes: robot controllers, object states and visuals of the other scenes
+  are not stepped, while PhysX still simulates every scene and flushes whatever targets the batched control
+  views hold (whether those are exactly the last action's targets on Isaac Sim is unverified: upstream doc
+  §6). If the controller views were rebuilt meanwhile, ``og.sim.update_handles()`` runs after the list is
+  restored.
+- ``reset(env_indices=...)`` resets only the selected envs (the upstream trap that reset every env, or raised
   ``TypeError`` in 1.1.1, is gone), each with its scene scoped as above, and returns ``(obs, infos)``
   lists for the selected envs (``obs`` entries ``None`` when ``get_obs=False``).
+- Upstream's default paths are upstream's own code: ``step(actions)`` and ``reset(...)`` without
+  ``env_indices`` call the original method with the caller's arguments, so they return what upstream
+  returns (v3.7: ``reset(get_obs=False)`` returns ``None``). Only where upstream's ``reset`` cannot take the
+  call (1.1.1's ``reset()`` takes no arguments) does ``reset(get_obs=..., ...)`` reset every env as with
+  ``env_indices`` selecting all, and return those lists.
 - ``EnvironmentWrapper.step``/``reset`` pass every argument on to the wrapped env unchanged (upstream passes
-  only ``action`` and nothing), so ``get_obs``, ``render`` and reset keywords reach a wrapped ``Environment``.
+  only named ones), so ``get_obs``, ``render`` and reset keywords reach a wrapped ``Environment``.
+- main's multi-scene ``Environment`` (one env owning ``num_envs`` scenes, no ``_post_step``) is a different
+  design: ``env_step_obs`` and ``vector_env_step`` report ``skipped`` there (``patches/main`` carries the
+  ``Environment.step`` change as an upstream patch).
 
 These patches are capabilities the engine needs on every profile (the stock path calls them with the
 default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how
@@ -37,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 from typing import Any, Iterator, Sequence
 
@@ -51,7 +65,7 @@ def _og() -> Any:
 
 
 # --- Environment ------------------------------------------------------------------------------------
-def _env_step_signature(self, action, n_render_iterations=1, get_obs=True, render=True):
+def _env_step_signature(self, action, n_render_iterations=1, render=True, get_obs=True):
     """Signature of the patched ``Environment.step``."""
 
 
@@ -74,9 +88,20 @@ class _ObservationSkippedOnce:
         return None, {}
 
 
-def _render_scope(render: bool) -> contextlib.AbstractContextManager:
-    """``og.sim.render_on_step(False)`` when ``render`` is False, else nothing."""
-    return contextlib.nullcontext() if render else _og().sim.render_on_step(False)
+@contextlib.contextmanager
+def _render_scope(render: bool) -> Iterator[None]:
+    """``og.sim.render_on_step(False)`` when ``render`` is False (else nothing); the simulator's render flag is
+    restored even when the block raises, which upstream's ``render_on_step`` does not do."""
+    if render:
+        yield
+        return
+    sim = _og().sim
+    previous = sim._render_on_step
+    try:
+        with sim.render_on_step(False):
+            yield
+    finally:
+        sim._render_on_step = previous
 
 
 def _check_flags(arguments: dict) -> None:
@@ -145,25 +170,34 @@ class _NewKeywordsPatch(Patch):
             ctx.wrap(cls, attr, wrapper, adapter=adapter)
 
 
+MULTI_SCENE_REASON = (
+    "upstream Environment is main's multi-scene layout (one Environment steps num_envs scenes, no _post_step): "
+    "get_obs/render for its step ship as an upstream patch in patches/main, not as a runtime patch"
+)
+
+
+def multi_scene_reason(env_base: Any) -> str | None:
+    """:data:`MULTI_SCENE_REASON` when ``env_base`` (the ``omnigibson.envs.env_base`` module) holds main's
+    multi-scene ``Environment``, else ``None``."""
+    env_cls = getattr(env_base, "Environment", None)
+    if isinstance(env_cls, type) and hasattr(env_cls, "step") and not hasattr(env_cls, "_post_step"):
+        return MULTI_SCENE_REASON
+    return None
+
+
 class EnvironmentStepPatch(_NewKeywordsPatch):
-    """``Environment.step(get_obs, render)`` and ``Environment._post_step(get_obs)``."""
+    """``Environment.step(render, get_obs)`` and ``Environment._post_step(get_obs)``."""
 
     name = "env_step_obs"
     module = "omnigibson.envs.env_base"
     owner = "Environment"
     methods = {
-        "step": (_env_step, _env_step_signature, ("get_obs", "render")),
+        "step": (_env_step, _env_step_signature, ("render", "get_obs")),
         "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
     }
 
     def skip_reason(self, module: Any) -> str | None:
-        cls = class_in(module, self.owner)
-        if "step" in cls.__dict__ and "_post_step" not in cls.__dict__:
-            return (
-                "upstream Environment is main's multi-scene layout (no _post_step): get_obs/render for its "
-                "step ship as patches/main/0001, not as a runtime patch"
-            )
-        return super().skip_reason(module)
+        return multi_scene_reason(module) or super().skip_reason(module)
 
 
 # --- VectorEnvironment -----------------------------------------------------------------------------
@@ -171,7 +205,7 @@ def _vector_step_signature(self, actions, env_indices=None, get_obs=True, render
     """Signature of the patched ``VectorEnvironment.step``."""
 
 
-def _vector_reset_signature(self, env_indices=None, get_obs=True, **kwargs):
+def _vector_reset_signature(self, get_obs=True, env_indices=None, **kwargs):
     """Signature of the patched ``VectorEnvironment.reset``."""
 
 
@@ -218,20 +252,37 @@ def _vector_step(wrapped, venv, args, kwargs):
     if not get_obs and not has_parameter(type(envs[0])._post_step, "get_obs"):
         raise TypeError("VectorEnvironment.step(get_obs=False) needs Environment._post_step(get_obs); "
                         "the env_step_obs patch is not applied")
+    if a["env_indices"] is None and get_obs and a["render"]:
+        return wrapped(actions)  # upstream's own step
     sim = _og().sim
     for env, action in zip(envs, actions):
         env._pre_step(action)
-    with _render_scope(a["render"]), scoped_scenes(sim, envs, venv.num_envs):
-        sim.step()
     post_kwargs = {} if get_obs else {"get_obs": False}
-    results = [env._post_step(action, **post_kwargs) for env, action in zip(envs, actions)]
+    with scoped_scenes(sim, envs, venv.num_envs):
+        with _render_scope(a["render"]):
+            sim.step()
+        results = [env._post_step(action, **post_kwargs) for env, action in zip(envs, actions)]
     obs, rewards, terminated, truncated, infos = (list(column) for column in zip(*results))
     return obs, rewards, terminated, truncated, infos
+
+
+def _takes(fn: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether the bound method ``fn`` accepts ``args`` and ``kwargs``."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
 def _vector_reset(wrapped, venv, args, kwargs):
     a = bind(_vector_reset_signature, args, kwargs)
     _check_flags(a)
+    if a["env_indices"] is None:
+        # the caller's arguments without env_indices (the second positional one, or a keyword)
+        upstream_args, upstream_kwargs = args[:1], {k: v for k, v in kwargs.items() if k != "env_indices"}
+        if _takes(wrapped, upstream_args, upstream_kwargs):
+            return wrapped(*upstream_args, **upstream_kwargs)  # upstream's own reset
     envs = _selected_envs(venv, a["env_indices"])
     obs, infos = [], []
     for env in envs:
@@ -244,16 +295,19 @@ def _vector_reset(wrapped, venv, args, kwargs):
 
 
 class VectorEnvironmentStepPatch(_NewKeywordsPatch):
-    """``VectorEnvironment.step(env_indices, get_obs, render)`` and ``reset(env_indices, get_obs)``; also
-    fixes upstream's reset-all trap."""
+    """``VectorEnvironment.step(env_indices, get_obs, render)`` and ``reset(get_obs, env_indices)``; also
+    fixes upstream's reset-all trap. Skipped where ``Environment`` is main's multi-scene layout."""
 
     name = "vector_env_step"
     module = "omnigibson.envs.vec_env_base"
     owner = "VectorEnvironment"
     methods = {
         "step": (_vector_step, _vector_step_signature, ("env_indices", "get_obs", "render")),
-        "reset": (_vector_reset, _vector_reset_signature, ("env_indices", "get_obs")),
+        "reset": (_vector_reset, _vector_reset_signature, ("get_obs", "env_indices")),
     }
+
+    def skip_reason(self, module: Any) -> str | None:
+        return multi_scene_reason(sys.modules.get("omnigibson.envs.env_base")) or super().skip_reason(module)
 
 
 # --- EnvironmentWrapper ----------------------------------------------------------------------------

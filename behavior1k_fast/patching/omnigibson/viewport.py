@@ -6,19 +6,28 @@ only if ``viewport_name`` is given or the run is not headless (``gm.HEADLESS``);
 ``_viewport is None`` and the image size lives in ``_image_width``/``_image_height`` (pixels). Members that
 assumed a viewport:
 
-- ``image_height`` / ``image_width``: read the cached size; setting one rebuilds the render product at the
-  new size (annotators detached and re-attached) without touching a viewport;
+- ``image_height`` / ``image_width``: the cached size without a viewport (the viewport's with one); setting
+  one runs upstream's setter (render product rebuilt at the new size, annotators moved over, renders) and
+  updates the cache, with nothing done to a viewport that does not exist;
 - ``viewer_visibility``: ``False`` without a viewport; setting it ``True`` raises ``RuntimeError``;
 - ``active_camera_path``: the sensor's own prim path without a viewport; setting it raises ``RuntimeError``;
-- ``remove()`` / ``VisionSensor.clear()``: skip viewport teardown for sensors without one.
+- ``remove()`` / ``VisionSensor.clear()``: upstream's teardown runs unchanged for sensors without a viewport
+  (on v3.7 ``remove()`` detaches every modality's annotator and destroys the render product, and ``clear()``
+  removes every sensor); only the viewport part has nothing to destroy.
+
+Upstream's setters and teardown read ``self._viewport``; for a sensor without one they run while
+``_viewport`` is an :class:`AbsentViewport`, which answers the size reads from the cache, records size writes
+in it and has nothing to destroy. Its name is not ``"Viewport"``, so upstream never re-points the main
+viewport's camera for it. ``_viewport`` is ``None`` again when the call returns (or raises).
 
 The viewer camera (``gm.RENDER_VIEWER_CAMERA``) is switched off at launch in headless runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ...core.profile import RolloutProfile
@@ -38,6 +47,40 @@ def propagate(module: Any) -> None:
     """The app renders upstream takes after a camera change (``module.render``, the sensor module's own)."""
     for _ in range(PROPAGATION_RENDERS):
         module.render()
+
+
+class AbsentViewport:
+    """What upstream ``VisionSensor`` code finds in ``_viewport`` while it runs for a sensor without a viewport:
+    ``viewport_api`` reads and writes the sensor's cached size (pixels); ``destroy()`` has nothing to destroy."""
+
+    #: Not the main viewport's name ("Viewport"): upstream destroys this one (a no-op) instead of re-pointing it.
+    name = "behavior1k_fast: no viewport"
+
+    def __init__(self, sensor: Any) -> None:
+        self._sensor = sensor
+        self.viewport_api = self
+
+    def get_texture_resolution(self) -> tuple[int, int]:
+        return self._sensor._image_width, self._sensor._image_height
+
+    def set_texture_resolution(self, resolution: tuple[int, int]) -> None:
+        self._sensor._image_width, self._sensor._image_height = resolution
+
+    def destroy(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def absent_viewports(sensors: Iterable[Any]) -> Iterator[None]:
+    """For the block, each of ``sensors`` that has no viewport holds an :class:`AbsentViewport`; ``None`` after."""
+    headless = [sensor for sensor in sensors if sensor._viewport is None]
+    for sensor in headless:
+        sensor._viewport = AbsentViewport(sensor)
+    try:
+        yield
+    finally:
+        for sensor in headless:
+            sensor._viewport = None
 
 
 class HeadlessViewportPatch(Patch):
@@ -63,10 +106,10 @@ class HeadlessViewportPatch(Patch):
         sensor = class_in(module, "VisionSensor")
         for target in self.targets:
             raw_member(sensor, target.split(".", 1)[1])
-        if not callable(getattr(module, "render", None)):
-            raise UpstreamLayoutError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
         if "HEADLESS" in source_of(sensor._post_load):
             return "upstream VisionSensor._post_load already skips the viewport when headless (PR #2117)"
+        if not callable(getattr(module, "render", None)):  # the app render the pre-#2117 module defines
+            raise UpstreamLayoutError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
         return None
 
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
@@ -92,36 +135,16 @@ class HeadlessViewportPatch(Patch):
                     setattr(sensor, key, config[key])
             propagate(module)
 
-        def resize(sensor, width: int, height: int) -> None:
-            """New render product at ``width`` x ``height`` pixels, annotators moved over; no viewport."""
-            for name, value in (("image_width", width), ("image_height", height)):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ValueError(f"{name} must be a positive int of pixels, got {value!r}")
-            annotators = [a for a in sensor._annotators.values() if a is not None]
-            for annotator in annotators:
-                annotator.detach([sensor._render_product.path])
-            sensor._render_product.destroy()
-            sensor._render_product = module.lazy.omni.replicator.core.create.render_product(
-                sensor.prim_path, (width, height), force_new=True
-            )
-            for annotator in annotators:
-                annotator.attach([sensor._render_product])
-            sensor._image_width, sensor._image_height = width, height
-            propagate(module)
-
         def size_property(original: property, axis: str) -> property:
             def getter(sensor):
-                cached = sensor.__dict__.get(f"_image_{axis}")
-                return original.fget(sensor) if cached is None else cached
+                return getattr(sensor, f"_image_{axis}") if sensor._viewport is None else original.fget(sensor)
 
             def setter(sensor, value):
-                if sensor._viewport is not None:
+                if sensor._viewport is None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                    raise ValueError(f"image_{axis} must be a positive int of pixels, got {value!r}")
+                with absent_viewports([sensor]):
                     original.fset(sensor, value)
-                    setattr(sensor, f"_image_{axis}", value)
-                elif axis == "width":
-                    resize(sensor, value, sensor._image_height)
-                else:
-                    resize(sensor, sensor._image_width, value)
+                setattr(sensor, f"_image_{axis}", value)
 
             return property(getter, setter, doc=original.__doc__)
 
@@ -142,14 +165,12 @@ class HeadlessViewportPatch(Patch):
             return property(getter, setter, doc=original.__doc__)
 
         def remove(wrapped, sensor, args, kwargs):
-            if sensor._viewport is not None:
+            with absent_viewports([sensor]):
                 return wrapped(*args, **kwargs)
-            sensor.SENSORS.pop(sensor.prim_path)
-            return base_cls.remove(sensor)
 
         def clear(wrapped, cls, args, kwargs):
-            cls.SENSORS = {path: s for path, s in cls.SENSORS.items() if s._viewport is not None}
-            return wrapped(*args, **kwargs)
+            with absent_viewports(tuple(cls.SENSORS.values())):
+                return wrapped(*args, **kwargs)
 
         ctx.wrap(sensor_cls, "_post_load", post_load)
         for axis in ("height", "width"):

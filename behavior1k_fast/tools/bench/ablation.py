@@ -43,7 +43,6 @@ from ...backends import make_factory
 SLIM_FIELDS = (
     "remove_headless_viewports",
     "obs_modalities",
-    "cache_camera_parameters",
     "carb_tasking_threads",
     "tbb_max_threads",
     "physx_worker_threads",

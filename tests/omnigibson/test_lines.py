@@ -1,0 +1,68 @@
+"""The multi-line harness itself: a line's verbatim modules are active during a test and gone after it, and
+stand-ins exist only for names a line imports that omnigibson 1.1.1 lacks (and are listed in the README)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..upstream_lines import MODULES, PYPI, STAND_INS, get_line, missing_reason
+
+README = Path(__file__).with_name("README.md")
+
+
+def test_active_line_modules_are_its_verbatim_texts(line):
+    folder = line.package.resolve()
+    for name in MODULES:
+        active = sys.modules[name]
+        own = line.path_of(name)
+        if own.exists():
+            assert Path(active.__file__).resolve() == own.resolve()
+            assert active.__spec__.origin and Path(active.__spec__.origin).resolve().is_relative_to(folder)
+            assert inspect.getsource(active) == line.text(str(own.relative_to(line.package)))
+        else:  # the line's folder lacks it: 1.1.1's module stays
+            assert Path(active.__file__).resolve() == get_line(PYPI).path_of(name).resolve()
+
+
+@pytest.mark.parametrize("name", ["v3.7", "main"])
+def test_activation_is_undone_after_the_block(og, name):
+    if missing_reason(name):
+        pytest.skip(missing_reason(name))
+    before = {module: sys.modules[module] for module in MODULES}
+    with pytest.MonkeyPatch.context() as mp:
+        get_line(name).activate(mp)
+        assert any(sys.modules[module] is not before[module] for module in MODULES)
+    assert all(sys.modules[module] is before[module] for module in MODULES)
+    assert not any(
+        name is not None and hasattr(importlib.import_module(module), name)
+        for (module, name) in STAND_INS
+        if importlib.util.find_spec(module) is not None
+    )
+
+
+@pytest.mark.parametrize("key", sorted(STAND_INS, key=str), ids=lambda key: f"{key[0]}.{key[1] or '*'}")
+def test_stand_ins_are_for_names_1_1_1_lacks_and_a_line_imports(og, key):
+    module, name = key
+    lines, _ = STAND_INS[key]
+    if name is None or (module, None) in STAND_INS:  # a module 1.1.1 lacks, or a name in one
+        assert importlib.util.find_spec(module) is None, f"1.1.1 has {module}"
+    else:
+        assert not hasattr(importlib.import_module(module), name), f"1.1.1 has {module}.{name}"
+    imported = name or module.rsplit(".", 1)[-1]
+    for line in lines:
+        if missing_reason(line):
+            continue
+        paths = [get_line(line).path_of(m) for m in MODULES]
+        texts = "".join(path.read_text() for path in paths if path.exists())
+        assert imported in texts, f"no {line} text imports {imported}"
+
+
+def test_readme_lists_every_stand_in():
+    text = README.read_text()
+    for module, name in STAND_INS:
+        assert f"`{module}.{name}`" in text if name else f"`{module}`" in text, (module, name)

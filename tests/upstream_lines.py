@@ -1,0 +1,255 @@
+"""The upstream OmniGibson lines the tests run on, and how a line's verbatim texts are loaded.
+
+Lines (:data:`LINES`, also the pytest ids):
+
+- ``1.1.1``: the installed PyPI ``omnigibson==1.1.1`` package as it is;
+- ``v3.7`` and ``main``: verbatim upstream files from the folder named by ``BEHAVIOR1K_FAST_UPSTREAM``
+  (default: ``../shared/upstream`` next to the repository, when it exists). A line's files are
+  ``<folder>/<line>/OmniGibson/omnigibson/<path>``, the layout of a BEHAVIOR-1K checkout, so
+  ``<folder>/v3.7`` may be a real checkout of that line. Where the folder or a line is absent, the tests of
+  that line skip with a reason saying so (the only skip of these tests).
+
+A line's module is its upstream file executed under the real module name (``omnigibson.envs.env_base``, ...)
+on top of the installed 1.1.1 package: everything it imports that the line's folder does not hold comes
+from 1.1.1. Names a line imports that 1.1.1 lacks get a stand-in (:data:`STAND_INS`, listed with the reason
+in ``tests/omnigibson/README.md``); a stand-in does nothing the tests rely on and raises if it is called at
+run time, except the few that run at import time (decorators, registrations). While a line is active
+(:meth:`Line.activate`), ``sys.modules`` and the parent packages hold its modules and stand-ins.
+
+To extend the harness to a new module, add it to :data:`MODULES` (in import order) and any name it needs
+that 1.1.1 lacks to :data:`STAND_INS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import tempfile
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+#: Environment variable naming the folder of upstream sets.
+UPSTREAM_ENV = "BEHAVIOR1K_FAST_UPSTREAM"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_UPSTREAM = REPO.parent / "shared" / "upstream"
+PYPI = "1.1.1"
+LINES = (PYPI, "v3.7", "main")
+#: Modules a line's folder can replace, in load order (each after the modules it imports).
+MODULES = (
+    "omnigibson.macros",
+    "omnigibson.sensors.vision_sensor",
+    "omnigibson.envs.env_base",
+    "omnigibson.envs.vec_env_base",
+    "omnigibson.envs.env_wrapper",
+    "omnigibson.simulator",
+    "omnigibson.controllers.joint_controller",
+    "omnigibson.controllers.ik_controller",
+    "omnigibson.controllers.osc_controller",
+)
+
+
+def upstream_root() -> Path | None:
+    """The folder of upstream sets: ``$BEHAVIOR1K_FAST_UPSTREAM``, else ``../shared/upstream`` if it exists."""
+    value = os.environ.get(UPSTREAM_ENV)
+    if value:
+        return Path(value)
+    return DEFAULT_UPSTREAM if DEFAULT_UPSTREAM.is_dir() else None
+
+
+def set_folder(name: str) -> Path | None:
+    """``<upstream folder>/<name>`` (a BEHAVIOR-1K tree: holds ``OmniGibson/``), or ``None`` where absent."""
+    root = upstream_root()
+    folder = root / name if root is not None else None
+    return folder if folder is not None and (folder / "OmniGibson" / "omnigibson").is_dir() else None
+
+
+def missing_reason(line: str) -> str | None:
+    """Why ``line``'s texts cannot be used here (the skip reason), or ``None``."""
+    if line == PYPI:
+        return None if importlib.util.find_spec("omnigibson") else "omnigibson 1.1.1 is not installed"
+    if set_folder(line) is not None:
+        return None
+    root = upstream_root()
+    where = f"{UPSTREAM_ENV}={os.environ[UPSTREAM_ENV]!r}" if os.environ.get(UPSTREAM_ENV) else str(DEFAULT_UPSTREAM)
+    if root is None:
+        return f"no upstream texts: set {UPSTREAM_ENV} to a folder of upstream sets ({DEFAULT_UPSTREAM} is absent)"
+    return f"no {line} texts: {where} has no {line}/OmniGibson/omnigibson folder"
+
+
+def package_folder(line: str) -> Path:
+    """The ``omnigibson`` package folder of ``line`` (for 1.1.1 the installed package)."""
+    if line == PYPI:
+        return Path(importlib.util.find_spec("omnigibson").submodule_search_locations[0])
+    folder = set_folder(line)
+    if folder is None:
+        raise FileNotFoundError(missing_reason(line))
+    return folder / "OmniGibson" / "omnigibson"
+
+
+# --- stand-ins for names a line adds that 1.1.1 lacks -------------------------------------------------------
+def _unavailable(qualname: str) -> Callable[..., Any]:
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{qualname} is a test stand-in: omnigibson 1.1.1 has no such name")
+
+    stand_in.__qualname__ = stand_in.__name__ = qualname.rsplit(".", 1)[-1]
+    return stand_in
+
+
+def _placeholder_class(qualname: str) -> type:
+    return type(qualname.rsplit(".", 1)[-1], (), {"__doc__": f"Test stand-in for {qualname} (absent in 1.1.1)."})
+
+
+def _identity_decorator(qualname: str) -> Callable[[Callable], Callable]:
+    def decorator(fn: Callable) -> Callable:
+        return fn
+
+    return decorator
+
+
+def _scripted_unavailable(n_tensors: int) -> Callable[[str], Callable]:
+    """A TorchScript function of ``n_tensors`` tensors that raises (upstream's ``th.jit.script`` functions
+    that call it are compiled at import time, so it must compile)."""
+
+    def factory(qualname: str) -> Callable:
+        import torch
+
+        def one(a: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("test stand-in: omnigibson 1.1.1 has no such function")
+
+        def two(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("test stand-in: omnigibson 1.1.1 has no such function")
+
+        return torch.jit.script({1: one, 2: two}[n_tensors])
+
+    return factory
+
+
+def _ignore(qualname: str) -> Callable[..., None]:
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return stand_in
+
+
+#: ``(module, name) -> (lines that import it, factory)``; ``name`` None is a module 1.1.1 lacks.
+STAND_INS: dict[tuple[str, str | None], tuple[tuple[str, ...], Callable[[str], Any]]] = {
+    # v3.7 and main: the controllers' compute-backend registry and their numpy kernels' helpers
+    ("omnigibson.utils.backend_utils", None): (("v3.7", "main"), lambda q: types.ModuleType(q)),
+    ("omnigibson.utils.backend_utils", "_compute_backend"): (("v3.7", "main"), _placeholder_class),
+    ("omnigibson.utils.backend_utils", "add_compute_function"): (("v3.7", "main"), _ignore),
+    ("omnigibson.utils.transform_utils_np", None): (("v3.7", "main"), lambda q: types.ModuleType(q)),
+    ("omnigibson.utils.transform_utils", "orientation_error"): (("v3.7", "main"), _scripted_unavailable(2)),
+    ("omnigibson.utils.python_utils", "torch_compile"): (("v3.7", "main"), _identity_decorator),
+    ("omnigibson.utils.geometry_utils", "wrap_angle"): (("v3.7", "main"), _scripted_unavailable(1)),
+    # v3.7 and main: the simulator
+    ("omnigibson.utils.asset_utils", "get_dataset_path"): (("v3.7", "main"), _unavailable),
+    ("omnigibson.utils.usd_utils", "triangularize_mesh"): (("v3.7", "main"), _unavailable),
+    # main: the multi-scene Environment and the Isaac Sim 5.1 simulator
+    ("omnigibson.robots", "Robot"): (("main",), _placeholder_class),
+    ("omnigibson.sensors", "TiledVisionSensor"): (("main",), _placeholder_class),
+    ("omnigibson.utils.vision_utils", "change_pcd_frame"): (("main",), _unavailable),
+    ("omnigibson.utils.vision_utils", "add_semantic_label"): (("main",), _unavailable),
+    ("omnigibson.utils.profiling_utils", "Profiler"): (("main",), _placeholder_class),
+    ("omnigibson.utils.asset_utils", "ensure_omnigibson_robot_assets_version"): (("main",), _unavailable),
+    ("omnigibson.controllers", "ControllerView"): (("main",), _placeholder_class),
+}
+
+
+def _set_module(monkeypatch: Any, name: str, module: types.ModuleType) -> None:
+    """``name`` is ``module`` in ``sys.modules`` and as an attribute of its parent package."""
+    monkeypatch.setitem(sys.modules, name, module)
+    parent, _, child = name.rpartition(".")
+    monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
+
+
+@dataclass
+class Line:
+    """One upstream line: its name, the ``omnigibson`` package folder its texts come from (``None`` for the
+    installed 1.1.1), its loaded modules (once per session) and the stand-ins it needs (those of
+    ``stand_ins_of``, by default its own name's)."""
+
+    name: str
+    folder: Path | None = None
+    stand_ins_of: str = ""
+    modules: dict[str, types.ModuleType] = field(default_factory=dict, repr=False)
+    stand_ins: dict[tuple[str, str | None], Any] = field(default_factory=dict, repr=False)
+    _loaded: bool = field(default=False, repr=False)
+
+    @property
+    def is_pypi(self) -> bool:
+        return self.folder is None
+
+    @property
+    def package(self) -> Path:
+        """The ``omnigibson`` package folder of this line's texts."""
+        return self.folder if self.folder is not None else package_folder(PYPI)
+
+    def path_of(self, module: str) -> Path:
+        """Where this line's text of ``module`` (dotted name) is, whether or not it exists."""
+        return self.package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+    def text(self, relpath: str) -> str:
+        """The verbatim text of ``relpath`` (relative to the ``omnigibson`` package, e.g. ``envs/env_base.py``)."""
+        return (self.package / relpath).read_text()
+
+    def _activate_stand_ins(self, monkeypatch: Any) -> None:
+        for (module, name), obj in self.stand_ins.items():
+            if name is None:
+                _set_module(monkeypatch, module, obj)
+            else:
+                monkeypatch.setattr(importlib.import_module(module), name, obj, raising=False)
+
+    def _load(self) -> None:
+        """Execute the line's texts as the real modules (once), with the stand-ins and earlier modules active."""
+        import pytest
+
+        for (module, name), (lines, factory) in STAND_INS.items():
+            if (self.stand_ins_of or self.name) in lines:
+                self.stand_ins[(module, name)] = factory(module if name is None else f"{module}.{name}")
+        macros_text = self.path_of("omnigibson.macros")
+        with pytest.MonkeyPatch.context() as mp:
+            self._activate_stand_ins(mp)
+            # the line's macros.py checks that its data folder exists (nothing here reads it)
+            mp.setenv("OMNIGIBSON_DATA_PATH", tempfile.gettempdir())
+            if not macros_text.exists():
+                # 1.1.1's create_module_macros names a module's macros by its path below macros.py's folder
+                mp.setattr(sys.modules["omnigibson.macros"], "__file__", str(macros_text))
+            for module in MODULES:
+                path = self.path_of(module)
+                if not path.exists():
+                    continue
+                spec = importlib.util.spec_from_file_location(module, path)
+                loaded = importlib.util.module_from_spec(spec)
+                _set_module(mp, module, loaded)
+                spec.loader.exec_module(loaded)
+                self.modules[module] = loaded
+        self._loaded = True
+
+    def activate(self, monkeypatch: Any) -> None:
+        """Make this line's modules and stand-ins the ones ``import omnigibson...`` finds, until ``monkeypatch``
+        is undone. 1.1.1 needs nothing."""
+        if self.is_pypi:
+            return
+        if not self._loaded:
+            self._load()
+        self._activate_stand_ins(monkeypatch)
+        for module, loaded in self.modules.items():
+            _set_module(monkeypatch, module, loaded)
+
+    def module(self, name: str) -> types.ModuleType:
+        """The module ``name`` as this line has it (its own text, or 1.1.1's where the line has none)."""
+        return self.modules.get(name) or importlib.import_module(name)
+
+
+_LINES: dict[str, Line] = {}
+
+
+def get_line(name: str) -> Line:
+    """The session's :class:`Line` for ``name`` (modules loaded at its first activation)."""
+    if name not in _LINES:
+        _LINES[name] = Line(name, None if name == PYPI else package_folder(name))
+    return _LINES[name]
