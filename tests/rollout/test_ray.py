@@ -18,7 +18,8 @@ PROFILE = {"num_env_subprocess": 2, "total_num_envs": 4, "pipeline_stage_num": 2
 @pytest.fixture(scope="module")
 def ray_runtime():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+    # address="local": a Ray cluster this machine already runs is not joined (its env and code are not ours)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
     yield ray
     ray.shutdown()
 
