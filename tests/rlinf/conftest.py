@@ -1,0 +1,67 @@
+"""RLinf's own BEHAVIOR env worker (``rlinf.envs.behavior.behavior_env.BehaviorProcess`` of ``rlinf==0.3.0``)
+around a real OmniGibson ``VectorEnvironment`` built at the ``og.sim`` seam of ``tests/omnigibson``.
+
+RLinf's code runs as shipped: ``__init__`` (its feature detection of ``VectorEnvironment.step``, the physics
+frequency division for pipeline stages, the env-wrapper hook, ``gc.enable()``), ``chunk_step``,
+``_step_shard``, ``_call_step``, ``reset`` and ``_call_reset``. Stand-ins replace only the three
+infrastructure calls that need a BEHAVIOR-1K data install or Isaac Sim: ``setup_omni_cfg`` (loads
+OmniGibson's R1Pro example config and sets macros), ``ActivityInstanceLoader`` (loads cached task
+instances) and ``apply_runtime_renderer_settings`` (Kit's carb settings). The class is taken from under
+Ray's ``@ray.remote`` and run in this process, so the seam's recording sim sees every call.
+
+The seam fixtures (``og``, ``seam``, ``recording``, ``registry``) are the ones of ``tests/omnigibson``,
+imported as they are, so a parametrization of that harness over upstream lines reaches these tests too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.omnigibson.conftest import og, recording, registry, seam  # noqa: F401  (fixtures, reused)
+
+#: ``env.physics_frequency`` of the stand-in OmniGibson config (Hz).
+PHYSICS_HZ = 120.0
+
+
+class InstanceLoader:
+    """Stand-in for RLinf's ``ActivityInstanceLoader``: records the envs it prepares for a reset."""
+
+    activity_name = "turning_on_radio"
+
+    def __init__(self) -> None:
+        self.prepared: list = []
+
+    @classmethod
+    def from_omni_cfg(cls, omni_cfg: Any) -> "InstanceLoader":
+        return cls()
+
+    def prepare_reset(self, env: Any) -> None:
+        self.prepared.append(env)
+
+
+@pytest.fixture
+def behavior_process(og, seam, recording, monkeypatch):  # noqa: F811  (the reused fixtures)
+    """Factory: ``behavior_process(num_envs, pipeline_stage_num, **rlinf_env_cfg)`` -> ``(process, harness)``:
+    RLinf's ``BehaviorProcess`` over a seam ``VectorEnvironment``, with the harness recording its calls.
+    Apply patches before calling it (RLinf detects the step signature in ``__init__``)."""
+    from omegaconf import OmegaConf
+    from rlinf.envs.behavior import behavior_env
+
+    renderer_settings: list = []
+    monkeypatch.setattr(behavior_env, "setup_omni_cfg", lambda cfg: OmegaConf.create({"env": {"physics_frequency": PHYSICS_HZ}}))
+    monkeypatch.setattr(behavior_env, "ActivityInstanceLoader", InstanceLoader)
+    monkeypatch.setattr(behavior_env, "apply_runtime_renderer_settings", lambda: renderer_settings.append(True))
+    # Ray's @ray.remote keeps the class it decorated here; RLinf's methods are that class's own.
+    process_cls = behavior_env.BehaviorProcess.__ray_metadata__.modified_class.__ray_actor_class__
+    assert process_cls.__module__ == behavior_env.__name__ and process_cls.__qualname__ == "BehaviorProcess"
+
+    def build(num_envs: int = 3, pipeline_stage_num: int = 1, **cfg: Any):
+        process = process_cls(OmegaConf.create(cfg), num_envs, pipeline_stage_num)
+        assert renderer_settings == [True] and process.env.num_envs == num_envs
+        harness = recording.Harness(process.env, og.sim, action=lambda i: None)
+        recording.instrument(harness)
+        return process, harness
+
+    return build
