@@ -15,12 +15,14 @@ imported as they are, so a parametrization of that harness over upstream lines r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.omnigibson.conftest import og, recording, registry, seam  # noqa: F401  (fixtures, reused)
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 #: ``env.physics_frequency`` of the stand-in OmniGibson config (Hz).
 PHYSICS_HZ = 120.0
 
