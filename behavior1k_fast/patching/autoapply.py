@@ -19,7 +19,7 @@ and subprocess children, Ray workers (``runtime_env={"env_vars": {...}}``) and t
 
 The ``.pth`` runs while ``site`` is still adding site directories, so this package and its dependencies
 must live in the site-packages that holds the ``.pth`` or in one processed before it (pip's default: one
-environment for all of them).
+environment for all of them). An interpreter started with ``-S`` runs no ``site`` and applies nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class StartupApply:
 
     #: ``BEHAVIOR1K_FAST`` as read.
     value: str
-    #: What the value named: ``preset '1'``, ``preset 'rlinf'`` or ``profile file '/path.yaml'``.
+    #: What the value named: ``preset '1'``, ``preset 'rlinf'``, ``profile file '/path.yaml'`` or ``a bad value``.
     source: str
     #: The profile applied; ``None`` when the value was bad or the profile could not apply.
     profile: RolloutProfile | None
