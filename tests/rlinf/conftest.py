@@ -10,7 +10,8 @@ instances) and ``apply_runtime_renderer_settings`` (Kit's carb settings). The cl
 Ray's ``@ray.remote`` and run in this process, so the seam's recording sim sees every call.
 
 The seam fixtures (``og``, ``seam``, ``recording``, ``registry``) are the ones of ``tests/omnigibson``,
-imported as they are, so a parametrization of that harness over upstream lines reaches these tests too.
+imported as they are. Where that harness runs each test once per upstream line (its ``line`` fixture,
+``tests/upstream_lines.py``), these tests run on the lines RLinf 0.3.0 can drive (:data:`RLINF_LINES`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import pytest
 from tests.omnigibson.conftest import og, recording, registry, seam  # noqa: F401  (fixtures, reused)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+#: Upstream lines with a ``VectorEnvironment``, which RLinf 0.3.0's ``BehaviorProcess`` builds; main's
+#: multi-scene ``Environment(num_envs)`` layout has none, and no RLinf release drives it yet.
+RLINF_LINES = ("1.1.1", "v3.7")
 #: ``env.physics_frequency`` of the stand-in OmniGibson config (Hz).
 PHYSICS_HZ = 120.0
 
@@ -41,6 +45,21 @@ class InstanceLoader:
 
     def prepare_reset(self, env: Any) -> None:
         self.prepared.append(env)
+
+
+@pytest.fixture(params=RLINF_LINES)
+def line(request, og, monkeypatch):  # noqa: F811
+    """The multi-line harness's ``line``, restricted to :data:`RLINF_LINES`: the line's upstream modules
+    are active until the test ends; skips with the reason where its texts are absent. Requested by the
+    ``seam`` and ``registry`` fixtures of the multi-line harness only."""
+    from tests.upstream_lines import get_line, missing_reason
+
+    reason = missing_reason(request.param)
+    if reason:
+        pytest.skip(reason)
+    current = get_line(request.param)
+    current.activate(monkeypatch)
+    return current
 
 
 @pytest.fixture

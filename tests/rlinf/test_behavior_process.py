@@ -1,9 +1,11 @@
 """RLinf 0.3.0's ``BehaviorProcess`` on stock OmniGibson 1.1.1 with and without the patch set: with it, RLinf
 finds ``get_obs``, ``render`` and ``env_indices`` and uses them (no fork of BEHAVIOR-1K needed); without
-it, RLinf falls back to stepping every env every step, and its reset does not run at all."""
+it, RLinf falls back to stepping every env every step, and its reset of one env raises (1.1.1) or resets
+every env (v3.7)."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import numpy as np
@@ -123,5 +125,10 @@ def test_without_the_patches_rlinf_falls_back_to_stepping_every_env(behavior_pro
     assert obs[:-1] == (None,) * (CHUNK - 1) and len(obs[-1]) == 1
     assert [r.tolist() for r in rewards] == [[1.0]] * CHUNK
 
-    with pytest.raises(TypeError, match="unexpected keyword argument"):  # 1.1.1's reset() takes no keywords
-        process.reset(reset_indices=[2])
+    h.log.clear()
+    if "kwargs" in inspect.signature(type(process.env).reset).parameters:
+        process.reset(reset_indices=[2])  # v3.7 passes env_indices on to every env: the reset-all trap
+        assert h.events("task.reset") == [0, 1, 2]
+    else:
+        with pytest.raises(TypeError, match="unexpected keyword argument"):  # 1.1.1's reset() takes none
+            process.reset(reset_indices=[2])
