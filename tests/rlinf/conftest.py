@@ -16,6 +16,7 @@ imported as they are. Where that harness runs each test once per upstream line (
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,14 @@ def behavior_process(og, seam, recording, monkeypatch):  # noqa: F811  (the reus
     """Factory: ``behavior_process(num_envs, pipeline_stage_num, **rlinf_env_cfg)`` -> ``(process, harness)``:
     RLinf's ``BehaviorProcess`` over a seam ``VectorEnvironment``, with the harness recording its calls.
     Apply patches before calling it (RLinf detects the step signature in ``__init__``)."""
+    import omnigibson.envs
     from omegaconf import OmegaConf
     from rlinf.envs.behavior import behavior_env
 
+    # RLinf imports ``from omnigibson.envs import VectorEnvironment``: the package's re-export must be the
+    # class of the active line's module (the same class on 1.1.1).
+    vec_env_module = sys.modules["omnigibson.envs.vec_env_base"]
+    monkeypatch.setattr(omnigibson.envs, "VectorEnvironment", vec_env_module.VectorEnvironment)
     renderer_settings: list = []
     monkeypatch.setattr(behavior_env, "setup_omni_cfg", lambda cfg: OmegaConf.create({"env": {"physics_frequency": PHYSICS_HZ}}))
     monkeypatch.setattr(behavior_env, "ActivityInstanceLoader", InstanceLoader)
