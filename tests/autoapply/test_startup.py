@@ -101,7 +101,7 @@ def test_bad_value_prints_one_line_and_applies_nothing(hook_python, tmp_path, ca
 def ray_local():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # its own cluster, never a running one
     yield ray
     ray.shutdown()
 
