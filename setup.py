@@ -1,6 +1,8 @@
+import os
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 here = Path(__file__).parent
 version = {}
@@ -27,6 +29,25 @@ OMNIGIBSON_IMPORT = [
     "nest_asyncio",
 ]
 
+# The auto-apply hook (behavior1k_fast/patching/autoapply.py): shipped in the package, installed at the root
+# of site-packages, where Python's site runs it in every interpreter.
+AUTOAPPLY_PTH_SOURCE = "behavior1k_fast/patching/autoapply.pth"
+AUTOAPPLY_PTH_NAME = "behavior1k_fast_autoapply.pth"
+
+
+class BuildPyWithAutoApplyPth(build_py):
+    """``build_py`` that also writes the auto-apply ``.pth`` to the root of the wheel, which pip installs into
+    site-packages. A regular build puts it into ``build_lib`` (copied whole into the wheel); an editable
+    build (PEP 660) leaves packages in the source tree and ships only what is in the unpacked editable
+    wheel, which is the ``install`` command's ``install_lib`` during that build."""
+
+    def run(self):
+        super().run()
+        root = self.get_finalized_command("install").install_lib if self.editable_mode else self.build_lib
+        self.mkpath(root)
+        self.copy_file(str(here / AUTOAPPLY_PTH_SOURCE), os.path.join(root, AUTOAPPLY_PTH_NAME))
+
+
 setup(
     name="behavior1k_fast",
     version=version["v"],
@@ -36,6 +57,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["behavior1k_fast", "behavior1k_fast.*"]),
+    package_data={"behavior1k_fast.patching": ["autoapply.pth"]},
+    cmdclass={"build_py": BuildPyWithAutoApplyPth},
     install_requires=[
         "numpy>=1.24",
         "wrapt>=1.15",
@@ -50,7 +73,8 @@ setup(
         # torch is left to the user (CPU or CUDA build); pin it next to this package, e.g. torch==2.13.0.
         "torch": ["torch>=2.1"],
         "ray": ["ray[default]>=2.9"],
-        "test": ["pytest>=7", "numba>=0.59", "ray[default]>=2.9", *OMNIGIBSON_IMPORT],
+        # omegaconf: RLinf's BehaviorProcess (rlinf==0.3.0, installed --no-deps by .ci/install) runs in the tests.
+        "test": ["pytest>=7", "numba>=0.59", "ray[default]>=2.9", "omegaconf>=2.3", *OMNIGIBSON_IMPORT],
     },
     entry_points={"console_scripts": ["behavior1k-fast=behavior1k_fast.tools.cli:main"]},
     classifiers=[

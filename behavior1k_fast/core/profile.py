@@ -143,6 +143,18 @@ class RolloutProfile:
         return cls.from_dict(base)
 
     @classmethod
+    def rlinf(cls, **overrides: Any) -> "RolloutProfile":
+        """The fast path for RLinf's BEHAVIOR env worker (``rlinf.envs.behavior.behavior_env.BehaviorProcess``,
+        rlinf 0.3.0), leaving out what that worker does itself so nothing is done twice: it calls
+        ``gc.enable()`` once its env is built and sets the texture-streaming budget to 0.1 after launch
+        (``apply_runtime_renderer_settings``). The intra-op thread cap is left off too: RLinf passes the
+        launch shell's environment to every worker, so the variable that applies this profile also reaches
+        the trainer and rollout workers, whose torch thread pools must not shrink to 1."""
+        base: dict[str, Any] = dict(gc_enable=False, texture_streaming_budget=None, intra_op_threads=None)
+        base.update(overrides)
+        return cls.from_dict(base)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RolloutProfile":
         """Build from a flat mapping; RLinf key names are accepted; unknown keys are an error."""
         if not isinstance(data, Mapping):

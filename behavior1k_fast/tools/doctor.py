@@ -3,7 +3,8 @@
 Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
-settings, CPU count and GPUs (``nvidia-smi`` when present). Exit code 1 when a patch the profile asks for
+settings, CPU count and GPUs (``nvidia-smi`` when present), and whether auto-apply (``BEHAVIOR1K_FAST``) is
+set up and active. Exit code 1 when a patch the profile asks for
 cannot apply (``failed``) or OmniGibson is installed but does not import; 2 for a bad ``--profile``.
 ``--upstream PATH`` checks a BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
 """
@@ -21,7 +22,7 @@ import subprocess
 import sys
 from typing import Any
 
-from ..patching import FAILED, SKIPPED, PatchRegistry
+from ..patching import FAILED, SKIPPED, PatchRegistry, autoapply
 from ..patching.omnigibson import REGISTRY
 from ..core.profile import RolloutProfile
 from . import upstream_check
@@ -136,6 +137,32 @@ def _gpus() -> dict[str, Any]:
     return {"available": True, "devices": [line.strip() for line in out.splitlines() if line.strip()], "note": ""}
 
 
+def autoapply_state() -> dict[str, Any]:
+    """Auto-apply: the ``BEHAVIOR1K_FAST`` value and what it names, where the ``.pth`` is installed, what the
+    hook did in this process, and whether new processes of this environment apply a profile at start-up
+    (``active``: the value names a profile that loads and the ``.pth`` is installed)."""
+    value = os.environ.get(autoapply.ENV_VAR)
+    try:
+        profile, meaning = autoapply.profile_for(value or "")
+    except ValueError as exc:
+        profile, meaning = None, f"bad value: {exc}"
+    record = autoapply.startup()
+    if record is None:
+        here = "did not run (variable off, or the .pth not installed)"
+    elif record.error:
+        here = f"refused: {record.error}"
+    else:
+        here = f"applied {record.source}"
+    pth = autoapply.installed_pth()
+    return {
+        "variable": value,
+        "meaning": meaning,
+        "pth": pth,
+        "this_process": here,
+        "active": profile is not None and bool(pth),
+    }
+
+
 def collect(profile: RolloutProfile) -> dict[str, Any]:
     """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1."""
     from ..core import __version__
@@ -153,6 +180,7 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
         "threads": _threads(profile),
         "cpu": _cpu(),
         "gpu": _gpus(),
+        "autoapply": autoapply_state(),
         "ok": ok,
     }
 
@@ -178,8 +206,21 @@ def render_text(report: dict[str, Any]) -> str:
     cpu, gpu = report["cpu"], report["gpu"]
     lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
     lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))
+    lines += ["", *render_autoapply(report["autoapply"])]
     lines += ["", "OK" if report["ok"] else "NOT OK: a requested patch cannot apply or OmniGibson does not import"]
     return "\n".join(lines)
+
+
+def render_autoapply(state: dict[str, Any]) -> list[str]:
+    """The auto-apply part of the text report."""
+    variable = autoapply.ENV_VAR
+    value = "unset" if state["variable"] is None else repr(state["variable"])
+    return [
+        "Auto-apply: " + ("active" if state["active"] else "not active") + " in new processes",
+        f"  {variable:<21} {value} ({state['meaning']})",
+        f"  {'.pth':<21} {', '.join(state['pth']) or 'not installed (pip install this package)'}",
+        f"  {'this process':<21} {state['this_process']}",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -190,6 +231,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, TypeError, ValueError) as exc:
         print(f"behavior1k-fast doctor: bad --profile {args.profile!r}: {exc}", file=sys.stderr)
         return 2
+    # A profile auto-applied at this process's start-up would make its own patches look like upstream
+    # features ("upstream already has them"): plan against upstream's code instead.
+    REGISTRY.revert()
     report = collect(profile)
     print(json.dumps(report, indent=2) if args.json else render_text(report))
     return 0 if report["ok"] else 1

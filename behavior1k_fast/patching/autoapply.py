@@ -1,0 +1,135 @@
+"""Auto-apply: one environment variable makes every Python process of an environment apply a profile at
+interpreter start-up, before anything can import the simulator (as ``COVERAGE_PROCESS_START`` makes
+coverage measure subprocesses).
+
+``pip install`` (regular or editable) puts this folder's ``autoapply.pth`` into site-packages as
+:data:`PTH_NAME`. Python's ``site`` runs its one line in every interpreter it starts. The line reads
+``BEHAVIOR1K_FAST`` from ``os.environ`` (``site`` has imported ``os`` already) and imports nothing when the
+variable is unset, empty or ``0``; otherwise it calls :func:`at_startup`, which reads the value as
+
+- ``1``: the fast-path profile, ``RolloutProfile()``;
+- ``rlinf``: :meth:`RolloutProfile.rlinf`, the fast path minus what RLinf's env worker does itself;
+- anything else: the path of a profile YAML file (RLinf key names accepted),
+
+and applies it to the process-wide registry: process settings (intra-op thread variables, numba cache dir
+and preload) at once, the class and function patches ``pending`` until their module is imported. A bad
+value, or a profile this install cannot take, prints one line to stderr and applies nothing: start-up never
+fails because of the variable. Every process that inherits the environment applies it too: multiprocessing
+and subprocess children, Ray workers (``runtime_env={"env_vars": {...}}``) and the actors they start.
+
+The ``.pth`` runs while ``site`` is still adding site directories, so this package and its dependencies
+must live in the site-packages that holds the ``.pth`` or in one processed before it (pip's default: one
+environment for all of them). An interpreter started with ``-S`` runs no ``site`` and applies nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..core.profile import RolloutProfile
+from . import omnigibson as omnigibson_patches
+
+#: The variable that switches auto-apply on.
+ENV_VAR = "BEHAVIOR1K_FAST"
+#: Values that leave auto-apply off (after stripping white space).
+OFF_VALUES = ("", "0")
+#: Profile each named value stands for; any other value is a profile YAML path.
+PRESETS: dict[str, Callable[[], RolloutProfile]] = {"1": RolloutProfile, "rlinf": RolloutProfile.rlinf}
+#: Name of the ``.pth`` file in site-packages (sorts after setuptools' ``__editable__`` finders, which
+#: must have run so that an editable install imports).
+PTH_NAME = "behavior1k_fast_autoapply.pth"
+#: The ``.pth`` text this package ships (``setup.py`` installs it as :data:`PTH_NAME`).
+PTH_SOURCE = Path(__file__).with_name("autoapply.pth")
+
+
+@dataclass(frozen=True)
+class StartupApply:
+    """What :func:`at_startup` did in this process."""
+
+    #: ``BEHAVIOR1K_FAST`` as read.
+    value: str
+    #: What the value named: ``preset '1'``, ``preset 'rlinf'``, ``profile file '/path.yaml'`` or ``a bad value``.
+    source: str
+    #: The profile applied; ``None`` when the value was bad or the profile could not apply.
+    profile: RolloutProfile | None
+    #: The one-line message printed instead of applying, or ``None``.
+    error: str | None = None
+
+
+_startup: StartupApply | None = None
+
+
+def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
+    """``(profile, source)`` for a ``BEHAVIOR1K_FAST`` value; ``(None, "off")`` when it leaves auto-apply off.
+
+    A value that is neither off, a preset nor an existing file, and a profile file that does not load, raise
+    ValueError naming the variable and the value (one line)."""
+    name = value.strip()
+    if name in OFF_VALUES:
+        return None, "off"
+    if name.lower() in PRESETS:
+        return PRESETS[name.lower()](), f"preset {name.lower()!r}"
+    if not os.path.isfile(name):
+        raise ValueError(
+            f"{ENV_VAR}={value!r} is not one of {', '.join(map(repr, (*OFF_VALUES, *PRESETS)))} "
+            f"and not a profile YAML file"
+        )
+    try:
+        profile = RolloutProfile.from_yaml(name)
+    except Exception as exc:  # YAML syntax, unknown key, bad value: all reported as one line
+        raise ValueError(f"{ENV_VAR}={value!r}: profile file does not load: {_one_line(exc)}") from None
+    return profile, f"profile file {name!r}"
+
+
+def at_startup() -> StartupApply | None:
+    """Apply the profile ``BEHAVIOR1K_FAST`` names to this process (the ``.pth`` line calls this).
+
+    Never raises: a bad value, or a profile whose apply fails (rolled back), prints one line to stderr and is
+    recorded in :func:`startup`. Returns the record, or ``None`` when the variable leaves it off. A second
+    call with the same value returns the first record (CPython 3.11 runs the ``.pth`` files of a venv
+    twice at start-up)."""
+    global _startup
+    value = os.environ.get(ENV_VAR, "")
+    if _startup is not None and _startup.value == value:
+        return _startup
+    # Start-up must go on whatever the value or the install: every exception becomes the one line.
+    try:
+        profile, source = profile_for(value)
+    except Exception as exc:
+        _startup = _refused(value, "a bad value", _one_line(exc))
+        return _startup
+    if profile is None:
+        return None
+    try:
+        omnigibson_patches.apply(profile)
+    except Exception as exc:
+        omnigibson_patches.revert()  # PatchError has rolled back already; anything else may not have
+        _startup = _refused(value, source, f"{ENV_VAR}={value!r} ({source}) does not apply: {_one_line(exc)}")
+    else:
+        _startup = StartupApply(value, source, profile)
+    return _startup
+
+
+def _refused(value: str, source: str, message: str) -> StartupApply:
+    print(f"behavior1k_fast: {message}; nothing applied", file=sys.stderr)
+    return StartupApply(value, source, None, message)
+
+
+def startup() -> StartupApply | None:
+    """What the start-up hook did in this process; ``None`` if it did not run or the variable was off."""
+    return _startup
+
+
+def installed_pth() -> list[str]:
+    """Paths of :data:`PTH_NAME` in this interpreter's site directories (site-packages, user site)."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return [str(Path(d) / PTH_NAME) for d in dict.fromkeys(dirs) if (Path(d) / PTH_NAME).is_file()]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,126 @@
+"""Auto-apply at interpreter start-up: the shipped ``.pth`` in a real site-packages, run by Python's ``site``
+in a spawned interpreter and in Ray actors (``runtime_env`` env vars, and an actor that actor starts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from .sitehook import ROOT, child_env, make_venv
+
+
+@pytest.fixture(scope="module")
+def hook_python(tmp_path_factory):
+    """The ``python`` of a venv whose site-packages holds the auto-apply ``.pth``."""
+    return make_venv(tmp_path_factory.mktemp("hook-venv") / "venv")
+
+
+def probe(python, tmp_path, value: str | None, *args: str) -> tuple[dict, list[str]]:
+    """Run the probe in a fresh interpreter with ``BEHAVIOR1K_FAST=value``; its report and its stderr lines."""
+    env = child_env(BEHAVIOR1K_FAST=value, OMP_NUM_THREADS=None, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [str(python), "-m", "tests.autoapply.probe", *args],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr.splitlines()
+
+
+@pytest.mark.parametrize("value", [None, "", "0", " 0 "])
+def test_unset_empty_or_zero_variable_imports_nothing_of_this_package(hook_python, tmp_path, value):
+    report, stderr = probe(hook_python, tmp_path, value)
+    assert report["ours_imported"] is False and report["omp_num_threads"] is None
+    assert stderr == []
+
+
+@pytest.mark.slow
+def test_variable_1_applies_the_fast_path_before_omnigibson_is_imported(hook_python, tmp_path):
+    report, stderr = probe(hook_python, tmp_path, "1", "--import-omnigibson")
+    assert stderr == [] and report["startup"]["source"] == "preset '1'" and report["startup"]["error"] is None
+    assert report["omnigibson_imported"] is False
+    states = report["states"]
+    assert states["intra_op_threads"] == "applied" and report["omp_num_threads"] == "1"
+    assert states["numba_cache_dir"] == "applied"
+    for name in ("env_step_obs", "vector_env_step", "env_wrapper_forwarding", "headless_viewport"):
+        assert states[name] == "pending"
+    after = report["after_import"]
+    for name in ("env_step_obs", "vector_env_step", "env_wrapper_forwarding"):
+        assert after["states"][name] == "applied"
+    assert after["step_signature"] == "(self, actions, env_indices=None, get_obs=True, render=True)"
+
+
+def test_rlinf_preset_leaves_out_what_rlinf_does_itself(hook_python, tmp_path):
+    report, stderr = probe(hook_python, tmp_path, "rlinf")
+    assert stderr == [] and report["startup"]["source"] == "preset 'rlinf'"
+    states = report["states"]
+    assert states["gc_after_launch"] == states["texture_streaming_budget"] == "disabled"
+    assert states["intra_op_threads"] == "disabled" and report["omp_num_threads"] is None
+    assert states["vector_env_step"] == "pending" and states["kit_thread_caps"] == "pending"
+
+
+def test_profile_yaml_path_applies_that_profile(hook_python, tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text("pipeline_stage_num: 2\nintra_op_threads: 3\nremove_headless_viewports: false\n")
+    report, stderr = probe(hook_python, tmp_path, str(path))
+    assert stderr == [] and report["startup"]["source"] == f"profile file {str(path)!r}"
+    assert report["startup"]["profile"]["pipeline_stages"] == 2 and report["omp_num_threads"] == "3"
+    assert report["states"]["headless_viewport"] == "disabled"
+
+
+BAD_PROFILES = {
+    "unknown key": ("pipeline_stage: 2\n", "unknown profile key 'pipeline_stage'"),
+    "yaml syntax": ("pipeline_stage_num: [2\n", "profile file does not load"),
+    "bad value": ("pipeline_stage_num: 0\n", "pipeline_stages must be"),
+}
+
+
+@pytest.mark.parametrize("case", ["missing file", "unwritable numba cache", *BAD_PROFILES])
+def test_bad_value_prints_one_line_and_applies_nothing(hook_python, tmp_path, case):
+    if case == "missing file":
+        value, expected = str(tmp_path / "missing.yaml"), "and not a profile YAML file"
+    elif case == "unwritable numba cache":
+        (tmp_path / "a-file").write_text("")
+        path = tmp_path / "profile.yaml"  # intra_op_threads applies before the numba patch fails
+        path.write_text(f"intra_op_threads: 2\nnumba_cache_dir: {tmp_path / 'a-file' / 'numba'}\n")
+        value, expected = str(path), "patch 'numba_cache_dir' failed"
+    else:
+        path = tmp_path / "profile.yaml"
+        path.write_text(BAD_PROFILES[case][0])
+        value, expected = str(path), BAD_PROFILES[case][1]
+    report, stderr = probe(hook_python, tmp_path, value)
+    assert len(stderr) == 1, stderr
+    assert stderr[0].startswith(f"behavior1k_fast: BEHAVIOR1K_FAST={value!r}")
+    assert expected in stderr[0] and stderr[0].endswith("; nothing applied")
+    assert report["startup"]["profile"] is None and report["startup"]["error"] in stderr[0]
+    assert report["states"] == {} and report["omp_num_threads"] is None
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # its own cluster, never a running one
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_actor_from_runtime_env_and_the_actor_it_starts_apply_before_omnigibson(ray_local, hook_python, tmp_path):
+    from .probe import Reporter
+
+    runtime_env = {
+        "py_executable": str(hook_python),
+        "env_vars": {"BEHAVIOR1K_FAST": "1", "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
+    }
+    actor = ray_local.remote(Reporter).options(runtime_env=runtime_env).remote()
+    try:
+        own, child = ray_local.get([actor.report.remote(), actor.child_report.remote()], timeout=120)
+    finally:
+        ray_local.kill(actor)
+    assert own["pid"] != child["pid"]
+    for report in (own, child):
+        assert report["startup"]["source"] == "preset '1'" and report["omnigibson_imported"] is False
+        assert report["states"]["intra_op_threads"] == "applied" and report["omp_num_threads"] == "1"
+        assert report["states"]["vector_env_step"] == "pending"
