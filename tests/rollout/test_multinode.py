@@ -41,9 +41,9 @@ def cluster():
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 4, "include_dashboard": False, "_system_config": FAST_HEALTH_CHECKS})
     try:
-        b = cluster.add_node(num_cpus=4, resources={"zone_b": 1})
-        c = cluster.add_node(num_cpus=4, num_gpus=1, resources={"zone_c": 1})
-        cluster.wait_for_nodes()
+        b = cluster.add_node(num_cpus=4, resources={"zone_b": 1}, wait=False)
+        c = cluster.add_node(num_cpus=4, num_gpus=1, resources={"zone_c": 1}, wait=False)
+        cluster.wait_for_nodes()  # the two nodes start side by side
         ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([ROOT, EXAMPLES])}})
         yield SimpleNamespace(cluster=cluster, head=cluster.head_node.node_id, b=b.node_id, c=c.node_id)
     finally:
