@@ -99,9 +99,6 @@ class NodeView:
         """How many ``bundle`` fit in this node's total resources."""
         return min((math.floor(self.resources.get(k, 0.0) / v + 1e-9) for k, v in bundle.items()), default=0)
 
-    def describe(self) -> str:
-        return f"{self.node_id} ({self.address})"
-
 
 @dataclass(frozen=True)
 class Target:
