@@ -301,7 +301,7 @@ def render_ray_text(ray_report: dict[str, Any]) -> str:
     if ray_report["error"] is not None:
         return f"{head}\n  NOT POSSIBLE: {ray_report['error']}"
     addresses = {n["node_id"]: n["address"] for n in ray_report["nodes"]}
-    lines = [head, f"  {len(addresses)} live nodes; each worker reserves {ray_report['bundle']}"]
+    lines = [head, f"  {len(addresses)} live nodes; each worker asks for {ray_report['bundle']}"]
     for row in ray_report["workers"]:
         where = " or ".join(f"{n} ({addresses[n]})" for n in row["nodes"])
         lines.append(f"  worker {row['worker']} (envs {row['env_ids']}): {where}")

@@ -200,7 +200,7 @@ def test_doctor_prints_where_each_worker_would_start(cluster, capsys, monkeypatc
         (0, [c], [0, 1]), (1, [b], [2, 3]), (2, [head], [4, 5])]
     assert main(["doctor", *address, "--placement", "spread", "--worker-gpus", "0.25"]) == 0
     text = capsys.readouterr().out
-    assert "each worker reserves {'CPU': 1.0, 'GPU': 0.25}" in text
+    assert "each worker asks for {'CPU': 1.0, 'GPU': 0.25}" in text
     assert text.count(f": {c} (") == 3  # three GPU shares, one GPU node
     assert_no_placement_group_left()
     assert main(["doctor", *address, "--placement", "zone_x,zone_b,zone_c"]) == 1
