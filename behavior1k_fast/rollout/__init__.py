@@ -17,6 +17,7 @@ from .errors import (
 )
 from .plan import PartitionPlan, StageSlice
 from .policy import PolicyProcess, call_policy
+from .shard import EngineShard, engine_shard, merge_stats
 from .shm import SharedBuffers
 
 __all__ = [
@@ -29,6 +30,9 @@ __all__ = [
     "StageSlice",
     "PolicyProcess",
     "call_policy",
+    "EngineShard",
+    "engine_shard",
+    "merge_stats",
     "SharedBuffers",
     "WorkerError",
     "WorkerDiedError",

@@ -29,6 +29,7 @@ from ..core.tracing import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
 from .executors import Executor, InlineExecutor, ProcessExecutor
+from .placement import Setting, check_placement
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
 from .protocol import Chunk, Reset
@@ -142,8 +143,10 @@ def make_executor(
     timeout_s: float | None,
     restart_workers: bool,
     ray_actor_options: dict | None = None,
+    placement: Setting = None,
 ) -> Executor:
-    """The executor named ``kind`` (one of :data:`EXECUTORS`) for ``specs``; nothing is started yet."""
+    """The executor named ``kind`` (one of :data:`EXECUTORS`) for ``specs``; nothing is started yet.
+    ``placement``: as returned by :func:`~.placement.check_placement` (Ray only)."""
     if kind == "process":
         return ProcessExecutor(specs, timeout_s, restart_workers)
     if kind == "inline":
@@ -151,7 +154,7 @@ def make_executor(
     if kind == "ray":
         from .ray_executor import RayExecutor
 
-        return RayExecutor(specs, timeout_s, restart_workers, ray_actor_options)
+        return RayExecutor(specs, timeout_s, restart_workers, ray_actor_options, placement)
     raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
 
 
@@ -166,6 +169,9 @@ class RolloutEngine:
     and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply
     in seconds (``None``: no limit).
     ``seed``: worker w builds its backend with ``seed + w`` (the backend seeds its envs from it).
+    ``placement`` (Ray only): on which nodes the workers start, ``"spread"`` (default), ``"pack"`` or one
+    node id / resource label per worker (:mod:`.placement`); ``ray_actor_options``: each worker actor's
+    options (``num_cpus``, a ``num_gpus`` share, custom ``resources``), which size its placement bundle.
 
     A worker error, a dead worker (without restart) or a timeout closes the engine and re-raises; bad
     arguments raise before anything is sent and leave the engine usable. A call that does not fit the
@@ -183,6 +189,7 @@ class RolloutEngine:
         seed: int = 0,
         timeout_s: float | None = 300.0,
         ray_actor_options: dict | None = None,
+        placement: str | Sequence[str] | None = None,
     ):
         if not callable(factory):
             raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
@@ -196,6 +203,7 @@ class RolloutEngine:
         timeout_s = check_seconds("timeout_s", timeout_s)
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
+        placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()
         specs = [
@@ -204,7 +212,7 @@ class RolloutEngine:
             for w in range(self.plan.num_processes)
         ]
         self._closed = True
-        self._executor = make_executor(executor, specs, timeout_s, restart_workers, ray_actor_options)
+        self._executor = make_executor(executor, specs, timeout_s, restart_workers, ray_actor_options, placement)
         self.observation_space, self.action_space = self._executor.start()
         self._closed = False
         self.action_dim = int(np.prod(self.action_space.shape))
@@ -225,6 +233,11 @@ class RolloutEngine:
     def worker_pids(self) -> list[int]:
         """OS pids of the worker processes (process executor; empty for Ray and inline)."""
         return self._executor.pids
+
+    @property
+    def worker_nodes(self) -> list[str | None]:
+        """Ray node id each worker runs on, as the worker's actor reported it (Ray executor; else empty)."""
+        return self._executor.worker_nodes
 
     @property
     def restarts(self) -> int:

@@ -93,6 +93,11 @@ class Executor(abc.ABC):
         """OS pids of worker processes this executor started (empty where it starts none)."""
         return []
 
+    @property
+    def worker_nodes(self) -> list[str | None]:
+        """Ray node id of each worker (empty where workers are not Ray actors)."""
+        return []
+
     def start(self) -> tuple[Any, Any]:
         """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0."""
         try:

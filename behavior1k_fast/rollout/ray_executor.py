@@ -1,5 +1,11 @@
 """The Ray executor: env workers as Ray actors (one per process slot of the plan), so one config runs
-across machines. Imported only when ``executor="ray"`` is asked for (``import ray`` is heavy)."""
+across machines. Imported only when ``executor="ray"`` is asked for (``import ray`` is heavy).
+
+Which node each actor starts on is :mod:`.placement`'s business (a placement group, node pins or resource
+labels); this module moves the requests and replies. A worker whose node dies is reported as
+:class:`~.errors.WorkerDiedError` naming that node and every worker that was on it (Ray notices a dead node
+through its health checks: ``health_check_period_ms`` x ``health_check_failure_threshold`` of the head's
+system config), or respawned where the placement allows with ``restart_workers``."""
 
 from __future__ import annotations
 
@@ -7,16 +13,18 @@ from collections import deque
 from typing import Any, Sequence
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from .errors import WorkerDiedError
 from .executors import CLOSE_GRACE_S, RESTART_HINT, Executor
+from .placement import RayPlacement, Setting, live_nodes
 from .protocol import Command, Failure, Ok, Reply, Request, unwrap
 from .worker import EnvWorker, WorkerSpec
 
 
 class RayEnvHost:
-    """Ray actor body: the same :class:`~.worker.EnvWorker` behind ``init()`` and ``call()``."""
+    """Ray actor body: the same :class:`~.worker.EnvWorker` behind ``init()`` and ``call()``; the INIT
+    payload also carries the id of the node the actor runs on."""
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
@@ -27,7 +35,7 @@ class RayEnvHost:
             self.worker = EnvWorker(self.spec)
         except Exception as exc:
             return Failure.from_exception(exc, Command.INIT, self.spec.env_ids)
-        return Ok(self.worker.ready())
+        return Ok((self.worker.ready(), ray.get_runtime_context().get_node_id()))
 
     def call(self, request: Request) -> Reply:
         return self.worker.handle(request)
@@ -38,7 +46,10 @@ class RayEnvHost:
 
 
 class RayExecutor(Executor):
-    """Workers as Ray actors; their boundary observations travel in the replies (Ray's object store)."""
+    """Workers as Ray actors; their boundary observations travel in the replies (Ray's object store).
+
+    ``placement``: a setting checked by :func:`~.placement.check_placement` (``None``: Ray's scheduler, with
+    ``actor_options``' own ``scheduling_strategy`` if any); it is reserved on the cluster in :meth:`start`."""
 
     def __init__(
         self,
@@ -46,22 +57,43 @@ class RayExecutor(Executor):
         timeout_s: float | None,
         restart_workers: bool,
         actor_options: dict | None = None,
+        placement: Setting = None,
     ):
         super().__init__(specs, timeout_s, restart_workers)
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self._actor_cls = ray.remote(RayEnvHost)
         self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
+        self._setting = placement
+        self._placement: RayPlacement | None = None
         self._actors: list[Any] = [None] * len(self.specs)
         self._refs: list[deque] = [deque() for _ in self.specs]
+        self._nodes: list[str | None] = [None] * len(self.specs)
+
+    @property
+    def worker_nodes(self) -> list[str | None]:
+        return list(self._nodes)
+
+    def start(self) -> tuple[Any, Any]:
+        if self._setting is not None:
+            self._placement = RayPlacement(self._setting, len(self.specs), self._actor_options, self.timeout_s)
+        return super().start()
 
     def _launch(self, worker: int) -> None:
-        actor = self._actor_cls.options(**self._actor_options).remote(self.specs[worker])
+        if self._placement is None:
+            options = self._actor_options
+        else:
+            why = self._placement.unreachable(worker)
+            if why is not None:
+                raise WorkerDiedError(worker, self.specs[worker].env_ids, "restart", f"cannot respawn it: {why}")
+            options = self._placement.options(worker)
+        actor = self._actor_cls.options(**options).remote(self.specs[worker])
         self._actors[worker] = actor
         self._refs[worker] = deque([actor.init.remote()])
 
     def _await_init(self, worker: int) -> tuple[Any, Any]:
-        return unwrap(self._receive(worker, Command.INIT), worker)
+        spaces, self._nodes[worker] = unwrap(self._receive(worker, Command.INIT), worker)
+        return spaces
 
     def _send(self, worker: int, request: Request) -> None:
         self._refs[worker].append(self._actors[worker].call.remote(request))
@@ -74,18 +106,28 @@ class RayExecutor(Executor):
             raise TimeoutError(
                 f"worker {worker} (Ray actor) gave no reply to {str(command)!r} within timeout_s={self.timeout_s}"
             ) from None
-        except RayActorError as exc:
+        except (RayActorError, ActorUnschedulableError) as exc:
             raise WorkerDiedError(
-                worker, self.specs[worker].env_ids, str(command), f"Ray actor died: {exc}", RESTART_HINT
+                worker, self.specs[worker].env_ids, str(command), self._death_detail(worker, exc), RESTART_HINT
             ) from None
         self._refs[worker].popleft()
         return reply
+
+    def _death_detail(self, worker: int, exc: Exception) -> str:
+        """Why ``worker``'s actor is gone: its node died (naming every worker that was on it), or Ray's word."""
+        node = self._nodes[worker]
+        if node is None or node in {n.node_id for n in live_nodes()}:
+            return f"Ray actor died: {exc}"
+        on_node = [w for w, n in enumerate(self._nodes) if n == node]
+        env_ids = [int(e) for w in on_node for e in self.specs[w].env_ids]
+        return f"its Ray node {node} died; workers {on_node} (envs {env_ids}) were on it"
 
     def _discard(self, worker: int) -> None:
         if self._actors[worker] is not None:
             ray.kill(self._actors[worker])
         self._actors[worker] = None
         self._refs[worker] = deque()
+        self._nodes[worker] = None
 
     def close(self) -> None:
         for w, actor in enumerate(self._actors):
@@ -96,3 +138,5 @@ class RayExecutor(Executor):
             except Exception:
                 pass  # a dead or stuck actor is killed below either way
             self._discard(w)
+        if self._placement is not None:
+            self._placement.remove()

@@ -4,9 +4,12 @@ Reports versions (from package metadata, nothing heavy imported for them), wheth
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
 settings, CPU count and GPUs (``nvidia-smi`` when present), and whether auto-apply (``BEHAVIOR1K_FAST``) is
-set up and active. Exit code 1 when a patch the profile asks for
-cannot apply (``failed``) or OmniGibson is installed but does not import; 2 for a bad ``--profile``.
-``--upstream PATH`` checks a BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
+set up and active. With ``--ray ADDRESS`` it also prints on which node of that Ray cluster each env worker of
+the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as the engine's ``placement``
+and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot apply (``failed``),
+OmniGibson is installed but does not import, or the cluster cannot place the workers; 2 for a bad
+``--profile`` or a bad placement setting. ``--upstream PATH`` checks a BEHAVIOR-1K checkout against
+``patches/`` instead (:mod:`.upstream_check`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from ..patching import FAILED, SKIPPED, PatchRegistry, autoapply
@@ -47,6 +52,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="instead: which line the BEHAVIOR-1K checkout (or OmniGibson/ folder) at PATH is, and whether each "
         "patch of the matching patches/ series applies to it (exit 0 only when every needed patch applies)",
     )
+    add_ray_arguments(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -231,9 +237,126 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, TypeError, ValueError) as exc:
         print(f"behavior1k-fast doctor: bad --profile {args.profile!r}: {exc}", file=sys.stderr)
         return 2
+    try:
+        ray_request = RayRequest.from_args(args, profile)
+    except (TypeError, ValueError) as exc:
+        print(f"behavior1k-fast doctor: {exc}", file=sys.stderr)
+        return 2
     # A profile auto-applied at this process's start-up would make its own patches look like upstream
     # features ("upstream already has them"): plan against upstream's code instead.
     REGISTRY.revert()
     report = collect(profile)
-    print(json.dumps(report, indent=2) if args.json else render_text(report))
-    return 0 if report["ok"] else 1
+    placed = True
+    if ray_request is not None:
+        report["ray"] = ray_placement(ray_request)
+        placed = report["ray"]["error"] is None
+    text = render_text(report) + ("" if ray_request is None else "\n\n" + render_ray_text(report["ray"]))
+    print(json.dumps(report, indent=2) if args.json else text)
+    return 0 if report["ok"] and placed else 1
+
+
+# --- Ray placement (--ray) ----------------------------------------------------------------------------
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ray", metavar="ADDRESS",
+        help="also print where each env worker would start on the Ray cluster at ADDRESS ('auto': the local one)",
+    )
+    parser.add_argument(
+        "--placement", default="spread",
+        help="with --ray: spread | pack | comma-separated node ids or resource labels, one per env worker",
+    )
+    parser.add_argument("--worker-cpus", type=float, default=1.0, help="with --ray: CPUs per env worker (default 1)")
+    parser.add_argument("--worker-gpus", type=float, default=0.0, help="with --ray: GPU share per env worker (default 0)")
+
+
+@dataclass(frozen=True)
+class RayRequest:
+    """What ``--ray`` asks: the cluster, the checked placement setting and each worker's actor options."""
+
+    address: str
+    placement: str | tuple[str, ...]
+    actor_options: dict
+    #: Global env ids of each worker, in worker order.
+    env_ids: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, profile: RolloutProfile) -> "RayRequest | None":
+        """``None`` without ``--ray``; TypeError / ValueError for a bad setting (before any connection)."""
+        from ..core.checks import check_number
+        from ..rollout.placement import STRATEGIES, check_placement
+
+        if args.ray is None:
+            return None
+        options = {
+            "num_cpus": check_number("--worker-cpus", args.worker_cpus, low=0.0),
+            "num_gpus": check_number("--worker-gpus", args.worker_gpus, low=0.0),
+        }
+        text = args.placement
+        setting = text if text in STRATEGIES else tuple(entry.strip() for entry in text.split(","))
+        workers, per_worker = profile.num_env_processes, profile.envs_per_process
+        setting = check_placement(setting, workers, "ray", options)
+        env_ids = tuple(tuple(range(w * per_worker, (w + 1) * per_worker)) for w in range(workers))
+        return cls(args.ray, setting, options, env_ids)
+
+
+def ray_placement(request: RayRequest, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Where each env worker would start: reserves the placement as the engine would, reads it, releases it.
+
+    Connects to ``request.address`` unless this process is already connected to a Ray cluster. A
+    placement the cluster cannot satisfy (or a failed connection) is reported in ``"error"``."""
+    import ray
+
+    from ..rollout.placement import RayPlacement, live_nodes
+
+    result: dict[str, Any] = {
+        "address": request.address, "placement": request.placement, "actor_options": request.actor_options,
+        "nodes": [], "workers": [], "error": None,
+    }
+    connect = not ray.is_initialized()
+    try:
+        if connect:
+            _check_reachable(request.address)
+            ray.init(address=request.address, logging_level="ERROR", log_to_driver=False)
+        result["nodes"] = [{"node_id": n.node_id, "address": n.address, "resources": dict(n.resources)}
+                           for n in live_nodes()]
+        placement = RayPlacement(request.placement, len(request.env_ids), request.actor_options, timeout_s)
+        try:
+            planned = placement.planned_nodes()
+        finally:
+            placement.remove()
+        result["bundle"] = placement.bundle
+        result["workers"] = [{"worker": w, "env_ids": list(ids), "nodes": list(planned[w])}
+                             for w, ids in enumerate(request.env_ids)]
+    except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if connect and ray.is_initialized():
+            ray.shutdown()
+    return result
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless a ``host:port`` address accepts a TCP connection (``ray.init`` retries an
+    unreachable address for minutes); other forms (``auto``, ``ray://...``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "/" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+
+
+def render_ray_text(ray_report: dict[str, Any]) -> str:
+    """The ``--ray`` section for a person."""
+    head = f"Ray placement on {ray_report['address']} ({ray_report['placement']!r}):"
+    if ray_report["error"] is not None:
+        return f"{head}\n  NOT POSSIBLE: {ray_report['error']}"
+    addresses = {n["node_id"]: n["address"] for n in ray_report["nodes"]}
+    lines = [head, f"  {len(addresses)} live nodes; each worker asks for {ray_report['bundle']}"]
+    for row in ray_report["workers"]:
+        where = " or ".join(f"{n} ({addresses[n]})" for n in row["nodes"])
+        lines.append(f"  worker {row['worker']} (envs {row['env_ids']}): {where}")
+    return "\n".join(lines)
