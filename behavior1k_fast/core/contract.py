@@ -65,9 +65,21 @@ class BackendFactory(Protocol):
     ``profile`` is the package profile the worker applied; its ``pipeline_stages`` is the number of stages
     that share this backend's physics (K in hybrid partition, 1 in process partition), so the backend can
     rescale its physics frequency with ``behavior1k_fast.core.frequencies.rescale_for_stages``.
+
+    Optionally a factory has ``check(num_envs, seed, profile)``: it raises the ``ValueError`` or
+    ``TypeError`` that building with these arguments would raise, without building anything (no
+    simulator import); the engine calls it in the driver before any worker starts
+    (:func:`check_backend_build`).
     """
 
     def __call__(self, num_envs: int, seed: int, profile: Any) -> VectorBackend: ...
+
+
+def check_backend_build(factory: Any, num_envs: int, seed: int, profile: Any) -> None:
+    """``factory.check(num_envs, seed, profile)`` where the factory has one (see :class:`BackendFactory`)."""
+    check = getattr(factory, "check", None)
+    if callable(check):
+        check(num_envs, seed, profile)
 
 
 def check_env_indices(env_indices: Sequence[int] | None, num_envs: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from .checks import (
     check_bool,
     check_choice,
+    check_int,
     check_number,
     check_optional_positive_int,
     check_positive_int,
@@ -115,6 +116,11 @@ class RolloutProfile:
     #: ``/rtx-transient/resourcemanager/texturestreaming/memoryBudget`` after launch (fraction of VRAM).
     texture_streaming_budget: float | None = 0.1
 
+    # --- placement --------------------------------------------------------------------------------
+    #: GPUs of the env workers as CUDA numbers them where the engine runs; worker w runs on
+    #: ``gpu_ids[w % len(gpu_ids)]`` (``behavior1k_fast.core.gpus``). ``None``: no binding.
+    gpu_ids: tuple[int, ...] | None = None
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name)))
@@ -188,8 +194,9 @@ class RolloutProfile:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["obs_modalities"] is not None:
-            data["obs_modalities"] = list(data["obs_modalities"])
+        for key in ("obs_modalities", "gpu_ids"):
+            if data[key] is not None:
+                data[key] = list(data[key])
         return data
 
     def replace(self, **changes: Any) -> "RolloutProfile":
@@ -240,6 +247,8 @@ def _check_field(name: str, value: Any) -> Any:
         return value
     if name == "texture_streaming_budget":
         return None if value is None else check_number(name, value, 0.0, 1.0)
+    if name == "gpu_ids":
+        return None if value is None else _check_gpu_ids(value)
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one
 
 
@@ -256,4 +265,15 @@ def _check_modalities(value: Any) -> tuple[str, ...]:
         raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
     if len(set(value)) != len(value):
         raise ValueError(f"obs_modalities={list(value)} names a modality twice")
+    return value
+
+
+def _check_gpu_ids(value: Any) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"gpu_ids must be a sequence of GPU indices, got {value!r}")
+    value = tuple(check_int("gpu_ids entry", v, 0) for v in value)
+    if not value:
+        raise ValueError("gpu_ids must name at least one GPU, got an empty sequence (None: no binding)")
+    if len(set(value)) != len(value):
+        raise ValueError(f"gpu_ids={list(value)} names a GPU twice")
     return value

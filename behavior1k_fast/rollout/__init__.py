@@ -14,10 +14,12 @@ from .errors import (
     NotResetError,
     WorkerDiedError,
     WorkerError,
+    WorkerHungError,
 )
 from .plan import PartitionPlan, StageSlice
 from .policy import PolicyProcess, call_policy
 from .shm import SharedBuffers
+from .supervision import RestartPolicy, RestartRecord
 
 __all__ = [
     "ChunkResult",
@@ -32,6 +34,9 @@ __all__ = [
     "SharedBuffers",
     "WorkerError",
     "WorkerDiedError",
+    "WorkerHungError",
+    "RestartPolicy",
+    "RestartRecord",
     "ClosedError",
     "ChunkInFlightError",
     "NoChunkInFlightError",

@@ -1,5 +1,12 @@
 """The Ray executor: env workers as Ray actors (one per process slot of the plan), so one config runs
-across machines. Imported only when ``executor="ray"`` is asked for (``import ray`` is heavy)."""
+across machines. Imported only when ``executor="ray"`` is asked for (``import ray`` is heavy).
+
+Before any actor is created, the actors' resource demand (``num_cpus``, ``num_gpus``, ``memory``,
+``resources`` of the actor options, times the number of workers) is checked against the cluster's total
+resources: a demand the cluster cannot meet fails at once with the reason, instead of an actor that waits
+for resources until the start-up deadline. Deadlines per command apply (:mod:`.supervision`); there is no
+progress watch inside a chunk (an actor serves one call at a time).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,32 @@ from typing import Any, Sequence
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from .errors import WorkerDiedError
+from .errors import WorkerDiedError, WorkerHungError
 from .executors import CLOSE_GRACE_S, RESTART_HINT, Executor
 from .protocol import Command, Failure, Ok, Reply, Request, unwrap
+from .supervision import Supervision
 from .worker import EnvWorker, WorkerSpec
+
+#: Actor option -> the Ray resource it asks for.
+_OPTION_RESOURCES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+
+
+def check_actor_resources(options: dict, actors: int, cluster: dict) -> None:
+    """ValueError naming what is missing when ``actors`` actors with ``options`` cannot all be placed on a
+    cluster whose total resources are ``cluster`` (``ray.cluster_resources()``)."""
+    demand: dict[str, float] = {}
+    for option, resource in _OPTION_RESOURCES.items():
+        if options.get(option):
+            demand[resource] = float(options[option]) * actors
+    for resource, amount in (options.get("resources") or {}).items():
+        demand[resource] = float(amount) * actors
+    missing = {r: (need, float(cluster.get(r, 0.0))) for r, need in demand.items() if need > cluster.get(r, 0.0)}
+    if missing:
+        what = ", ".join(f"{r} {need:g} (cluster total {have:g})" for r, (need, have) in missing.items())
+        raise ValueError(
+            f"executor='ray' cannot place {actors} actors with ray_actor_options={options!r}: they need {what}; "
+            "lower the options or add nodes"
+        )
 
 
 class RayEnvHost:
@@ -43,15 +72,15 @@ class RayExecutor(Executor):
     def __init__(
         self,
         specs: Sequence[WorkerSpec],
-        timeout_s: float | None,
-        restart_workers: bool,
+        supervision: Supervision,
         actor_options: dict | None = None,
     ):
-        super().__init__(specs, timeout_s, restart_workers)
+        super().__init__(specs, supervision)
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self._actor_cls = ray.remote(RayEnvHost)
         self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
+        check_actor_resources(self._actor_options, len(self.specs), ray.cluster_resources())
         self._actors: list[Any] = [None] * len(self.specs)
         self._refs: list[deque] = [deque() for _ in self.specs]
 
@@ -68,11 +97,12 @@ class RayExecutor(Executor):
 
     def _receive(self, worker: int, command: Command) -> Reply:
         ref = self._refs[worker][0]
+        seconds, name = self.supervision.deadline(command)
         try:
-            reply = ray.get(ref, timeout=self.timeout_s)
+            reply = ray.get(ref, timeout=seconds)
         except GetTimeoutError:
-            raise TimeoutError(
-                f"worker {worker} (Ray actor) gave no reply to {str(command)!r} within timeout_s={self.timeout_s}"
+            raise WorkerHungError(
+                worker, self.specs[worker].env_ids, str(command), f"the Ray actor gave no reply within {name}={seconds:g} s"
             ) from None
         except RayActorError as exc:
             raise WorkerDiedError(

@@ -3,8 +3,10 @@
 Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
-settings, CPU count and GPUs (``nvidia-smi`` when present). Exit code 1 when a patch the profile asks for
-cannot apply (``failed``) or OmniGibson is installed but does not import; 2 for a bad ``--profile``.
+settings, CPU count, GPUs (``nvidia-smi`` when present) and, for a profile with ``gpu_ids``, the GPU each
+env worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.gpus`). Exit code 1 when
+a patch the profile asks for cannot apply (``failed``), OmniGibson is installed but does not import, or the
+GPU binding cannot hold; 2 for a bad ``--profile``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 from typing import Any
 
+from ..core import gpus
 from ..patching import FAILED, SKIPPED, PatchRegistry
 from ..patching.omnigibson import REGISTRY
 from ..core.profile import RolloutProfile
@@ -115,17 +116,28 @@ def _cpu() -> dict[str, Any]:
 
 def _gpus() -> dict[str, Any]:
     """``nvidia-smi`` rows ``name, memory, driver``; ``available`` False when the tool is absent or fails."""
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return {"available": False, "devices": [], "note": "nvidia-smi not found"}
+    devices, note = gpus.nvidia_smi_gpus()
+    return {"available": devices is not None, "devices": devices or [], "note": note}
+
+
+def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str, Any]:
+    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold."""
+    from ..patching.omnigibson.gpu import kit_gpu_settings
+
+    plan: dict[str, Any] = {"gpu_ids": profile.gpu_ids, "workers": [], "error": None}
+    if profile.gpu_ids is None:
+        return plan
     try:
-        out = subprocess.run(
-            [tool, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"available": False, "devices": [], "note": f"nvidia-smi failed: {exc}"}
-    return {"available": True, "devices": [line.strip() for line in out.splitlines() if line.strip()], "note": ""}
+        physical = gpus.worker_gpus(profile.gpu_ids, profile.num_env_processes, os.environ)
+        gpus.check_gpus_present(physical, devices)
+    except ValueError as exc:
+        plan["error"] = str(exc)
+        return plan
+    plan["workers"] = [
+        {"worker": w, "gpu": p, "env": gpus.binding_env(p), "kit_settings": kit_gpu_settings(p)}
+        for w, p in enumerate(physical)
+    ]
+    return plan
 
 
 def collect(profile: RolloutProfile) -> dict[str, Any]:
@@ -134,7 +146,9 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
 
     omnigibson = _omnigibson_state()
     patches = _patches(profile, omnigibson)
-    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches)
+    gpu = _gpus()
+    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None)
+    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
     return {
         "behavior1k_fast": __version__,
         "python": platform.python_version(),
@@ -144,7 +158,8 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
         "patches": patches,
         "threads": _threads(profile),
         "cpu": _cpu(),
-        "gpu": _gpus(),
+        "gpu": gpu,
+        "gpu_binding": binding,
         "ok": ok,
     }
 
@@ -170,7 +185,17 @@ def render_text(report: dict[str, Any]) -> str:
     cpu, gpu = report["cpu"], report["gpu"]
     lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
     lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))
-    lines += ["", "OK" if report["ok"] else "NOT OK: a requested patch cannot apply or OmniGibson does not import"]
+    binding = report["gpu_binding"]
+    if binding["gpu_ids"] is not None:
+        lines += ["", f"GPU binding (gpu_ids={list(binding['gpu_ids'])}):"]
+        if binding["error"]:
+            lines.append(f"  cannot hold: {binding['error']}")
+        for row in binding["workers"]:
+            env = " ".join(f"{k}={v}" for k, v in row["env"].items())
+            kit = " ".join(f"--{k}={v}" for k, v in row["kit_settings"].items())
+            lines.append(f"  worker {row['worker']} -> GPU {row['gpu']}: {env}; Kit {kit}")
+    lines += ["", "OK" if report["ok"] else
+              "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
     return "\n".join(lines)
 
 

@@ -12,9 +12,10 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchOutcome, PatchRegistry, PatchReport
-from . import camera_parameters, runtime, stepping, viewport
+from . import camera_parameters, gpu, runtime, stepping, viewport
 
 PATCHES: tuple = (
+    gpu.GpuBindingPatch(),
     runtime.IntraOpThreadsPatch(),
     runtime.NumbaCacheDirPatch(),
     *runtime.KERNEL_CACHE_PATCHES,
@@ -25,6 +26,7 @@ PATCHES: tuple = (
     stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitThreadCapsPatch(),
+    gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),
 )

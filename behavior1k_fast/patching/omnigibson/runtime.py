@@ -24,7 +24,7 @@ import importlib.util
 import os
 import sys
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ...core.profile import RolloutProfile
@@ -63,6 +63,21 @@ def _carb_settings(module: Any) -> Any:
     return module.lazy.carb.settings.get_settings()
 
 
+def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str], start: Callable[[], Any]) -> Any:
+    """``start()`` with the Kit ``--/path=value`` ``args`` on ``sys.argv`` for the duration of the launch
+    (they come last and win, see module docs); the values Kit ended up with for the setting paths
+    ``read_back`` are recorded for :func:`effective_kit_settings`."""
+    argv = list(sys.argv)
+    sys.argv[:] = argv + args
+    try:
+        app = start()
+    finally:
+        sys.argv[:] = argv
+    settings = _carb_settings(module)
+    _effective.update({path: settings.get(path) for path in read_back})
+    return app
+
+
 class KitThreadCapsPatch(LaunchAppPatch):
     """Carb tasking, TBB and PhysX worker thread caps on the Kit command line at launch."""
 
@@ -77,17 +92,7 @@ class KitThreadCapsPatch(LaunchAppPatch):
         return None
 
     def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
-        extra = kit_thread_args(profile)
-        argv = list(sys.argv)
-        sys.argv[:] = argv + extra
-        try:
-            app = start()
-        finally:
-            sys.argv[:] = argv
-        settings = _carb_settings(module)
-        _effective.clear()
-        _effective.update({path: settings.get(path) for path in KIT_THREAD_SETTINGS.values()})
-        return app
+        return launch_with_kit_args(module, kit_thread_args(profile), KIT_THREAD_SETTINGS.values(), start)
 
 
 class GcAfterLaunchPatch(LaunchAppPatch):
