@@ -102,11 +102,23 @@ def check_actions(actions: Any, n_rows: int, action_dim: int, argname: str = "ac
     """Validated float action rows ``[n_rows, action_dim]``; NaN or inf is an error."""
     if not isinstance(actions, np.ndarray):
         raise TypeError(f"{argname} must be a numpy array, got {type(actions).__name__}")
-    if not np.issubdtype(actions.dtype, np.floating):
-        raise TypeError(f"{argname} must have a float dtype, got {actions.dtype}")
+    check_float_dtype(actions, argname)
     if actions.shape != (n_rows, action_dim):
         raise ValueError(f"{argname} must have shape ({n_rows}, {action_dim}), got {actions.shape}")
-    if not np.all(np.isfinite(actions)):
-        bad = np.argwhere(~np.isfinite(actions))[0].tolist()
-        raise ValueError(f"{argname} contains NaN or inf (first at row/col {bad})")
+    check_finite(actions, argname, "[row, col]")
     return actions
+
+
+def check_float_dtype(values: np.ndarray, argname: str) -> None:
+    """TypeError unless ``values`` has a float dtype."""
+    if not np.issubdtype(values.dtype, np.floating):
+        raise TypeError(f"{argname} must have a float dtype, got {values.dtype}")
+
+
+def check_finite(values: np.ndarray, argname: str, axes: str) -> None:
+    """ValueError naming the first NaN or inf of ``values`` by its index, labelled ``axes``
+    (e.g. ``"[env, step, dim]"``)."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = np.argwhere(~finite)[0].tolist()
+        raise ValueError(f"{argname} contains NaN or inf (first at {axes} = {bad})")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..core.contract import VectorBackend, check_actions, check_env_indices
+from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype
 
 
 @dataclass
@@ -75,8 +75,8 @@ def check_chunk_actions(
         or actions.shape[1] < 1
     ):
         raise ValueError(f"{argname} must have shape ({num_envs}, {steps}, {action_dim}), got {actions.shape}")
-    check_actions(actions.reshape(-1, action_dim), actions.shape[0] * actions.shape[1], action_dim,
-                  argname=f"{argname} (as [envs*steps, action_dim])")
+    check_float_dtype(actions, argname)
+    check_finite(actions, argname, "[env, step, dim]")
     return actions
 
 

@@ -31,14 +31,11 @@ from ..patching import omnigibson as omnigibson_patches
 from .chunk import ChunkResult
 from .errors import WorkerDiedError, WorkerHungError
 from .protocol import Attach, Chunk, Command, Failure, Ok, Reply, Request, Reset, unwrap
-from .serve import ProcessChannel, stop_processes
+from .serve import CLOSE_GRACE_S, ProcessChannel, stop_processes
 from .shm import ACTIONS_KEY, SharedBuffers, action_buffer_space
 from .shutdown import close_on_sigterm, deferred_interrupts, release
 from .supervision import ChunkProgress, RestartBudget, RestartRecord, StallWatch, StepTimes, Supervision
 from .worker import EnvWorker, WorkerSpec, env_worker_main
-
-#: Seconds ``close()`` waits for a worker to exit before it is terminated.
-CLOSE_GRACE_S = 5.0
 
 RESTART_HINT = "; pass restart_workers=True to respawn it and reset its envs"
 
@@ -116,11 +113,19 @@ class Executor(abc.ABC):
         try:
             for w in range(len(self.specs)):
                 self._launch(w)
-            spaces = [self._await_init(w) for w in range(len(self.specs))]
+            spaces = [self._init_or_stop(w) for w in range(len(self.specs))]
         except BaseException:
             self.close()
             raise
         return spaces[0]
+
+    def _init_or_stop(self, worker: int) -> tuple[Any, Any]:
+        """:meth:`_await_init`; a worker that dies or hangs in it is stopped at once (no close grace)."""
+        try:
+            return self._await_init(worker)
+        except (WorkerDiedError, WorkerHungError):
+            self._discard(worker)
+            raise
 
     def submit(self, worker: int, request: Request) -> None:
         """Queue ``request`` (a :class:`~.protocol.Reset` or :class:`~.protocol.Chunk`) on ``worker``."""

@@ -29,6 +29,8 @@ from .protocol import Close, Command, Failure, Ok, Reply, Request
 
 #: Seconds between checks that the owner process is still alive.
 OWNER_CHECK_PERIOD_S = 0.5
+#: Seconds a process gets to finish its current request and exit after ``close()`` before it is killed.
+CLOSE_GRACE_S = 5.0
 #: Seconds between two calls of the ``watch`` of :meth:`ProcessChannel.receive`.
 WATCH_PERIOD_S = 0.1
 #: Serialises the temporary environment of :class:`ProcessChannel` starts.
