@@ -182,14 +182,38 @@ class RolloutProfile:
 
     @classmethod
     def from_yaml(cls, source: str | os.PathLike) -> "RolloutProfile":
-        """Build from a YAML file path or a YAML string holding a flat mapping."""
+        """Build from a YAML file or YAML text holding a flat mapping.
+
+        ``source`` is a file path when it is an ``os.PathLike``, or a one-line string that names an existing
+        file or ends in ``.yaml`` / ``.yml``; any other string is YAML text. A path that does not exist
+        raises ``FileNotFoundError``; YAML that does not parse raises ``ValueError`` naming the file and
+        line; anything but a mapping raises ``TypeError``."""
         import yaml
 
-        text = str(source)
-        if os.path.exists(text):
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        data = yaml.safe_load(text)
+        if isinstance(source, os.PathLike) or (
+            isinstance(source, str) and "\n" not in source
+            and (os.path.exists(source) or source.endswith((".yaml", ".yml")))
+        ):
+            where = os.fspath(source)
+            try:
+                with open(where, encoding="utf-8") as fh:
+                    text = fh.read()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"profile file {where!r} does not exist") from None
+        elif isinstance(source, str):
+            where, text = "profile YAML text", source
+        else:
+            raise TypeError(f"from_yaml needs a file path or YAML text, got {type(source).__name__}")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ValueError(f"{where}: invalid YAML{at}: {problem}") from None
+        if data is not None and not isinstance(data, Mapping):
+            raise TypeError(f"{where} must hold a mapping of profile keys (or name an existing profile file), got "
+                            f"{type(data).__name__} {data!r}")
         return cls.from_dict(data or {})
 
     def to_dict(self) -> dict[str, Any]:
