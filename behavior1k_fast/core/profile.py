@@ -188,8 +188,6 @@ class RolloutProfile:
         file or ends in ``.yaml`` / ``.yml``; any other string is YAML text. A path that does not exist
         raises ``FileNotFoundError``; YAML that does not parse raises ``ValueError`` naming the file and
         line; anything but a mapping raises ``TypeError``."""
-        import yaml
-
         if isinstance(source, os.PathLike) or (
             isinstance(source, str) and "\n" not in source
             and (os.path.exists(source) or source.endswith((".yaml", ".yml")))
@@ -204,13 +202,7 @@ class RolloutProfile:
             where, text = "profile YAML text", source
         else:
             raise TypeError(f"from_yaml needs a file path or YAML text, got {type(source).__name__}")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ValueError(f"{where}: invalid YAML{at}: {problem}") from None
+        data = parse_yaml(text, where)
         if data is not None and not isinstance(data, Mapping):
             raise TypeError(f"{where} must hold a mapping of profile keys (or name an existing profile file), got "
                             f"{type(data).__name__} {data!r}")
@@ -232,6 +224,20 @@ class RolloutProfile:
     @property
     def envs_per_process(self) -> int:
         return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load(text)``; a syntax error is a one-line ``ValueError`` naming ``where`` (a file, or
+    what the text is), the line and the column."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ValueError(f"{where}: invalid YAML{at}: {problem}") from None
 
 
 _BOOL_FIELDS = {

@@ -234,7 +234,7 @@ class RolloutEngine:
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         self.chunk_size = self.profile.chunk_size
-        worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process)
+        worker_profile = self.plan.worker_profile(self.profile)
         envs = [{} for _ in range(self.plan.num_processes)]
         if self.profile.gpu_ids is not None:
             if executor != "process":

@@ -24,6 +24,7 @@ from ..core import gpus
 from ..patching import FAILED, SKIPPED, PatchRegistry
 from ..patching.omnigibson import REGISTRY
 from ..core.profile import RolloutProfile
+from .argtypes import fail
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -203,8 +204,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
     except (OSError, TypeError, ValueError) as exc:
-        print(f"behavior1k-fast doctor: bad --profile {args.profile!r}: {exc}", file=sys.stderr)
-        return 2
+        return fail("doctor", f"bad --profile {args.profile!r}: {exc}")
     report = collect(profile)
     print(json.dumps(report, indent=2) if args.json else render_text(report))
     return 0 if report["ok"] else 1
