@@ -276,9 +276,9 @@ class ProcessExecutor(Executor):
     def _receive(self, worker: int, command: Command) -> Reply:
         channel = self._state["channels"][worker]
         seconds, name = self.supervision.deadline(command)
+        limit = self.step_times.stall_limit(self.supervision.stall_timeout_s) if command == Command.CHUNK else None
         watch = None
-        limit = self.step_times.stall_limit(self.supervision.stall_timeout_s)
-        if command == Command.CHUNK and limit is not None:
+        if limit is not None:
             progress = ChunkProgress(self._state["progress"][worker])
             watch = StallWatch(progress, limit, worker, self.specs[worker].env_ids, command)
         since = channel.started if command == Command.INIT else None  # workers start in parallel

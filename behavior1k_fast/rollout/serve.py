@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError, WorkerHungError, worker_label
+from .errors import WorkerDiedError, WorkerHungError
 from .protocol import Close, Command, Failure, Ok, Reply, Request
 
 #: Seconds between checks that the owner process is still alive.
@@ -164,8 +164,7 @@ class ProcessChannel:
             period = None if deadline is None else max(0.0, deadline - time.monotonic())
             if watch is not None:
                 period = WATCH_PERIOD_S if period is None else min(period, WATCH_PERIOD_S)
-            ready = wait([self.conn, self.proc.sentinel], timeout=period)
-            if ready or self.conn.poll():
+            if wait([self.conn, self.proc.sentinel], timeout=period):
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 raise WorkerHungError(
