@@ -100,16 +100,6 @@ def file_name(text: str) -> str:
 
 
 # --- checks after parsing (raise ValueError / OSError; run them inside usage_errors) -------------
-def check_writable_dir(option: str, path: str) -> None:
-    """``path`` is a directory this process can write files into (created if missing)."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{option} {path!r} is not a writable directory: {exc.strerror or exc}") from None
-
-
 def check_writable_file(option: str, path: str) -> None:
     """``path`` can be written: not a directory, in a directory this process can write into."""
     if os.path.isdir(path):

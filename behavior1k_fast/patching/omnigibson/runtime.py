@@ -23,10 +23,10 @@ import importlib
 import importlib.util
 import os
 import sys
-import tempfile
 from typing import Any, Callable, Iterable
 
 from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.checks import check_writable_dir
 from ...core.profile import RolloutProfile
 from ._util import LaunchAppPatch
 
@@ -154,17 +154,6 @@ def _numba_cache_dir(profile: RolloutProfile) -> str:
     return os.path.abspath(os.path.expanduser(profile.numba_cache_dir))
 
 
-def _writable_dir(path: str) -> str:
-    """``path`` created if needed and checked writable; ValueError naming ``numba_cache_dir`` otherwise."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise ValueError(f"numba_cache_dir={path!r} is not a writable directory: {exc}") from None
-    return path
-
-
 class NumbaCacheDirPatch(Patch):
     """Writable ``NUMBA_CACHE_DIR`` and numba/llvmlite imported before Kit (see :data:`NUMBA_PRELOAD`)."""
 
@@ -180,7 +169,7 @@ class NumbaCacheDirPatch(Patch):
         return f"{' and '.join(missing)} not installed: no numba kernels to cache" if missing else None
 
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        path = _writable_dir(_numba_cache_dir(profile))
+        path = check_writable_dir("numba_cache_dir", _numba_cache_dir(profile))
         ctx.set_env("NUMBA_CACHE_DIR", path)
         for name in NUMBA_PRELOAD:
             importlib.import_module(name)

@@ -64,9 +64,10 @@ def check_runs(args: argparse.Namespace) -> Any:
     installed, the device exists, ``--out-dir`` is writable, and every run's backend can be built (what
     the engine would check in its workers: seed, modalities, stage count, backend config keys)."""
     from ...backends import check_installed
+    from ...core.checks import check_writable_dir
     from ...core.contract import check_backend_build
     from ...rollout.plan import PartitionPlan
-    from ..argtypes import check_device, check_writable_dir, usage_errors
+    from ..argtypes import check_device, usage_errors
     from .ablation import BenchConfig, plan_runs
 
     with usage_errors():
