@@ -9,9 +9,21 @@ entry in :func:`make_factory`. Importing this package imports no simulator.
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 from typing import Any
 
 BACKENDS = ("reference", "omnigibson")
+#: The module each backend needs importable (checked before anything starts).
+BACKEND_MODULES = {"reference": "mujoco", "omnigibson": "omnigibson"}
+
+
+def check_installed(backend: str) -> None:
+    """ValueError when ``backend``'s simulator is not installed in this Python (nothing is imported)."""
+    module = BACKEND_MODULES[backend]
+    if importlib.util.find_spec(module) is None:
+        what = "OmniGibson (a BEHAVIOR-1K install)" if backend == "omnigibson" else module
+        raise ValueError(f"backend {backend!r} needs {what}, but this Python has no module {module!r}")
 
 
 def make_factory(backend: str, **options: Any) -> Any:
@@ -22,9 +34,17 @@ def make_factory(backend: str, **options: Any) -> Any:
     omnigibson: ``config`` (the OmniGibson env config mapping, required) and ``headless``.
     """
     if backend == "reference":
+        from dataclasses import fields
+
         from ..core.frequencies import Frequencies
         from .reference import ReferenceConfig, ReferenceFactory
 
+        known = sorted(f.name for f in fields(ReferenceConfig))
+        for key in options:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known keys: {known}"
+                raise ValueError(f"unknown reference config key {key!r}; {hint}")
         if isinstance(options.get("resolution"), int):
             options["resolution"] = (options["resolution"], options["resolution"])
         if isinstance(options.get("frequencies"), dict):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import tempfile
 import threading
 from typing import Any, Sequence
 
@@ -87,3 +89,15 @@ def check_seconds(name: str, value: Any) -> float | None:
     if value is None:
         return None
     return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds")
+
+
+def check_writable_dir(name: str, path: str) -> str:
+    """``path``, created if missing, once a file could be written in it; ``ValueError`` naming ``name``
+    otherwise."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{name}={path!r} is not a writable directory: {exc.strerror or exc}") from None
+    return path

@@ -65,9 +65,21 @@ class BackendFactory(Protocol):
     ``profile`` is the package profile the worker applied; its ``pipeline_stages`` is the number of stages
     that share this backend's physics (K in hybrid partition, 1 in process partition), so the backend can
     rescale its physics frequency with ``behavior1k_fast.core.frequencies.rescale_for_stages``.
+
+    Optionally a factory has ``check(num_envs, seed, profile)``: it raises the ``ValueError`` or
+    ``TypeError`` that building with these arguments would raise, without building anything (no
+    simulator import); the engine calls it in the driver before any worker starts
+    (:func:`check_backend_build`).
     """
 
     def __call__(self, num_envs: int, seed: int, profile: Any) -> VectorBackend: ...
+
+
+def check_backend_build(factory: Any, num_envs: int, seed: int, profile: Any) -> None:
+    """``factory.check(num_envs, seed, profile)`` where the factory has one (see :class:`BackendFactory`)."""
+    check = getattr(factory, "check", None)
+    if callable(check):
+        check(num_envs, seed, profile)
 
 
 def check_env_indices(env_indices: Sequence[int] | None, num_envs: int) -> np.ndarray:
@@ -90,11 +102,23 @@ def check_actions(actions: Any, n_rows: int, action_dim: int, argname: str = "ac
     """Validated float action rows ``[n_rows, action_dim]``; NaN or inf is an error."""
     if not isinstance(actions, np.ndarray):
         raise TypeError(f"{argname} must be a numpy array, got {type(actions).__name__}")
-    if not np.issubdtype(actions.dtype, np.floating):
-        raise TypeError(f"{argname} must have a float dtype, got {actions.dtype}")
+    check_float_dtype(actions, argname)
     if actions.shape != (n_rows, action_dim):
         raise ValueError(f"{argname} must have shape ({n_rows}, {action_dim}), got {actions.shape}")
-    if not np.all(np.isfinite(actions)):
-        bad = np.argwhere(~np.isfinite(actions))[0].tolist()
-        raise ValueError(f"{argname} contains NaN or inf (first at row/col {bad})")
+    check_finite(actions, argname, "[row, col]")
     return actions
+
+
+def check_float_dtype(values: np.ndarray, argname: str) -> None:
+    """TypeError unless ``values`` has a float dtype."""
+    if not np.issubdtype(values.dtype, np.floating):
+        raise TypeError(f"{argname} must have a float dtype, got {values.dtype}")
+
+
+def check_finite(values: np.ndarray, argname: str, axes: str) -> None:
+    """ValueError naming the first NaN or inf of ``values`` by its index, labelled ``axes``
+    (e.g. ``"[env, step, dim]"``)."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = np.argwhere(~finite)[0].tolist()
+        raise ValueError(f"{argname} contains NaN or inf (first at {axes} = {bad})")

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from .checks import (
     check_bool,
     check_choice,
+    check_int,
     check_number,
     check_optional_positive_int,
     check_positive_int,
@@ -113,6 +114,11 @@ class RolloutProfile:
     #: ``/rtx-transient/resourcemanager/texturestreaming/memoryBudget`` after launch (fraction of VRAM).
     texture_streaming_budget: float | None = 0.1
 
+    # --- placement --------------------------------------------------------------------------------
+    #: GPUs of the env workers as CUDA numbers them where the engine runs; worker w runs on
+    #: ``gpu_ids[w % len(gpu_ids)]`` (``behavior1k_fast.core.gpus``). ``None``: no binding.
+    gpu_ids: tuple[int, ...] | None = None
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name)))
@@ -185,20 +191,37 @@ class RolloutProfile:
 
     @classmethod
     def from_yaml(cls, source: str | os.PathLike) -> "RolloutProfile":
-        """Build from a YAML file path or a YAML string holding a flat mapping."""
-        import yaml
+        """Build from a YAML file or YAML text holding a flat mapping.
 
-        text = str(source)
-        if os.path.exists(text):
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        data = yaml.safe_load(text)
+        ``source`` is a file path when it is an ``os.PathLike``, or a one-line string that names an existing
+        file or ends in ``.yaml`` / ``.yml``; any other string is YAML text. A path that does not exist
+        raises ``FileNotFoundError``; YAML that does not parse raises ``ValueError`` naming the file and
+        line; anything but a mapping raises ``TypeError``."""
+        if isinstance(source, os.PathLike) or (
+            isinstance(source, str) and "\n" not in source
+            and (os.path.exists(source) or source.endswith((".yaml", ".yml")))
+        ):
+            where = os.fspath(source)
+            try:
+                with open(where, encoding="utf-8") as fh:
+                    text = fh.read()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"profile file {where!r} does not exist") from None
+        elif isinstance(source, str):
+            where, text = "profile YAML text", source
+        else:
+            raise TypeError(f"from_yaml needs a file path or YAML text, got {type(source).__name__}")
+        data = parse_yaml(text, where)
+        if data is not None and not isinstance(data, Mapping):
+            raise TypeError(f"{where} must hold a mapping of profile keys (or name an existing profile file), got "
+                            f"{type(data).__name__} {data!r}")
         return cls.from_dict(data or {})
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["obs_modalities"] is not None:
-            data["obs_modalities"] = list(data["obs_modalities"])
+        for key in ("obs_modalities", "gpu_ids"):
+            if data[key] is not None:
+                data[key] = list(data[key])
         return data
 
     def replace(self, **changes: Any) -> "RolloutProfile":
@@ -210,6 +233,20 @@ class RolloutProfile:
     @property
     def envs_per_process(self) -> int:
         return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load(text)``; a syntax error is a one-line ``ValueError`` naming ``where`` (a file, or
+    what the text is), the line and the column."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ValueError(f"{where}: invalid YAML{at}: {problem}") from None
 
 
 _BOOL_FIELDS = {
@@ -248,6 +285,8 @@ def _check_field(name: str, value: Any) -> Any:
         return value
     if name == "texture_streaming_budget":
         return None if value is None else check_number(name, value, 0.0, 1.0)
+    if name == "gpu_ids":
+        return None if value is None else _check_gpu_ids(value)
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one
 
 
@@ -264,4 +303,15 @@ def _check_modalities(value: Any) -> tuple[str, ...]:
         raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
     if len(set(value)) != len(value):
         raise ValueError(f"obs_modalities={list(value)} names a modality twice")
+    return value
+
+
+def _check_gpu_ids(value: Any) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"gpu_ids must be a sequence of GPU indices, got {value!r}")
+    value = tuple(check_int("gpu_ids entry", v, 0) for v in value)
+    if not value:
+        raise ValueError("gpu_ids must name at least one GPU, got an empty sequence (None: no binding)")
+    if len(set(value)) != len(value):
+        raise ValueError(f"gpu_ids={list(value)} names a GPU twice")
     return value

@@ -6,10 +6,12 @@ a :class:`PatchContext`, which records how to undo every step. The registry appl
 :class:`~behavior1k_fast.core.profile.RolloutProfile` asks for:
 
 - ``apply()`` twice with the same profile is the same as once; with another profile it reverts first.
-- A target module that is not imported yet is patched when it is imported (wrapt post-import hook); its
-  entry reports ``pending`` until then. Nothing here imports the simulator.
+- A target module that is not imported yet is patched when it is imported (wrapt post-import hook, one per
+  module and registry however often profiles are applied and reverted); its entry reports ``pending``
+  until then. Nothing here imports the simulator.
 - If any wanted patch fails, every patch of that ``apply()`` is rolled back and :class:`PatchError` is
-  raised with the report: nothing stays half-applied.
+  raised with the report: nothing stays half-applied. The profile that was applied before stays applied
+  (it is applied again; the error says so, or that nothing is applied when that failed too).
 - ``revert()`` restores the original objects themselves (identity, raw class ``__dict__`` entries, so
   classmethods and properties come back intact), in reverse order.
 
@@ -232,7 +234,7 @@ class PatchRegistry:
         self._contexts: dict[str, PatchContext] = {}  # name -> installed change
         self._outcomes: dict[str, PatchOutcome] = {}
         self._profile: RolloutProfile | None = None
-        self._generation = 0  # bumps on every revert; stale import hooks compare against it
+        self._hooked: set[str] = set()  # modules whose post-import hook is registered and has not fired
         for p in patches:
             self.register(p)
 
@@ -256,13 +258,26 @@ class PatchRegistry:
         with self._lock:
             if self._profile == profile:
                 return self.report()
-            if self._profile is not None:
+            previous = self._profile
+            if previous is not None:
                 self.revert()
-            self._profile = profile
-            generation = self._generation
-            for patch in self._patches.values():
-                self._record(patch, self._apply_one(patch, profile, generation), "")
-            return self.report()
+            try:
+                return self._apply_all(profile)
+            except PatchError as exc:
+                if previous is None:
+                    raise
+                try:
+                    self._apply_all(previous)
+                except PatchError:
+                    raise PatchError(f"{exc}; applying the previous profile again failed too: nothing is applied "
+                                     "now", exc.report) from exc
+                raise PatchError(f"{exc}; the profile applied before is applied again", exc.report) from exc
+
+    def _apply_all(self, profile: RolloutProfile) -> PatchReport:
+        self._profile = profile
+        for patch in self._patches.values():
+            self._record(patch, self._apply_one(patch, profile), "")
+        return self.report()
 
     def _record(self, patch: Patch, outcome: PatchOutcome, when: str) -> None:
         """Record an outcome; a failure rolls back every patch of the profile and raises PatchError."""
@@ -275,7 +290,7 @@ class PatchRegistry:
                 report,
             )
 
-    def _apply_one(self, patch: Patch, profile: RolloutProfile, generation: int) -> PatchOutcome:
+    def _apply_one(self, patch: Patch, profile: RolloutProfile) -> PatchOutcome:
         targets = patch.describe_targets()
         if not patch.wanted(profile):
             return PatchOutcome(patch.name, DISABLED, "not asked for by the profile", targets)
@@ -286,16 +301,22 @@ class PatchRegistry:
             return PatchOutcome(patch.name, SKIPPED, f"{top} is not installed", targets)
         if patch.module in sys.modules:
             return self._install(patch, sys.modules[patch.module], profile)
+        self._outcomes[patch.name] = PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)
+        if patch.module not in self._hooked:
+            self._hooked.add(patch.module)
+            wrapt.register_post_import_hook(self._on_import, patch.module)
+        return self._outcomes[patch.name]  # the hook may have run at once (imported meanwhile)
 
-        def on_import(module: Any) -> None:
-            with self._lock:
+    def _on_import(self, module: Any) -> None:
+        """Post-import hook of a target module: install the patches that wait for it under the profile
+        applied now (none after a revert)."""
+        with self._lock:
+            self._hooked.discard(module.__name__)
+            for patch in self._patches.values():
                 current = self._outcomes.get(patch.name)
-                if self._generation != generation or current is None or current.state != PENDING:
-                    return
-                self._record(patch, self._install(patch, module, profile), f" when {patch.module} was imported")
-
-        wrapt.register_post_import_hook(on_import, patch.module)
-        return PatchOutcome(patch.name, PENDING, f"waits for `import {patch.module}`", targets)
+                if patch.module == module.__name__ and current is not None and current.state == PENDING:
+                    outcome = self._install(patch, module, self._profile)
+                    self._record(patch, outcome, f" when {patch.module} was imported")
 
     @staticmethod
     def _detect(patch: Patch, module: Any) -> PatchOutcome | None:
@@ -332,7 +353,6 @@ class PatchRegistry:
                 self._contexts.pop(name).undo_all()
             self._outcomes.clear()
             self._profile = None
-            self._generation += 1
 
     # --- introspection ----------------------------------------------------------------------------
     def report(self) -> PatchReport:

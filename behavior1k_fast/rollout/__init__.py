@@ -14,11 +14,13 @@ from .errors import (
     NotResetError,
     WorkerDiedError,
     WorkerError,
+    WorkerHungError,
 )
 from .plan import PartitionPlan, StageSlice
 from .policy import PolicyProcess, call_policy
 from .shard import EngineShard, engine_shard, merge_stats
 from .shm import SharedBuffers
+from .supervision import RestartPolicy, RestartRecord
 
 __all__ = [
     "ChunkResult",
@@ -36,6 +38,9 @@ __all__ = [
     "SharedBuffers",
     "WorkerError",
     "WorkerDiedError",
+    "WorkerHungError",
+    "RestartPolicy",
+    "RestartRecord",
     "ClosedError",
     "ChunkInFlightError",
     "NoChunkInFlightError",

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..core.contract import VectorBackend, check_actions, check_env_indices
+from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype
 
 
 @dataclass
@@ -75,8 +75,8 @@ def check_chunk_actions(
         or actions.shape[1] < 1
     ):
         raise ValueError(f"{argname} must have shape ({num_envs}, {steps}, {action_dim}), got {actions.shape}")
-    check_actions(actions.reshape(-1, action_dim), actions.shape[0] * actions.shape[1], action_dim,
-                  argname=f"{argname} (as [envs*steps, action_dim])")
+    check_float_dtype(actions, argname)
+    check_finite(actions, argname, "[env, step, dim]")
     return actions
 
 
@@ -92,10 +92,12 @@ def run_chunk(
     *,
     skip_intermediate_obs: bool = True,
     auto_reset: bool = True,
+    on_step: Callable[[int], None] | None = None,
 ) -> tuple[list[dict[str, np.ndarray]], ChunkResult]:
     """:func:`step_chunk` on already validated input (``env_indices`` an int array, ``actions`` checked by
     :func:`check_chunk_actions`), with the boundary observations left as a per-env list (``result.obs`` is
-    ``None``). The engine's workers call this: the engine validated the chunk where it entered."""
+    ``None``). The engine's workers call this: the engine validated the chunk where it entered.
+    ``on_step(done)`` is called after each step with the number of steps finished (worker progress)."""
     n, steps = actions.shape[:2]
     rewards = np.zeros((n, steps), dtype=np.float64)
     terminated = np.zeros((n, steps), dtype=bool)
@@ -114,6 +116,8 @@ def run_chunk(
         read = t == steps - 1 or not skip_intermediate_obs
         step_obs, r, te, tr, step_infos = backend.step(actions[rows, t], env_indices[rows], get_obs=read, render=read)
         taken += 1
+        if on_step is not None:
+            on_step(taken)
         rewards[rows, t] = r
         terminated[rows, t] = te
         truncated[rows, t] = tr

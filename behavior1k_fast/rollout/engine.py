@@ -15,6 +15,8 @@ seconds per own action (from the backends' clocks) and the hold steps per round.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -22,8 +24,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..core.checks import check_bool, check_int, check_positive_int, check_seconds
-from ..core.contract import BackendFactory, check_env_indices
+from ..core import gpus
+from ..core.checks import check_bool, check_choice, check_int, check_positive_int
+from ..core.contract import BackendFactory, check_backend_build, check_env_indices
 from ..core.profile import RolloutProfile
 from ..core.tracing import MODEL_FORWARD, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
@@ -33,6 +36,7 @@ from .placement import Setting, check_placement
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
 from .protocol import Chunk, Reset
+from .supervision import RestartPolicy, RestartRecord, Supervision, logger
 from .worker import WorkerSpec
 
 
@@ -68,6 +72,15 @@ class RolloutStats:
     chunks_per_worker: np.ndarray
     #: Profiler summary per stage name (empty when the profiler is off).
     stage_timings: dict = field(default_factory=dict)
+    #: Workers respawned during the run (``restart_workers``), oldest first.
+    restarts: list[RestartRecord] = field(default_factory=list)
+    #: int [num_envs]: own actions lost with the chunks that were pending on a respawned worker.
+    lost_actions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def envs_never_stepped(self) -> np.ndarray:
+        """Global ids of the envs that took no own action in the run (e.g. their worker died every chunk)."""
+        return np.flatnonzero(self.own_actions == 0)
 
     @property
     def env_steps_per_second(self) -> float:
@@ -83,6 +96,8 @@ class RolloutStats:
         out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         out["env_steps_per_second"] = self.env_steps_per_second
         out["env_seconds_per_chunk"] = self.env_seconds_per_chunk.tolist()
+        out["restarts"] = [dataclasses.asdict(r) for r in self.restarts]
+        out["envs_never_stepped"] = self.envs_never_stepped.tolist()
         return out
 
 
@@ -110,8 +125,13 @@ class _Accounting:
         self.worker_env[workers] += result.env_seconds[first]
         self.worker_chunks[workers] += 1
 
-    def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float) -> RolloutStats:
+    def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float,
+              restarts: Sequence[RestartRecord]) -> RolloutStats:
         worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
+        lost = np.zeros(self.plan.num_envs, dtype=np.int64)
+        for record in restarts:
+            for env, actions in record.lost_actions.items():
+                lost[env] += actions
         per_action = np.where(self.own > 0, self.worker_sim[worker] / np.maximum(self.own, 1), np.nan)
         profiler = get_profiler()
         return RolloutStats(
@@ -130,6 +150,8 @@ class _Accounting:
             env_seconds_per_worker=self.worker_env,
             chunks_per_worker=self.worker_chunks,
             stage_timings=profiler.summary() if profiler.enabled else {},
+            restarts=list(restarts),
+            lost_actions=lost,
         )
 
 
@@ -140,21 +162,20 @@ EXECUTORS = ("process", "ray", "inline")
 def make_executor(
     kind: str,
     specs: Sequence[WorkerSpec],
-    timeout_s: float | None,
-    restart_workers: bool,
+    supervision: Supervision,
     ray_actor_options: dict | None = None,
     placement: Setting = None,
 ) -> Executor:
     """The executor named ``kind`` (one of :data:`EXECUTORS`) for ``specs``; nothing is started yet.
     ``placement``: as returned by :func:`~.placement.check_placement` (Ray only)."""
     if kind == "process":
-        return ProcessExecutor(specs, timeout_s, restart_workers)
+        return ProcessExecutor(specs, supervision)
     if kind == "inline":
-        return InlineExecutor(specs, timeout_s, restart_workers)
+        return InlineExecutor(specs, supervision)
     if kind == "ray":
         from .ray_executor import RayExecutor
 
-        return RayExecutor(specs, timeout_s, restart_workers, ray_actor_options, placement)
+        return RayExecutor(specs, supervision, ray_actor_options, placement)
     raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
 
 
@@ -165,17 +186,29 @@ class RolloutEngine:
     ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``, ``num_action_chunks``
     accepted) or ``None`` (defaults). ``executor``: ``"process"`` (spawned local processes), ``"ray"`` (Ray
     actors, across machines) or ``"inline"`` (this process, nothing overlaps: for pdb and fast tests). ``auto_reset``: an episode
-    that ends inside a chunk is reset once at the chunk boundary. ``restart_workers``: respawn a dead worker
-    and reset its envs instead of raising :class:`WorkerDiedError`. ``timeout_s``: longest wait on one reply
-    in seconds (``None``: no limit).
-    ``seed``: worker w builds its backend with ``seed + w`` (the backend seeds its envs from it).
-    ``placement`` (Ray only): on which nodes the workers start, ``"spread"`` (default), ``"pack"`` or one
-    node id / resource label per worker (:mod:`.placement`); ``ray_actor_options``: each worker actor's
-    options (``num_cpus``, a ``num_gpus`` share, custom ``resources``), which size its placement bundle.
+    that ends inside a chunk is reset once at the chunk boundary. ``seed``: worker w builds its backend with
+    ``seed + w`` (the backend seeds its envs from it). ``placement`` (Ray only): on which nodes the workers
+    start, ``"spread"`` (default), ``"pack"`` or one node id / resource label per worker (:mod:`.placement`);
+    ``ray_actor_options``: each worker actor's options (``num_cpus``, a ``num_gpus`` share, custom
+    ``resources``), which size its placement bundle.
 
-    A worker error, a dead worker (without restart) or a timeout closes the engine and re-raises; bad
-    arguments raise before anything is sent and leave the engine usable. A call that does not fit the
-    engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in flight, not reset).
+    Supervision (:mod:`.supervision`; seconds, ``None``: no limit): ``timeout_s`` is the longest wait for
+    one chunk reply, ``reset_timeout_s`` for one reset reply, ``startup_timeout_s`` for a worker to build
+    its backend; ``stall_timeout_s`` is the longest a process worker may go without finishing a step of a
+    chunk (``"auto"``: from measured step times). ``restart_workers``: respawn a dead or hung worker and
+    reset its envs instead of raising, ``True`` with the default :class:`~.supervision.RestartPolicy`
+    (at most 3 restarts per worker in 10 minutes, with back-off) or a policy of your own.
+
+    GPU binding: the profile's ``gpu_ids`` place worker w on one GPU (:mod:`behavior1k_fast.core.gpus`),
+    set in its environment before it imports anything (process executor only: Ray places actors on GPUs
+    itself, ``ray_actor_options={"num_gpus": ...}``).
+
+    Before any worker starts, the arguments are checked, and so is what the factory can check in the
+    driver (``factory.check(num_envs, seed, profile)`` where it has one: seeds, modalities, stage counts).
+    A worker error, a dead or hung worker (without restart, or past the restart budget) closes the engine
+    and re-raises; bad arguments raise before anything is sent and leave the engine usable. A call that
+    does not fit the engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in
+    flight, not reset).
     """
 
     def __init__(
@@ -185,11 +218,14 @@ class RolloutEngine:
         *,
         executor: str = "process",
         auto_reset: bool = True,
-        restart_workers: bool = False,
+        restart_workers: bool | RestartPolicy | Mapping[str, Any] = False,
         seed: int = 0,
         timeout_s: float | None = 300.0,
         ray_actor_options: dict | None = None,
         placement: str | Sequence[str] | None = None,
+        reset_timeout_s: float | None = 300.0,
+        startup_timeout_s: float | None = 1200.0,
+        stall_timeout_s: float | str | None = "auto",
     ):
         if not callable(factory):
             raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
@@ -197,22 +233,34 @@ class RolloutEngine:
             factory_blob = pickle.dumps(factory)
         except Exception as exc:
             raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
+        check_choice("executor", executor, EXECUTORS)
         check_bool("auto_reset", auto_reset)
-        check_bool("restart_workers", restart_workers)
         seed = check_int("seed", seed)
-        timeout_s = check_seconds("timeout_s", timeout_s)
+        supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
+                                  RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
         self.chunk_size = self.profile.chunk_size
-        worker_profile = self.profile.replace(pipeline_stages=self.plan.stages_per_process).to_dict()
+        worker_profile = self.plan.worker_profile(self.profile)
+        envs = [{} for _ in range(self.plan.num_processes)]
+        if self.profile.gpu_ids is not None:
+            if executor != "process":
+                raise ValueError(f"gpu_ids bind worker processes: executor={executor!r} does not start any "
+                                 "(Ray: ray_actor_options={'num_gpus': ...}; inline: bind this process yourself)")
+            physical = gpus.worker_gpus(self.profile.gpu_ids, self.plan.num_processes, os.environ)
+            gpus.check_gpus_present(physical, gpus.nvidia_smi_gpus()[0])
+            envs = [gpus.binding_env(p) for p in physical]
+            worker_profile = worker_profile.replace(gpu_ids=(0,))  # each worker sees its one GPU as CUDA 0
+        for w in range(self.plan.num_processes):
+            check_backend_build(factory, self.plan.envs_per_process, seed + w, worker_profile)
         specs = [
-            WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile, auto_reset,
-                       tracing=get_profiler().enabled)
+            WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile.to_dict(), auto_reset,
+                       tracing=get_profiler().enabled, env=envs[w])
             for w in range(self.plan.num_processes)
         ]
         self._closed = True
-        self._executor = make_executor(executor, specs, timeout_s, restart_workers, ray_actor_options, placement)
+        self._executor = make_executor(executor, specs, supervision, ray_actor_options, placement)
         self.observation_space, self.action_space = self._executor.start()
         self._closed = False
         self.action_dim = int(np.prod(self.action_space.shape))
@@ -241,7 +289,7 @@ class RolloutEngine:
 
     @property
     def restarts(self) -> int:
-        """Workers respawned so far (``restart_workers=True``)."""
+        """Workers respawned so far (``restart_workers``)."""
         return self._executor.restarts
 
     def stage_envs(self, stage: int) -> np.ndarray:
@@ -369,6 +417,7 @@ class RolloutEngine:
             if reset or any(o is None for o in self._stage_obs):
                 self.reset()
             accounting = _Accounting(self.plan)
+            restarts_before = self._executor.restarts
             self._model_s = self._wait_s = 0.0
             start = time.perf_counter()
             total = num_rounds * stages
@@ -389,7 +438,12 @@ class RolloutEngine:
         except BaseException:
             self.close()
             raise
-        return accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s)
+        restarts = self._executor.restart_records[restarts_before:]
+        stats = accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s, restarts)
+        if stats.envs_never_stepped.size:
+            logger.warning("envs %s took no own action in this rollout of %d rounds (%d worker restarts)",
+                           stats.envs_never_stepped.tolist(), num_rounds, len(restarts))
+        return stats
 
     def _forward(self, policy: Policy, stage: int) -> np.ndarray:
         """The policy's validated chunk for ``stage`` (the one check of actions on their way in)."""
@@ -444,10 +498,9 @@ class RolloutEngine:
             raise ClosedError("the rollout engine is closed")
 
     def close(self) -> None:
-        """Stop every worker and free the shared memory. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            self._executor.close()
+        """Stop every worker and free the shared memory. Idempotent, and retryable after an interrupt."""
+        self._closed = True
+        self._executor.close()
 
     def __enter__(self) -> "RolloutEngine":
         return self

@@ -2,7 +2,8 @@
 that catches ``RuntimeError`` (or ``TimeoutError``) keeps working.
 
 - Worker faults: :class:`WorkerError` (an exception raised inside a worker, with its traceback and env
-  ids) and :class:`WorkerDiedError` (the worker process or actor is gone).
+  ids), :class:`WorkerDiedError` (the worker process or actor is gone) and :class:`WorkerHungError` (no
+  reply within the command's deadline, or no progress inside a chunk: see :mod:`.supervision`).
 - Engine state: :class:`ClosedError` (also for a closed :class:`~.policy.PolicyProcess`), :class:`ChunkInFlightError`, :class:`NoChunkInFlightError`,
   :class:`NotResetError`: a call that does not fit the engine's state; the engine stays usable.
 """
@@ -37,15 +38,35 @@ class WorkerError(RuntimeError):
 
 
 class WorkerDiedError(RuntimeError):
-    """A worker process or actor died (killed, crashed) while the driver waited on it."""
+    """A worker process or actor died (killed, crashed) while the driver waited on it. ``history``: one
+    line per earlier restart of this worker (when its restart budget is spent)."""
 
-    def __init__(self, worker: int | str, env_ids: Sequence[int], command: str, detail: str, hint: str = ""):
+    def __init__(
+        self, worker: int | str, env_ids: Sequence[int], command: str, detail: str, hint: str = "",
+        history: Sequence[str] = (),
+    ):
         self.worker = worker
         self.env_ids = [int(i) for i in env_ids]
-        self.command = command
+        self.command = str(command)
+        self.detail = detail
+        self.history = list(history)
+        lines = "".join(f"\n  restart {i + 1}: {line}" for i, line in enumerate(self.history))
         super().__init__(
-            f"{worker_label(worker)} (envs {self.env_ids}) died while running {command!r}: {detail}{hint}"
+            f"{worker_label(worker)} (envs {self.env_ids}) died while running {self.command!r}: {detail}{hint}"
+            + (f"\nRestarts so far:{lines}" if lines else "")
         )
+
+
+class WorkerHungError(TimeoutError):
+    """A worker gave no reply within the deadline of its command, or finished no step of a chunk for the
+    stall limit (:mod:`.supervision`). The worker is stopped before this is raised."""
+
+    def __init__(self, worker: int | str, env_ids: Sequence[int], command: str, detail: str):
+        self.worker = worker
+        self.env_ids = [int(i) for i in env_ids]
+        self.command = str(command)
+        self.detail = detail
+        super().__init__(f"{worker_label(worker)} (envs {self.env_ids}) hung in {self.command!r}: {detail}")
 
 
 class ClosedError(RuntimeError):

@@ -4,9 +4,12 @@
 All expose the same calls to the engine: ``start()``, ``submit(worker, request)``, ``collect(worker)``
 (replies in submit order), ``close()``. Boundary observations come back through shared memory for
 processes, in the replies otherwise. A dead worker is detected at once (process sentinel / actor error):
-:class:`~.errors.WorkerDiedError`, or, with ``restart_workers``, a fresh worker whose envs are all reset;
-every request that was pending on the dead worker then yields a placeholder result: the reset observation,
-zero rewards, ``truncated`` at the first step, no action applied, ``info["worker_restarted"] = True``.
+:class:`~.errors.WorkerDiedError`; a hung one (past its deadline, or without progress inside a chunk) is
+stopped and reported as :class:`~.errors.WorkerHungError` (:mod:`.supervision`). With a restart policy
+(``restart_workers``) the worker is replaced instead, within the policy's budget, by a fresh worker whose
+envs are all reset; every request that was pending on it then yields a placeholder result: the reset
+observation, zero rewards, ``truncated`` at the first step, no action applied,
+``info["worker_restarted"] = True``.
 
 Placement (where a worker runs) is the executor's business; what a worker does is :class:`~.worker.EnvWorker`'s.
 """
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import threading
+import time
 import weakref
 from collections import deque
 from typing import Any, Sequence
@@ -24,14 +29,13 @@ import numpy as np
 from ..core.tracing import IPC, WAIT, get_profiler
 from ..patching import omnigibson as omnigibson_patches
 from .chunk import ChunkResult
-from .errors import WorkerDiedError
+from .errors import WorkerDiedError, WorkerHungError
 from .protocol import Attach, Chunk, Command, Failure, Ok, Reply, Request, Reset, unwrap
-from .serve import ProcessChannel, stop_processes
+from .serve import CLOSE_GRACE_S, ProcessChannel, stop_processes
 from .shm import ACTIONS_KEY, SharedBuffers, action_buffer_space
+from .shutdown import close_on_sigterm, deferred_interrupts, release
+from .supervision import ChunkProgress, RestartBudget, RestartRecord, StallWatch, StepTimes, Supervision
 from .worker import EnvWorker, WorkerSpec, env_worker_main
-
-#: Seconds ``close()`` waits for a worker to exit before it is terminated.
-CLOSE_GRACE_S = 5.0
 
 RESTART_HINT = "; pass restart_workers=True to respawn it and reset its envs"
 
@@ -47,12 +51,12 @@ class _Pending:
 class Executor(abc.ABC):
     """Worker bookkeeping shared by every executor; subclasses move the messages."""
 
-    def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float | None, restart_workers: bool):
+    def __init__(self, specs: Sequence[WorkerSpec], supervision: Supervision):
         self.specs = list(specs)
-        self.timeout_s = timeout_s
-        self.restart_workers = restart_workers
+        self.supervision = supervision
         self._pending: list[deque[_Pending]] = [deque() for _ in self.specs]
-        self.restarts = 0
+        self._budget = None if supervision.restart is None else RestartBudget(supervision.restart)
+        self.step_times = StepTimes()
         self._respawned: dict[int, dict[str, np.ndarray]] = {}  # worker -> reset obs of all its envs
 
     # --- transport (per executor) ----------------------------------------------------------------
@@ -70,7 +74,8 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def _receive(self, worker: int, command: Command) -> Reply:
-        """The oldest unread reply; WorkerDiedError if the worker died, TimeoutError after ``timeout_s``."""
+        """The oldest unread reply; WorkerDiedError if the worker died, WorkerHungError past the command's
+        deadline (or, where the executor can see it, without progress inside a chunk)."""
 
     def _read_obs(
         self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
@@ -98,16 +103,34 @@ class Executor(abc.ABC):
         """Ray node id of each worker (empty where workers are not Ray actors)."""
         return []
 
+    @property
+    def restart_records(self) -> list[RestartRecord]:
+        """Every restart so far, oldest first."""
+        return [] if self._budget is None else list(self._budget.records)
+
+    @property
+    def restarts(self) -> int:
+        """Workers respawned so far."""
+        return 0 if self._budget is None else len(self._budget.records)
+
     def start(self) -> tuple[Any, Any]:
         """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0."""
         try:
             for w in range(len(self.specs)):
                 self._launch(w)
-            spaces = [self._await_init(w) for w in range(len(self.specs))]
+            spaces = [self._init_or_stop(w) for w in range(len(self.specs))]
         except BaseException:
             self.close()
             raise
         return spaces[0]
+
+    def _init_or_stop(self, worker: int) -> tuple[Any, Any]:
+        """:meth:`_await_init`; a worker that dies or hangs in it is stopped at once (no close grace)."""
+        try:
+            return self._await_init(worker)
+        except (WorkerDiedError, WorkerHungError):
+            self._discard(worker)
+            raise
 
     def submit(self, worker: int, request: Request) -> None:
         """Queue ``request`` (a :class:`~.protocol.Reset` or :class:`~.protocol.Chunk`) on ``worker``."""
@@ -128,13 +151,16 @@ class Executor(abc.ABC):
             try:
                 with get_profiler().section(WAIT, worker=worker, command=str(entry.request.command)):
                     entry.reply = self._receive(worker, entry.request.command)
-            except WorkerDiedError:
-                if not self.restart_workers:
+            except (WorkerDiedError, WorkerHungError) as exc:
+                self._discard(worker)
+                if self._budget is None:
                     raise
-                self._restart(worker)
+                self._recover(worker, exc)
         pending.popleft()
         data, obs = unwrap(entry.reply, worker)
         get_profiler().merge(entry.reply.spans)
+        if isinstance(data, ChunkResult):
+            self.step_times.add(data)
         if obs is None:
             with get_profiler().section(IPC, worker=worker, command="read_obs"):
                 obs = self._read_obs(worker, entry.request.rows, out)
@@ -154,12 +180,24 @@ class Executor(abc.ABC):
         self._send(worker, request)
         return unwrap(self._receive(worker, request.command), worker)
 
-    def _restart(self, worker: int) -> None:
-        """Replace a dead worker, reset all its envs, answer its pending requests with placeholders."""
-        self._discard(worker)
+    def _recover(self, worker: int, cause: WorkerDiedError | WorkerHungError) -> None:
+        """Respawn the stopped ``worker`` within the restart budget (which raises once it is spent); a
+        respawn that dies or hangs itself is charged and retried."""
+        while True:
+            pending = [entry.request for entry in self._pending[worker]]
+            backoff = self._budget.charge(worker, self.specs[worker].env_ids, pending, cause)
+            time.sleep(backoff)
+            try:
+                self._respawn(worker)
+                return
+            except (WorkerDiedError, WorkerHungError) as exc:
+                self._discard(worker)
+                cause = exc
+
+    def _respawn(self, worker: int) -> None:
+        """Start ``worker`` afresh, reset all its envs, answer its pending requests with placeholders."""
         self._launch(worker)
         self._await_init(worker)
-        self.restarts += 1
         spec = self.specs[worker]
         rows = tuple(range(spec.num_envs))
         infos, obs = self._call(worker, Reset(rows))
@@ -195,17 +233,21 @@ def _placeholder(request: Request, spec: WorkerSpec, infos: list[dict], obs: dic
 
 class ProcessExecutor(Executor):
     """Workers as spawned local processes; observations and actions through shared memory, requests over
-    pipes."""
+    pipes, each worker's step progress in a segment of its own (hang detection, :mod:`.supervision`).
 
-    def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float | None, restart_workers: bool):
-        super().__init__(specs, timeout_s, restart_workers)
+    ``close()`` is idempotent and retryable: what an interrupt left undone is done by the next call, or at
+    interpreter exit. A Ctrl-C while it waits for busy workers cuts that wait short; the workers are killed
+    and the segments unlinked before the ``KeyboardInterrupt`` is raised. While open, a SIGTERM closes it
+    (:mod:`.shutdown`)."""
+
+    def __init__(self, specs: Sequence[WorkerSpec], supervision: Supervision):
+        super().__init__(specs, supervision)
         # Shared with the finalizer, which must not hold a reference to self.
         self._state: dict[str, list] = {
-            "channels": [None] * len(self.specs),
-            "obs_buffers": [None] * len(self.specs),
-            "action_buffers": [None] * len(self.specs),
+            key: [None] * len(self.specs) for key in ("channels", "obs_buffers", "action_buffers", "progress")
         }
         self._finalizer = weakref.finalize(self, _shutdown_processes, self._state)
+        close_on_sigterm(self)
 
     @property
     def pids(self) -> list[int]:
@@ -214,17 +256,20 @@ class ProcessExecutor(Executor):
     def _launch(self, worker: int) -> None:
         spec = self.specs[worker]
         self._state["channels"][worker] = ProcessChannel(
-            env_worker_main, (spec,), f"behavior1k_fast-env-{worker}", worker, spec.env_ids, RESTART_HINT
+            env_worker_main, (spec,), f"behavior1k_fast-env-{worker}", worker, spec.env_ids, RESTART_HINT,
+            env=spec.env,
         )
 
     def _await_init(self, worker: int) -> tuple[Any, Any]:
         observation_space, action_space = unwrap(self._receive(worker, Command.INIT), worker)
-        spec = self.specs[worker]
-        if self._state["obs_buffers"][worker] is None:
+        spec, state = self.specs[worker], self._state
+        if state["obs_buffers"][worker] is None:
             space = action_buffer_space(action_space, spec.profile["chunk_size"])
-            self._state["obs_buffers"][worker] = SharedBuffers.create(observation_space, spec.num_envs)
-            self._state["action_buffers"][worker] = SharedBuffers.create(space, spec.num_envs)
-        self._call(worker, Attach(self._state["obs_buffers"][worker].spec, self._state["action_buffers"][worker].spec))
+            state["obs_buffers"][worker] = SharedBuffers.create(observation_space, spec.num_envs)
+            state["action_buffers"][worker] = SharedBuffers.create(space, spec.num_envs)
+            state["progress"][worker] = ChunkProgress.create().buffers
+        self._call(worker, Attach(state["obs_buffers"][worker].spec, state["action_buffers"][worker].spec,
+                                  state["progress"][worker].spec))
         return observation_space, action_space
 
     def _send(self, worker: int, request: Request) -> None:
@@ -234,7 +279,15 @@ class ProcessExecutor(Executor):
         self._state["channels"][worker].send(request)
 
     def _receive(self, worker: int, command: Command) -> Reply:
-        return self._state["channels"][worker].receive(command, self.timeout_s)
+        channel = self._state["channels"][worker]
+        seconds, name = self.supervision.deadline(command)
+        limit = self.step_times.stall_limit(self.supervision.stall_timeout_s) if command == Command.CHUNK else None
+        watch = None
+        if limit is not None:
+            progress = ChunkProgress(self._state["progress"][worker])
+            watch = StallWatch(progress, limit, worker, self.specs[worker].env_ids, command)
+        since = channel.started if command == Command.INIT else None  # workers start in parallel
+        return channel.receive(command, seconds, watch, name, since)
 
     def _read_obs(
         self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
@@ -242,23 +295,31 @@ class ProcessExecutor(Executor):
         return self._state["obs_buffers"][worker].read(rows, out)
 
     def _discard(self, worker: int) -> None:
-        stop_processes([self._state["channels"][worker]], CLOSE_GRACE_S)
+        stop_processes([self._state["channels"][worker]], 0.0)  # dead or hung: no grace
         self._state["channels"][worker] = None
 
     def close(self) -> None:
-        self._finalizer()
+        with deferred_interrupts() as interrupted:
+            _shutdown_processes(self._state, interrupted)
+        self._finalizer.detach()
+        release(self)
 
 
-def _shutdown_processes(state: dict[str, list]) -> None:
-    """Stop every worker and unlink every segment (close() and interpreter exit)."""
-    stop_processes(state["channels"], CLOSE_GRACE_S)
-    state["channels"][:] = [None] * len(state["channels"])
-    for key in ("obs_buffers", "action_buffers"):
-        for i, buffers in enumerate(state[key]):
-            if buffers is not None:
-                buffers.close()
-                buffers.unlink()
-                state[key][i] = None
+def _shutdown_processes(state: dict[str, list], cancel: threading.Event | None = None) -> None:
+    """Stop every worker (the grace wait for busy ones ends early once ``cancel`` is set) and unlink every
+    segment (close() and interpreter exit). Each entry is cleared only once done, so a call that was
+    interrupted can be repeated."""
+    channels = state["channels"]
+    try:
+        stop_processes(channels, CLOSE_GRACE_S, cancel)
+    finally:
+        channels[:] = [c if c is not None and c.proc.is_alive() else None for c in channels]
+        for key in ("obs_buffers", "action_buffers", "progress"):
+            for i, buffers in enumerate(state[key]):
+                if buffers is not None:
+                    buffers.close()
+                    buffers.unlink()
+                    state[key][i] = None
 
 
 class InlineExecutor(Executor):
@@ -269,8 +330,8 @@ class InlineExecutor(Executor):
     The workers apply their profile to this process, as a worker process does to itself; ``close()``
     restores the profile that was applied before (or none)."""
 
-    def __init__(self, specs: Sequence[WorkerSpec], timeout_s: float | None, restart_workers: bool):
-        super().__init__(specs, timeout_s, restart_workers)
+    def __init__(self, specs: Sequence[WorkerSpec], supervision: Supervision):
+        super().__init__(specs, supervision)
         self._workers: list[EnvWorker | None] = [None] * len(self.specs)
         self._replies: list[deque[Reply]] = [deque() for _ in self.specs]
         self._previous_profile = omnigibson_patches.active_profile()

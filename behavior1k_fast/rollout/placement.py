@@ -174,8 +174,8 @@ class RayPlacement:
     """A checked placement on the connected Ray cluster.
 
     ``"spread"`` / ``"pack"``: a placement group of one bundle per worker, reserved when this is built
-    (``TimeoutError`` after ``timeout_s`` seconds if the cluster is too busy; ``None``: wait) and released by
-    :meth:`remove`; Ray moves the bundles of a dead node to live ones, so a respawned worker starts on a
+    (``TimeoutError`` after ``timeout_s`` seconds, the engine's start-up deadline, if the cluster is too
+    busy; ``None``: wait) and released by :meth:`remove`; Ray moves the bundles of a dead node to live ones, so a respawned worker starts on a
     live node. A list: each worker's actor is pinned to its node, or asks for its label."""
 
     def __init__(
@@ -202,7 +202,7 @@ class RayPlacement:
                 self.group = None
                 raise TimeoutError(
                     f"placement={setting!r}: the cluster could not reserve {num_workers} workers of {self.bundle} "
-                    f"within timeout_s={timeout_s} (available: {ray.available_resources()})"
+                    f"within startup_timeout_s={timeout_s} (available: {ray.available_resources()})"
                 )
         else:
             self.targets = resolve_targets(setting, nodes)

@@ -71,6 +71,11 @@ class PartitionPlan:
         """Stages that share one process's physics (the K each backend is built for)."""
         return self.stages if self.mode == "hybrid" else 1
 
+    def worker_profile(self, profile: RolloutProfile) -> RolloutProfile:
+        """``profile`` as each worker's backend is built with it: ``pipeline_stages`` = the stages that
+        share the worker's physics."""
+        return profile.replace(pipeline_stages=self.stages_per_process)
+
     def check_stage(self, stage: Any) -> None:
         """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, stages)``."""
         check_int("stage", stage, 0, self.stages - 1)

@@ -1,9 +1,12 @@
 """Calling policies: in the driver, or in a process of their own (:class:`PolicyProcess`).
 
 A policy maps a batched observation dict (key -> ``[B, ...]``) to chunk actions ``[B, N, action_dim]``.
-A ``torch.nn.Module`` is called on a dict of tensors (zero-copy views of the numpy arrays) under
-``torch.inference_mode()``; any other callable gets the numpy arrays. Tensors that come back are moved to
-CPU numpy arrays.
+The engine hands the same arrays to ``on_chunk`` and returns them from ``reset()``, so a policy must not be
+able to change them: any callable gets read-only views of the numpy arrays (no copy; writing into one
+raises ``ValueError``), and a ``torch.nn.Module``, since torch has no read-only tensors, gets tensors over
+copies of them, under ``torch.inference_mode()``. (A callable that turns the views into tensors with
+``torch.from_numpy`` gets PyTorch's warning about non-writable arrays: copy first, e.g. ``torch.tensor(x)``
+or ``np.array(x)``.) Tensors that come back are moved to CPU numpy arrays.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import numpy as np
 from ..core.checks import check_seconds
 from .errors import ClosedError
 from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
-from .serve import ProcessChannel, serve, stop_processes
+from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
+from .shutdown import close_on_sigterm, deferred_interrupts, release
 
 #: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
 Policy = Callable[[dict[str, Any]], Any]
@@ -28,12 +32,21 @@ def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(policy, torch.nn.Module):
         with torch.inference_mode():
-            out = policy({k: torch.from_numpy(v) for k, v in obs.items()})
+            out = policy({k: torch.from_numpy(np.array(v)) for k, v in obs.items()})
     else:
-        out = policy(dict(obs))
+        out = policy({k: _read_only(v) for k, v in obs.items()})
     if hasattr(out, "detach") and hasattr(out, "cpu"):
         out = out.detach().cpu().numpy()
     return out
+
+
+def _read_only(array: Any) -> Any:
+    """A view of ``array`` that cannot be written (``array`` itself stays writable)."""
+    if not isinstance(array, np.ndarray):
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 class _PolicyServer:
@@ -68,16 +81,20 @@ class PolicyProcess:
 
     ``policy_factory()`` (picklable, no arguments) builds the policy inside that process, e.g. loads a
     model onto a GPU. Observations and actions cross a pipe, pickled. The process exits when
-    :meth:`close` is called, when this object is collected, at interpreter exit, or when its owner dies.
-    Errors in the policy are re-raised here as :class:`WorkerError` with the remote traceback.
+    :meth:`close` is called, when this object is collected, at interpreter exit, on SIGTERM, or when its
+    owner dies. Errors in the policy are re-raised here as :class:`WorkerError` with the remote traceback;
+    a process that died is reported as :class:`~.errors.WorkerDiedError`, one that gives no reply within
+    ``timeout_s`` as :class:`~.errors.WorkerHungError`, as for env workers.
     """
 
     def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float | None = 300.0):
         if not callable(policy_factory):
             raise TypeError(f"policy_factory must be a callable returning a policy, got {policy_factory!r}")
         self.timeout_s = check_seconds("timeout_s", timeout_s)
+        self._closed = False
         self._channel = ProcessChannel(_policy_main, (policy_factory,), "behavior1k_fast-policy", "policy process")
-        self._finalizer = weakref.finalize(self, stop_processes, [self._channel], 5.0)
+        self._finalizer = weakref.finalize(self, stop_processes, [self._channel], CLOSE_GRACE_S)
+        close_on_sigterm(self)
         self._wait(Command.INIT)
 
     @property
@@ -93,14 +110,18 @@ class PolicyProcess:
             raise
 
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        if not self._finalizer.alive:
+        if self._closed:
             raise ClosedError("the policy process is closed")
         self._channel.send(Forward(dict(obs)))
         return self._wait(Command.FORWARD)
 
     def close(self) -> None:
-        """Stop the process. Idempotent."""
-        self._finalizer()
+        """Stop the process. Idempotent, and retryable after an interrupt (as an executor's ``close``)."""
+        self._closed = True
+        with deferred_interrupts() as interrupted:
+            stop_processes([self._channel], CLOSE_GRACE_S, interrupted)
+        self._finalizer.detach()
+        release(self)
 
     def __enter__(self) -> "PolicyProcess":
         return self

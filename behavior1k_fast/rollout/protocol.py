@@ -2,7 +2,8 @@
 
 Requests (driver -> worker), one dataclass per :class:`Command`:
 
-- :class:`Attach` ``(observations, actions)``: attach the driver's shared-memory buffers (process workers).
+- :class:`Attach` ``(observations, actions, progress)``: attach the driver's shared-memory buffers (process
+  workers); ``progress`` is the segment of the worker's step counter (:mod:`.supervision`).
 - :class:`Reset` ``(rows)``: reset those local envs; reply payload ``(infos, obs)``.
 - :class:`Chunk` ``(rows, actions)``: run one chunk (:func:`~.chunk.run_chunk`); reply ``(result, obs)``.
   ``actions`` is ``None`` when the driver left them in the worker's rows of the action buffer.
@@ -47,6 +48,8 @@ class Attach:
     observations: Any
     #: ``BufferSpec`` of the worker's chunk-action segment.
     actions: Any
+    #: ``BufferSpec`` of the worker's progress segment (``None``: the worker publishes no progress).
+    progress: Any = None
 
     @property
     def rows(self) -> tuple[int, ...]:

@@ -5,7 +5,14 @@ Which node each actor starts on is :mod:`.placement`'s business (a placement gro
 labels); this module moves the requests and replies. A worker whose node dies is reported as
 :class:`~.errors.WorkerDiedError` naming that node and every worker that was on it (Ray notices a dead node
 through its health checks: ``health_check_period_ms`` x ``health_check_failure_threshold`` of the head's
-system config), or respawned where the placement allows with ``restart_workers``."""
+system config), or respawned where the placement allows with ``restart_workers``.
+
+Before any actor is created, the actors' resource demand (``num_cpus``, ``num_gpus``, ``memory``,
+``resources`` of the actor options, times the number of workers) is checked against the cluster's total
+resources: a demand the cluster cannot meet fails at once with the reason, instead of an actor that waits
+for resources until the start-up deadline. Deadlines per command apply (:mod:`.supervision`); there is no
+progress watch inside a chunk (an actor serves one call at a time).
+"""
 
 from __future__ import annotations
 
@@ -15,11 +22,33 @@ from typing import Any, Sequence
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
-from .errors import WorkerDiedError
+from .errors import WorkerDiedError, WorkerHungError
 from .executors import CLOSE_GRACE_S, RESTART_HINT, Executor
 from .placement import RayPlacement, Setting, live_nodes
 from .protocol import Command, Failure, Ok, Reply, Request, unwrap
+from .supervision import Supervision
 from .worker import EnvWorker, WorkerSpec
+
+#: Actor option -> the Ray resource it asks for.
+_OPTION_RESOURCES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+
+
+def check_actor_resources(options: dict, actors: int, cluster: dict) -> None:
+    """ValueError naming what is missing when ``actors`` actors with ``options`` cannot all be placed on a
+    cluster whose total resources are ``cluster`` (``ray.cluster_resources()``)."""
+    demand: dict[str, float] = {}
+    for option, resource in _OPTION_RESOURCES.items():
+        if options.get(option):
+            demand[resource] = float(options[option]) * actors
+    for resource, amount in (options.get("resources") or {}).items():
+        demand[resource] = float(amount) * actors
+    missing = {r: (need, float(cluster.get(r, 0.0))) for r, need in demand.items() if need > cluster.get(r, 0.0)}
+    if missing:
+        what = ", ".join(f"{r} {need:g} (cluster total {have:g})" for r, (need, have) in missing.items())
+        raise ValueError(
+            f"executor='ray' cannot place {actors} actors with ray_actor_options={options!r}: they need {what}; "
+            "lower the options or add nodes"
+        )
 
 
 class RayEnvHost:
@@ -54,18 +83,18 @@ class RayExecutor(Executor):
     def __init__(
         self,
         specs: Sequence[WorkerSpec],
-        timeout_s: float | None,
-        restart_workers: bool,
+        supervision: Supervision,
         actor_options: dict | None = None,
         placement: Setting = None,
     ):
-        super().__init__(specs, timeout_s, restart_workers)
+        super().__init__(specs, supervision)
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self._actor_cls = ray.remote(RayEnvHost)
         self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
         self._setting = placement
         self._placement: RayPlacement | None = None
+        check_actor_resources(self._actor_options, len(self.specs), ray.cluster_resources())
         self._actors: list[Any] = [None] * len(self.specs)
         self._refs: list[deque] = [deque() for _ in self.specs]
         self._nodes: list[str | None] = [None] * len(self.specs)
@@ -76,7 +105,9 @@ class RayExecutor(Executor):
 
     def start(self) -> tuple[Any, Any]:
         if self._setting is not None:
-            self._placement = RayPlacement(self._setting, len(self.specs), self._actor_options, self.timeout_s)
+            self._placement = RayPlacement(
+                self._setting, len(self.specs), self._actor_options, self.supervision.startup_timeout_s
+            )
         return super().start()
 
     def _launch(self, worker: int) -> None:
@@ -100,11 +131,12 @@ class RayExecutor(Executor):
 
     def _receive(self, worker: int, command: Command) -> Reply:
         ref = self._refs[worker][0]
+        seconds, name = self.supervision.deadline(command)
         try:
-            reply = ray.get(ref, timeout=self.timeout_s)
+            reply = ray.get(ref, timeout=seconds)
         except GetTimeoutError:
-            raise TimeoutError(
-                f"worker {worker} (Ray actor) gave no reply to {str(command)!r} within timeout_s={self.timeout_s}"
+            raise WorkerHungError(
+                worker, self.specs[worker].env_ids, str(command), f"the Ray actor gave no reply within {name}={seconds:g} s"
             ) from None
         except (RayActorError, ActorUnschedulableError) as exc:
             raise WorkerDiedError(

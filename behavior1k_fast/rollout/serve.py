@@ -3,27 +3,38 @@
 Env workers and the policy process run the same loop, :func:`serve`: build the handler, send the
 :attr:`~.protocol.Command.INIT` reply, then answer one request after the other until :class:`~.protocol.Close`
 or the pipe closes. The process exits within :data:`OWNER_CHECK_PERIOD_S` once its owner is gone, and a pipe
-its owner closed ends the loop quietly (no ``BrokenPipeError`` traceback).
+its owner closed ends the loop quietly (no ``BrokenPipeError`` traceback). A served process ignores SIGINT:
+a Ctrl-C in the terminal reaches the whole process group, and the driver, not each worker, decides how its
+workers stop (:func:`stop_processes`).
 
-:class:`ProcessChannel` is the driver's end: it starts the process, sends requests without blocking on the
-worker's work, and waits for each reply while watching the process sentinel, so a death is seen at once.
+:class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
+before the child imports anything), sends requests without blocking on the worker's work, and waits for each
+reply while watching the process sentinel, so a death is seen at once. :meth:`ProcessChannel.receive` is the
+one place the driver waits on a process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
 from multiprocessing.connection import wait
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError, worker_label
+from .errors import WorkerDiedError, WorkerHungError
 from .protocol import Close, Command, Failure, Ok, Reply, Request
 
 #: Seconds between checks that the owner process is still alive.
 OWNER_CHECK_PERIOD_S = 0.5
+#: Seconds a process gets to finish its current request and exit after ``close()`` before it is killed.
+CLOSE_GRACE_S = 5.0
+#: Seconds between two calls of the ``watch`` of :meth:`ProcessChannel.receive`.
+WATCH_PERIOD_S = 0.1
+#: Serialises the temporary environment of :class:`ProcessChannel` starts.
+_SPAWN_LOCK = threading.Lock()
 
 
 class Handler(Protocol):
@@ -57,6 +68,7 @@ def serve(conn: Any, owner_pid: int, build: Callable[[], Handler], env_ids: Sequ
     """Entry of a spawned process: build the handler, reply to INIT, then serve requests (module docs).
 
     ``env_ids``: the global env ids a failure to build is reported for."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     watch_owner(owner_pid)
     try:
         handler = build()
@@ -97,7 +109,8 @@ def _send_quietly(conn: Any, reply: Reply) -> bool:
 class ProcessChannel:
     """The driver's end of one spawned process serving :func:`serve`: its pipe and its sentinel.
 
-    ``worker`` and ``env_ids`` name it in errors; ``hint`` is appended to the message of a death."""
+    ``worker`` and ``env_ids`` name it in errors; ``hint`` is appended to the message of a death. ``env``:
+    environment variables the process starts with (e.g. its GPU), on top of this process's."""
 
     def __init__(
         self,
@@ -107,11 +120,15 @@ class ProcessChannel:
         worker: int | str,
         env_ids: Sequence[int] = (),
         hint: str = "",
+        env: Mapping[str, str] | None = None,
     ):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
-        self.proc.start()
+        with _SPAWN_LOCK, _environment(env or {}):
+            self.proc.start()
+        #: ``time.monotonic()`` when the process was started.
+        self.started = time.monotonic()
         child.close()
         self.worker = worker
         self.env_ids = list(env_ids)
@@ -129,20 +146,38 @@ class ProcessChannel:
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
 
-    def receive(self, command: Command, timeout_s: float | None) -> Reply:
-        """The next reply. :class:`WorkerDiedError` at once if the process exits first, ``TimeoutError``
-        after ``timeout_s`` seconds without a reply (``None``: no limit)."""
-        ready = wait([self.conn, self.proc.sentinel], timeout=timeout_s)
-        if self.conn in ready or self.conn.poll():
+    def receive(
+        self,
+        command: Command,
+        timeout_s: float | None,
+        watch: Callable[[], None] | None = None,
+        deadline_name: str = "timeout_s",
+        since: float | None = None,
+    ) -> Reply:
+        """The next reply. :class:`WorkerDiedError` at once if the process exits first,
+        :class:`WorkerHungError` once ``timeout_s`` seconds passed since ``since`` (a ``time.monotonic()``
+        value; default: now) without a reply (``None``: no limit; the message names the setting
+        ``deadline_name``). ``watch`` is called every :data:`WATCH_PERIOD_S` while waiting and may raise to
+        stop the wait (hang detection, :mod:`.supervision`)."""
+        deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
+        while True:
+            period = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if watch is not None:
+                period = WATCH_PERIOD_S if period is None else min(period, WATCH_PERIOD_S)
+            if wait([self.conn, self.proc.sentinel], timeout=period):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WorkerHungError(
+                    self.worker, self.env_ids, str(command),
+                    f"pid {self.proc.pid} gave no reply within {deadline_name}={timeout_s:g} s",
+                )
+            if watch is not None:
+                watch()
+        if self.conn.poll():
             try:
                 return self.conn.recv()
             except (EOFError, ConnectionResetError):
                 pass
-        elif not ready:
-            raise TimeoutError(
-                f"{worker_label(self.worker)} (pid {self.proc.pid}) gave no reply to {str(command)!r} "
-                f"within timeout_s={timeout_s}"
-            )
         self.proc.join(OWNER_CHECK_PERIOD_S * 10)
         code = self.proc.exitcode
         detail = f"pid {self.proc.pid} exit code {code}"
@@ -151,18 +186,41 @@ class ProcessChannel:
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
 
 
-def stop_processes(channels: Sequence[ProcessChannel | None], grace_s: float) -> None:
-    """Ask every process to close, give them ``grace_s`` seconds together to exit, kill those still alive,
-    close the pipes. ``None`` entries are skipped."""
+def stop_processes(
+    channels: Sequence[ProcessChannel | None], grace_s: float, cancel: threading.Event | None = None
+) -> None:
+    """Ask every process to close, give them ``grace_s`` seconds together to exit (cut short once
+    ``cancel`` is set), kill those still alive, close the pipes. ``None`` entries are skipped. The kill
+    runs even when the wait is interrupted (an exception, a ``KeyboardInterrupt``)."""
     live = [c for c in channels if c is not None]
-    for channel in live:
-        channel.send(Close())
-    deadline = time.monotonic() + grace_s
-    for channel in live:
-        channel.proc.join(max(0.0, deadline - time.monotonic()))
-    for channel in live:
-        if channel.proc.is_alive():
-            channel.proc.kill()
-            channel.proc.join(grace_s)
-    for channel in live:
-        channel.conn.close()
+    try:
+        for channel in live:
+            channel.send(Close())
+        deadline = time.monotonic() + grace_s
+        while any(c.proc.is_alive() for c in live) and not (cancel is not None and cancel.is_set()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            wait([c.proc.sentinel for c in live if c.proc.is_alive()], timeout=min(remaining, WATCH_PERIOD_S))
+    finally:
+        for channel in live:
+            if channel.proc.is_alive():
+                channel.proc.kill()
+        for channel in live:
+            channel.proc.join(OWNER_CHECK_PERIOD_S * 10)
+            channel.conn.close()
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``env`` on top for the duration of the block (a child started inside inherits it)."""
+    previous = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

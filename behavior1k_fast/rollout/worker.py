@@ -15,7 +15,7 @@ worker trusts what the engine sends (the engine validates a chunk once, where it
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +28,7 @@ from .chunk import run_chunk, stack_obs
 from .protocol import Attach, Chunk, Failure, Ok, Reply, Request, Reset
 from .serve import serve
 from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space
+from .supervision import ChunkProgress
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class WorkerSpec:
     profile: dict
     auto_reset: bool
     tracing: bool = False
+    #: Environment variables the worker process starts with (its GPU binding, ``core.gpus``).
+    env: dict = field(default_factory=dict)
 
     @property
     def env_ids(self) -> np.ndarray:
@@ -72,6 +75,7 @@ class EnvWorker:
         self.keys = list(self.backend.observation_space.spaces)
         self.obs_buffers: SharedBuffers | None = None
         self.action_buffers: SharedBuffers | None = None
+        self.progress: ChunkProgress | None = None
 
     def ready(self) -> tuple[Any, Any]:
         """The INIT payload: ``(observation_space, action_space)`` of one env."""
@@ -84,6 +88,8 @@ class EnvWorker:
             if isinstance(request, Attach):
                 self.obs_buffers = SharedBuffers.attach(request.observations)
                 self.action_buffers = SharedBuffers.attach(request.actions)
+                if request.progress is not None:
+                    self.progress = ChunkProgress.attach(request.progress)
                 payload = None
             elif isinstance(request, Reset):
                 obs, infos = self.backend.reset(list(request.rows))
@@ -92,12 +98,15 @@ class EnvWorker:
                 actions = request.actions
                 if actions is None:
                     actions = self.action_buffers.read(request.rows)[ACTIONS_KEY]
+                if self.progress is not None:
+                    self.progress.begin(request.steps)
                 obs, result = run_chunk(
                     self.backend,
                     actions,
                     np.asarray(request.rows),
                     skip_intermediate_obs=self.profile.skip_intermediate_obs,
                     auto_reset=self.spec.auto_reset,
+                    on_step=None if self.progress is None else self.progress.step,
                 )
                 result.env_ids = env_ids
                 payload = (result, self._publish_obs(request.rows, obs))
@@ -119,10 +128,10 @@ class EnvWorker:
         try:
             self.backend.close()
         finally:
-            for buffers in (self.obs_buffers, self.action_buffers):
+            for buffers in (self.obs_buffers, self.action_buffers, self.progress and self.progress.buffers):
                 if buffers is not None:
                     buffers.close()
-            self.obs_buffers = self.action_buffers = None
+            self.obs_buffers = self.action_buffers = self.progress = None
 
 
 def env_worker_main(conn: Any, owner_pid: int, spec: WorkerSpec) -> None:

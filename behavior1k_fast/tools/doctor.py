@@ -3,13 +3,14 @@
 Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
-settings, CPU count and GPUs (``nvidia-smi`` when present), and whether auto-apply (``BEHAVIOR1K_FAST``) is
-set up and active. With ``--ray ADDRESS`` it also prints on which node of that Ray cluster each env worker of
-the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as the engine's ``placement``
-and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot apply (``failed``),
-OmniGibson is installed but does not import, or the cluster cannot place the workers; 2 for a bad
-``--profile`` or a bad placement setting. ``--upstream PATH`` checks a BEHAVIOR-1K checkout against
-``patches/`` instead (:mod:`.upstream_check`).
+settings, CPU count, GPUs (``nvidia-smi`` when present), for a profile with ``gpu_ids`` the GPU each env
+worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.gpus`), and whether auto-apply
+(``BEHAVIOR1K_FAST``) is set up and active. With ``--ray ADDRESS`` it also prints on which node of that Ray
+cluster each env worker of the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as
+the engine's ``placement`` and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot
+apply (``failed``), OmniGibson is installed but does not import, the GPU binding cannot hold, or the cluster
+cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. ``--upstream PATH`` checks a
+BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import socket
-import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import gpus
+from ..core.profile import RolloutProfile
 from ..patching import FAILED, SKIPPED, PatchRegistry, autoapply
 from ..patching.omnigibson import REGISTRY
-from ..core.profile import RolloutProfile
 from . import upstream_check
+from .argtypes import fail
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -130,17 +131,28 @@ def _cpu() -> dict[str, Any]:
 
 def _gpus() -> dict[str, Any]:
     """``nvidia-smi`` rows ``name, memory, driver``; ``available`` False when the tool is absent or fails."""
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return {"available": False, "devices": [], "note": "nvidia-smi not found"}
+    devices, note = gpus.nvidia_smi_gpus()
+    return {"available": devices is not None, "devices": devices or [], "note": note}
+
+
+def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str, Any]:
+    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold."""
+    from ..patching.omnigibson.gpu import kit_gpu_settings
+
+    plan: dict[str, Any] = {"gpu_ids": profile.gpu_ids, "workers": [], "error": None}
+    if profile.gpu_ids is None:
+        return plan
     try:
-        out = subprocess.run(
-            [tool, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"available": False, "devices": [], "note": f"nvidia-smi failed: {exc}"}
-    return {"available": True, "devices": [line.strip() for line in out.splitlines() if line.strip()], "note": ""}
+        physical = gpus.worker_gpus(profile.gpu_ids, profile.num_env_processes, os.environ)
+        gpus.check_gpus_present(physical, devices)
+    except ValueError as exc:
+        plan["error"] = str(exc)
+        return plan
+    plan["workers"] = [
+        {"worker": w, "gpu": p, "env": gpus.binding_env(p), "kit_settings": kit_gpu_settings(p)}
+        for w, p in enumerate(physical)
+    ]
+    return plan
 
 
 def autoapply_state() -> dict[str, Any]:
@@ -175,7 +187,9 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
 
     omnigibson = _omnigibson_state()
     patches = _patches(profile, omnigibson)
-    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches)
+    gpu = _gpus()
+    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None)
+    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
     return {
         "behavior1k_fast": __version__,
         "python": platform.python_version(),
@@ -185,7 +199,8 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
         "patches": patches,
         "threads": _threads(profile),
         "cpu": _cpu(),
-        "gpu": _gpus(),
+        "gpu": gpu,
+        "gpu_binding": binding,
         "autoapply": autoapply_state(),
         "ok": ok,
     }
@@ -212,8 +227,18 @@ def render_text(report: dict[str, Any]) -> str:
     cpu, gpu = report["cpu"], report["gpu"]
     lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
     lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))
+    binding = report["gpu_binding"]
+    if binding["gpu_ids"] is not None:
+        lines += ["", f"GPU binding (gpu_ids={list(binding['gpu_ids'])}):"]
+        if binding["error"]:
+            lines.append(f"  cannot hold: {binding['error']}")
+        for row in binding["workers"]:
+            env = " ".join(f"{k}={v}" for k, v in row["env"].items())
+            kit = " ".join(f"--{k}={v}" for k, v in row["kit_settings"].items())
+            lines.append(f"  worker {row['worker']} -> GPU {row['gpu']}: {env}; Kit {kit}")
     lines += ["", *render_autoapply(report["autoapply"])]
-    lines += ["", "OK" if report["ok"] else "NOT OK: a requested patch cannot apply or OmniGibson does not import"]
+    lines += ["", "OK" if report["ok"] else
+              "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
     return "\n".join(lines)
 
 
@@ -235,13 +260,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
     except (OSError, TypeError, ValueError) as exc:
-        print(f"behavior1k-fast doctor: bad --profile {args.profile!r}: {exc}", file=sys.stderr)
-        return 2
+        return fail("doctor", f"bad --profile {args.profile!r}: {exc}")
     try:
         ray_request = RayRequest.from_args(args, profile)
     except (TypeError, ValueError) as exc:
-        print(f"behavior1k-fast doctor: {exc}", file=sys.stderr)
-        return 2
+        return fail("doctor", str(exc))
     # A profile auto-applied at this process's start-up would make its own patches look like upstream
     # features ("upstream already has them"): plan against upstream's code instead.
     REGISTRY.revert()

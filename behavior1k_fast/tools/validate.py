@@ -270,18 +270,22 @@ def validate(
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``validate`` sub-command."""
     from ..backends import BACKENDS
+    from .argtypes import nonnegative_int, nonnegative_number, positive_int, positive_number
     from .backend_args import add_backend_arguments
 
     p = subparsers.add_parser("validate", help="stock vs fast path with identical actions; exit 1 past thresholds",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
-    p.add_argument("--num-envs", type=int, default=2, help="envs per side (default: 2)")
-    p.add_argument("--chunks", type=int, default=4, help="M action chunks (default: 4)")
-    p.add_argument("--chunk-size", type=int, default=32, help="N actions per chunk (default: 32)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the envs and the random actions (default: 0)")
-    p.add_argument("--reward-atol", type=float, default=None, help="max |delta reward| (default per backend)")
-    p.add_argument("--state-atol", type=float, default=None, help="max proprio/state error (default per backend)")
-    p.add_argument("--min-psnr", type=float, default=None,
+    p.add_argument("--num-envs", type=positive_int, default=2, help="envs per side (default: 2)")
+    p.add_argument("--chunks", type=positive_int, default=4, help="M action chunks (default: 4)")
+    p.add_argument("--chunk-size", type=positive_int, default=32, help="N actions per chunk (default: 32)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the envs and the random actions (default: 0)")
+    p.add_argument("--reward-atol", type=nonnegative_number, default=None,
+                   help="max |delta reward| (default per backend)")
+    p.add_argument("--state-atol", type=nonnegative_number, default=None,
+                   help="max proprio/state error (default per backend)")
+    p.add_argument("--min-psnr", type=positive_number, default=None,
                    help="min boundary-frame PSNR in dB (default: exact on reference, 30 dB on omnigibson)")
     p.add_argument("--json", default=None, help="also write the report as JSON to this path")
     add_backend_arguments(p)
@@ -290,17 +294,30 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate; print the report; 0 when every measure is within its threshold, else 1."""
+    """Validate; print the report; 0 when every measure is within its threshold, else 1. Bad input raises
+    :class:`~.argtypes.UsageError` before either side runs."""
+    from ..backends import check_installed, make_factory
+    from ..core.contract import check_backend_build
+    from .argtypes import check_writable_file, usage_errors
     from .backend_args import backend_options
 
-    limits = dict(DEFAULT_THRESHOLDS[args.backend])
-    for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
-                       ("min_psnr_db", args.min_psnr)):
-        if value is not None:
-            limits[key] = value
+    with usage_errors():
+        check_installed(args.backend)
+        limits = dict(DEFAULT_THRESHOLDS[args.backend])
+        for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
+                           ("min_psnr_db", args.min_psnr)):
+            if value is not None:
+                limits[key] = value
+        thresholds = Thresholds(**limits)
+        options = backend_options(args)
+        factory = make_factory(args.backend, **options)
+        for profile in (RolloutProfile.stock(chunk_size=args.chunk_size), RolloutProfile(chunk_size=args.chunk_size)):
+            check_backend_build(factory, args.num_envs, args.seed, profile)
+        if args.json:
+            check_writable_file("--json", args.json)
     report = validate(backend=args.backend, num_envs=args.num_envs, chunks=args.chunks,
-                      chunk_size=args.chunk_size, seed=args.seed, thresholds=Thresholds(**limits),
-                      backend_options=backend_options(args))
+                      chunk_size=args.chunk_size, seed=args.seed, thresholds=thresholds,
+                      backend_options=options)
     print(report.format())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -93,7 +93,7 @@ def test_json_and_plot_are_written(tmp_path):
 def test_scaling_list_rejects_bad_values(value):
     import argparse
 
-    from behavior1k_fast.tools.bench import _int_list
+    from behavior1k_fast.tools.argtypes import int_list
 
     with pytest.raises(argparse.ArgumentTypeError, match="comma-separated ints"):
-        _int_list(value)
+        int_list(value)

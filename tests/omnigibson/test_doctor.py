@@ -107,3 +107,24 @@ def test_omnigibson_that_does_not_import_exits_nonzero(capsys, monkeypatch):
     states = {p["name"]: (p["state"], p["reason"]) for p in report["patches"]}
     assert states["env_step_obs"][0] == "failed" and "does not import" in states["env_step_obs"][1]
     assert states["numba_cache_dir"][0] == "would apply"
+
+
+def test_doctor_shows_the_gpu_of_every_worker(capsys, tmp_path, monkeypatch):
+    from behavior1k_fast.core import gpus
+
+    monkeypatch.setattr(gpus, "nvidia_smi_gpus", lambda: (["H200, 143771 MiB, 550"] * 2, ""))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = tmp_path / "profile.yaml"
+    path.write_text("num_env_processes: 3\ngpu_ids: [1, 0]\n")
+    code, report = json_report(capsys, "--profile", str(path))
+    workers = report["gpu_binding"]["workers"]
+    assert [(w["worker"], w["gpu"]) for w in workers] == [(0, 1), (1, 0), (2, 1)]
+    assert workers[0]["env"] == {"CUDA_VISIBLE_DEVICES": "1", "MUJOCO_EGL_DEVICE_ID": "1"}
+    assert workers[0]["kit_settings"]["/renderer/activeGpu"] == 1
+    run_doctor("--profile", str(path))
+    assert "worker 2 -> GPU 1: CUDA_VISIBLE_DEVICES=1 MUJOCO_EGL_DEVICE_ID=1; Kit --/renderer/activeGpu=1" in \
+        capsys.readouterr().out
+    path.write_text("gpu_ids: [5]\n")
+    code, report = json_report(capsys, "--profile", str(path))
+    assert code == 1 and not report["ok"]
+    assert report["gpu_binding"]["error"] == "gpu_ids place workers on GPU(s) [5], but this machine has 2 GPU(s)"

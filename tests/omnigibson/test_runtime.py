@@ -255,3 +255,48 @@ def test_failed_launch_patch_rolls_back_earlier_patches(line, fast_profile, monk
     assert info.value.report["kit_thread_caps"].state == FAILED
     assert info.value.report["env_wrapper_forwarding"].state == APPLIED
     assert EnvironmentWrapper.__dict__["step"] is step
+
+
+def test_gpu_binding_sets_and_restores_the_process_gpu(monkeypatch, tmp_path):
+    from behavior1k_fast.patching.omnigibson.gpu import GpuBindingPatch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    monkeypatch.delenv("MUJOCO_EGL_DEVICE_ID", raising=False)
+    registry = PatchRegistry([GpuBindingPatch()])
+    assert registry.apply(RolloutProfile(gpu_ids=[1], numba_cache_dir=str(tmp_path)))["gpu_binding"].state == APPLIED
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == os.environ["MUJOCO_EGL_DEVICE_ID"] == "5"
+    registry.revert()
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,5" and "MUJOCO_EGL_DEVICE_ID" not in os.environ
+
+
+def test_gpu_binding_fails_once_cuda_is_initialised(monkeypatch, tmp_path):
+    import torch
+
+    from behavior1k_fast.patching.omnigibson.gpu import GpuBindingPatch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(PatchError, match="CUDA is already initialised in this process"):
+        PatchRegistry([GpuBindingPatch()]).apply(RolloutProfile(gpu_ids=[0], numba_cache_dir=str(tmp_path)))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_launch_puts_the_kit_renderer_on_the_bound_gpu(registry, fake_launch, monkeypatch, tmp_path):
+    from behavior1k_fast.patching.omnigibson.runtime import effective_kit_settings
+
+    simulator, seen, settings = fake_launch
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6")  # as the engine starts a worker bound to GPU 6
+    argv = list(sys.argv)
+    report = registry.apply(RolloutProfile(gpu_ids=[0], numba_cache_dir=str(tmp_path)))
+    assert report["kit_renderer_gpu"].state == report["gpu_binding"].state == APPLIED
+    simulator._launch_app()
+    extra = seen["argv"][len(argv):]
+    assert [a for a in extra if "renderer" in a or "cudaDevice" in a] == [
+        "--/renderer/activeGpu=6",  # graphics device list: not filtered by CUDA_VISIBLE_DEVICES
+        "--/renderer/multiGpu/enabled=false",
+        "--/renderer/multiGpu/activeCudaGpus=0",  # CUDA index after the mask: the one visible GPU
+        "--/physics/cudaDevice=0",
+    ]
+    assert sys.argv == argv and "/renderer/activeGpu" in effective_kit_settings()
+    registry.revert()
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "6"

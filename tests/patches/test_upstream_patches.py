@@ -40,15 +40,18 @@ UPSTREAM_PREFIX = "OmniGibson/"  # patch paths are relative to the BEHAVIOR-1K r
 CONTEXT = 3
 
 #: Runtime patches with an upstream file that have no upstream patch on a line, and why.
+KIT_RENDERER_GPU = "binds the engine's worker processes to the profile's gpu_ids; no upstream patch yet"
 NOT_UPSTREAMED = {
     "main": {
         "headless_viewport": "main has it since StanfordVL/BEHAVIOR-1K#2117",
         "vector_env_step": "main replaced VectorEnvironment by the multi-scene Environment (#2329)",
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on main",
+        "kit_renderer_gpu": KIT_RENDERER_GPU,
     },
     "v3.7.2": {
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
         "numba_cache_ik_controller": "the only v3.7 ik_controller.py text found (RLinf 27fbfc08) already has cache=True",
+        "kit_renderer_gpu": KIT_RENDERER_GPU,
     },
 }
 #: Runtime targets that a line's patches leave unchanged (absent upstream, or upstream already does it), and why.

@@ -53,8 +53,9 @@ def test_unsupported_modality_is_named():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(resolution=(0, 224)), ValueError, r"height must be positive, got 0"),
-        (dict(resolution=(224, -5)), ValueError, r"width must be positive, got -5"),
+        (dict(resolution=(0, 224)), ValueError, r"height must be positive and at most 4096 pixels, got 0"),
+        (dict(resolution=(224, -5)), ValueError, r"width must be positive and at most 4096 pixels, got -5"),
+        (dict(resolution=(16384, 16384)), ValueError, r"height must be positive and at most 4096 pixels, got 16384"),
         (dict(resolution=(224.0, 224)), TypeError, "height must be an int"),
         (dict(resolution=224), TypeError, "resolution must be a"),
         (dict(num_objects=0), ValueError, "num_objects"),
@@ -101,3 +102,9 @@ def test_bad_constructed_state_raises(env):
     with pytest.raises(ValueError, match="pos_env_frame"):
         env.set_object_pose(0, 0, (1.0, np.nan, 1.0))
     env.step(hold_actions(env))  # still usable
+
+
+def test_images_larger_than_mujocos_default_offscreen_buffer_render():
+    config = ReferenceConfig(resolution=(500, 700), cameras=("head",))  # wider than the default 640
+    obs, _ = make_env(1, profile=RolloutProfile(obs_modalities=("rgb",)), config=config).reset()
+    assert obs[0]["head::rgb"].shape == (500, 700, 3) and obs[0]["head::rgb"].any()

@@ -43,7 +43,7 @@ def test_auto_reset_and_stage_results_cross_the_process_boundary():
 def test_close_leaves_no_children_and_no_shared_memory():
     e = engine(pipeline_stages=2)
     pids = e.worker_pids
-    assert len(pids) == 2 and len(our_segments()) == 4  # observations and actions per worker
+    assert len(pids) == 2 and len(our_segments()) == 6  # observations, actions and progress per worker
     e.rollout(policy, 2)
     e.close()
     e.close()

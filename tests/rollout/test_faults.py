@@ -90,7 +90,7 @@ def test_bad_actions_are_rejected_and_engine_stays_usable():
             engine.submit(0, good.astype(np.int32))
         nan = good.copy()
         nan[1, 2, 1] = np.nan
-        with pytest.raises(ValueError, match="NaN"):
+        with pytest.raises(ValueError, match=r"NaN or inf \(first at \[env, step, dim\] = \[1, 2, 1\]\)"):
             engine.submit(0, nan)
         with pytest.raises(ValueError, match=r"stage must be an int in \[0, 1\], got 2"):
             engine.submit(2, good)

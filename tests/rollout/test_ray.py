@@ -68,3 +68,12 @@ def test_dead_ray_actor_is_reported_or_restarted(ray_runtime):
         engine.step(1, zeros)
     with pytest.raises(RuntimeError, match="closed"):
         engine.reset()
+
+
+def test_actor_options_the_cluster_cannot_meet_fail_at_once_with_the_reason(ray_runtime):
+    with pytest.raises(ValueError, match=r"cannot place 2 actors with ray_actor_options=.*'num_gpus': 1.*they need "
+                                         r"GPU 2 \(cluster total 0\)"):
+        RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60, ray_actor_options={"num_gpus": 1})
+    with pytest.raises(ValueError, match=r"they need CPU 6 \(cluster total 2\), accel 2 \(cluster total 0\)"):
+        RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60,
+                      ray_actor_options={"num_cpus": 3, "resources": {"accel": 1}})

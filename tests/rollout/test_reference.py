@@ -81,3 +81,22 @@ def test_episode_end_inside_chunk_matches_the_stock_path_in_process():
             np.testing.assert_array_equal(a["final_observation"][key], b["final_observation"][key])
     for key in fast.obs:
         np.testing.assert_array_equal(fast.obs[key], stock.obs[key])
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        (dict(seed=-1), "seed must be an int >= 0, got -1"),
+        (dict(profile=profile(obs_modalities=["rgb", "flow", "proprio"])),
+         "modality 'flow' in obs_modalities is not supported by the reference simulator"),
+        (dict(profile=profile(pipeline_stage_num=7, total_num_envs=14)), "stages=7 is impossible"),
+    ],
+)
+def test_what_a_worker_would_reject_is_rejected_in_the_driver_before_any_worker_starts(kwargs, text):
+    import psutil
+
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(ValueError) as info:
+        RolloutEngine(factory(1000), kwargs.pop("profile", profile()), **kwargs)
+    assert text in str(info.value)
+    assert {c.pid for c in psutil.Process().children(recursive=True)} <= before

@@ -61,3 +61,13 @@ def test_bools_choices_and_seconds():
     for bad in (0, -1, math.inf, 1e400, 1e12):
         with pytest.raises(ValueError, match="timeout_s must be a finite number of seconds in \\(0, "):
             check_seconds("timeout_s", bad)
+
+
+def test_check_writable_dir_creates_the_directory_and_names_the_argument(tmp_path):
+    from behavior1k_fast.core.checks import check_writable_dir
+
+    target = tmp_path / "a" / "b"
+    assert check_writable_dir("out_dir", str(target)) == str(target) and target.is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"out_dir='.*file/sub' is not a writable directory: Not a directory"):
+        check_writable_dir("out_dir", str(tmp_path / "file" / "sub"))

@@ -286,3 +286,43 @@ def test_patch_error_is_a_value_error_naming_the_patch(upstream):
     importlib.import_module("fakeog.area")
     with pytest.raises(ValueError, match="'broken'"):
         PatchRegistry([Broken()]).apply()
+
+
+class BrokenForShortChunks(Broken):
+    name = "broken_for_short_chunks"
+
+    def wanted(self, profile):
+        return profile.chunk_size < 16
+
+
+def test_a_profile_that_fails_leaves_the_profile_applied_before(upstream):
+    area = importlib.import_module("fakeog.area")
+    reg = PatchRegistry([DoubleRead(), ClassAndProperty(), BrokenForShortChunks()])
+    first = RolloutProfile()
+    reg.apply(first)
+    with pytest.raises(PatchError, match="'broken_for_short_chunks' failed .*the profile applied before is applied "
+                                         "again") as err:
+        reg.apply(RolloutProfile(chunk_size=8, skip_intermediate_obs=False))
+    assert err.value.report["broken_for_short_chunks"].state == FAILED
+    assert reg.profile == first and reg.status()["double_read"].state == APPLIED
+    assert area.Sensor().read(2) == 4 and area.Sensor().width == 224
+    reg.revert()
+
+
+def test_apply_and_revert_cycles_before_the_import_register_one_import_hook(upstream):
+    import wrapt.importer
+
+    def hooks():
+        return len(wrapt.importer._post_import_hooks.get("fakeog.area", []))
+
+    before = hooks()
+    reg = PatchRegistry([DoubleRead(), ClassAndProperty()])
+    for _ in range(1000):
+        reg.apply()
+        reg.revert()
+    assert hooks() == before + 1
+    reg.apply()
+    area = importlib.import_module("fakeog.area")
+    assert reg.status()["double_read"].state == reg.status()["class_and_property"].state == APPLIED
+    assert area.Sensor().read(2) == 4
+    reg.revert()

@@ -111,3 +111,19 @@ def test_coerce_accepts_profile_mapping_or_none():
     assert RolloutProfile.coerce(None) == RolloutProfile()
     with pytest.raises(TypeError, match="profile must be a RolloutProfile, a mapping or None, got int"):
         RolloutProfile.coerce(3)
+
+
+def test_from_yaml_tells_a_missing_file_from_yaml_text_and_names_the_line_of_a_syntax_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="profile file 'profiles/fast.yaml' does not exist"):
+        RolloutProfile.from_yaml("profiles/fast.yaml")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        RolloutProfile.from_yaml(tmp_path / "absent")
+    with pytest.raises(TypeError, match="must hold a mapping of profile keys .*got str 'fast'"):
+        RolloutProfile.from_yaml("fast")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("chunk_size: 8\nobs_modalities: [rgb, proprio\n")
+    with pytest.raises(ValueError, match=rf"{bad}: invalid YAML at line 3, column 1: expected ',' or ']'"):
+        RolloutProfile.from_yaml(bad)
+    with pytest.raises(ValueError, match="profile YAML text: invalid YAML at line 2, column 13: mapping values"):
+        RolloutProfile.from_yaml("chunk_size: 8\n  bad indent: 1\n")
+    assert RolloutProfile.from_yaml("{chunk_size: 8}").chunk_size == 8

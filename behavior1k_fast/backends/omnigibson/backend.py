@@ -141,6 +141,13 @@ class OmniGibsonBackendFactory:
         env["flatten_action_space"] = True
         return config
 
+    def check(self, num_envs: int, seed: int, profile: RolloutProfile) -> None:
+        """Raise what building with these arguments would (seed, stage count against the config's
+        frequencies), building nothing and importing no simulator."""
+        check_int("num_envs", num_envs, 1)
+        check_int("seed", seed, 0, 2**32 - 1)  # numpy's seed range
+        self.build_config(profile)
+
     def __call__(self, num_envs: int, seed: int, profile: RolloutProfile) -> OmniGibsonBackend:
         import torch
 

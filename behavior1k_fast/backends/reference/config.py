@@ -12,6 +12,9 @@ CAMERAS = ("head", "left_wrist", "right_wrist")
 SUPPORTED_VISION_MODALITIES = ("rgb", "depth", "depth_linear", "normal", "seg_semantic", "seg_instance")
 #: Upper bound on movable objects: the number of free placement cells on the table.
 MAX_OBJECTS = 31
+#: Largest image side in pixels: every camera renders into one offscreen buffer of the image size, and
+#: larger buffers run into the GL limits of common drivers (after seconds and gigabytes of allocation).
+MAX_RESOLUTION = 4096
 
 
 def _omnigibson_default_frequencies() -> Frequencies:
@@ -49,8 +52,9 @@ class ReferenceConfig:
         for name, value in zip(("height", "width"), res):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"resolution {name} must be an int, got {value!r} in resolution={res!r}")
-            if value < 1:
-                raise ValueError(f"resolution {name} must be positive, got {value!r} in resolution={res!r}")
+            if not 1 <= value <= MAX_RESOLUTION:
+                raise ValueError(f"resolution {name} must be positive and at most {MAX_RESOLUTION} pixels, got "
+                                 f"{value!r} in resolution={res!r}")
         object.__setattr__(self, "resolution", tuple(res))
         if not isinstance(self.frequencies, Frequencies):
             raise TypeError(f"frequencies must be a behavior1k_fast.core.frequencies.Frequencies, got {self.frequencies!r}")

@@ -40,6 +40,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from ...core.checks import check_int, check_positive_int
 from ...core.contract import check_actions, check_env_indices
 from ...core.profile import RolloutProfile
 from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
@@ -362,3 +363,10 @@ class ReferenceFactory:
 
     def __call__(self, num_envs: int, seed: int, profile: RolloutProfile | None) -> ReferenceVectorEnv:
         return ReferenceVectorEnv(num_envs, seed=seed, profile=profile, config=self.config)
+
+    def check(self, num_envs: int, seed: int, profile: RolloutProfile) -> None:
+        """Raise what building with these arguments would (seed, modalities, stage count), building nothing."""
+        check_positive_int("num_envs", num_envs)
+        check_int("seed", seed, 0)
+        resolve_modalities(profile.obs_modalities)
+        rescale_for_stages(self.config.frequencies, profile.pipeline_stages, profile.physics_rescale)

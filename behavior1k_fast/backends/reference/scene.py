@@ -205,7 +205,8 @@ def _actuators_xml(p: str) -> str:
 
 
 def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str:
-    """MJCF text of ``num_envs`` copies of the scene, env ``i`` at x = ``i * ENV_SPACING``; ``physics_dt`` in s."""
+    """MJCF text of ``num_envs`` copies of the scene, env ``i`` at x = ``i * ENV_SPACING``; ``physics_dt`` in s.
+    The offscreen framebuffer is the cameras' image size (MuJoCo's default is 640 x 480)."""
     bodies, actuators = [], []
     for i in range(num_envs):
         p, ox, g = f"e{i}/", i * ENV_SPACING, render_group(i)
@@ -221,6 +222,7 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
   </option>
   <statistic extent="{extent}" center="{extent / 2} 0 1"/>
   <visual>
+    <global offwidth="{config.resolution[1]}" offheight="{config.resolution[0]}"/>
     <quality shadowsize="0" offsamples="0"/>
     <map znear="{0.02 / extent}" zfar="{12.0 / extent}"/>
     <headlight ambient="0.35 0.35 0.35" diffuse="0.6 0.6 0.6" specular="0 0 0"/>

@@ -12,9 +12,10 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchOutcome, PatchRegistry, PatchReport
-from . import runtime, stepping, viewport
+from . import gpu, runtime, stepping, viewport
 
 PATCHES: tuple = (
+    gpu.GpuBindingPatch(),
     runtime.IntraOpThreadsPatch(),
     runtime.NumbaCacheDirPatch(),
     *runtime.KERNEL_CACHE_PATCHES,
@@ -24,6 +25,7 @@ PATCHES: tuple = (
     stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitThreadCapsPatch(),
+    gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),
 )

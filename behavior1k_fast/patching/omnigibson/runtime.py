@@ -23,10 +23,10 @@ import importlib
 import importlib.util
 import os
 import sys
-import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.checks import check_writable_dir
 from ...core.profile import RolloutProfile
 from ._util import LaunchAppPatch
 
@@ -68,6 +68,19 @@ def _has_opt_in_macro(module: Any, macro: str) -> bool:
     default to off, so their presence in ``_launch_app`` does not mean the launch applies them."""
     macros = getattr(module, "m", None)
     return macros is not None and macro in macros
+def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str], start: Callable[[], Any]) -> Any:
+    """``start()`` with the Kit ``--/path=value`` ``args`` on ``sys.argv`` for the duration of the launch
+    (they come last and win, see module docs); the values Kit ended up with for the setting paths
+    ``read_back`` are recorded for :func:`effective_kit_settings`."""
+    argv = list(sys.argv)
+    sys.argv[:] = argv + args
+    try:
+        app = start()
+    finally:
+        sys.argv[:] = argv
+    settings = _carb_settings(module)
+    _effective.update({path: settings.get(path) for path in read_back})
+    return app
 
 
 class KitThreadCapsPatch(LaunchAppPatch):
@@ -84,17 +97,7 @@ class KitThreadCapsPatch(LaunchAppPatch):
         return None
 
     def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
-        extra = kit_thread_args(profile)
-        argv = list(sys.argv)
-        sys.argv[:] = argv + extra
-        try:
-            app = start()
-        finally:
-            sys.argv[:] = argv
-        settings = _carb_settings(module)
-        _effective.clear()
-        _effective.update({path: settings.get(path) for path in KIT_THREAD_SETTINGS.values()})
-        return app
+        return launch_with_kit_args(module, kit_thread_args(profile), KIT_THREAD_SETTINGS.values(), start)
 
 
 class GcAfterLaunchPatch(LaunchAppPatch):
@@ -158,17 +161,6 @@ def _numba_cache_dir(profile: RolloutProfile) -> str:
     return os.path.abspath(os.path.expanduser(profile.numba_cache_dir))
 
 
-def _writable_dir(path: str) -> str:
-    """``path`` created if needed and checked writable; ValueError naming ``numba_cache_dir`` otherwise."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise ValueError(f"numba_cache_dir={path!r} is not a writable directory: {exc}") from None
-    return path
-
-
 class NumbaCacheDirPatch(Patch):
     """Writable ``NUMBA_CACHE_DIR`` and numba/llvmlite imported before Kit (see :data:`NUMBA_PRELOAD`)."""
 
@@ -184,7 +176,7 @@ class NumbaCacheDirPatch(Patch):
         return f"{' and '.join(missing)} not installed: no numba kernels to cache" if missing else None
 
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
-        path = _writable_dir(_numba_cache_dir(profile))
+        path = check_writable_dir("numba_cache_dir", _numba_cache_dir(profile))
         ctx.set_env("NUMBA_CACHE_DIR", path)
         for name in NUMBA_PRELOAD:
             importlib.import_module(name)

@@ -14,17 +14,8 @@ import argparse
 from typing import Any
 
 from ...backends import BACKENDS
+from ..argtypes import device, file_name, int_list, nonnegative_int, positive_int, positive_number
 from ..backend_args import add_backend_arguments
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints >= 1, got {text!r}")
-    return values
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -34,35 +25,58 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
     p.add_argument("--quick", action="store_true",
                    help="small layout, low resolution, few chunks: under a minute on 2 cores")
-    p.add_argument("--processes", type=int, default=None, help="env processes P (default: min(cores, 8))")
-    p.add_argument("--envs-per-process", type=int, default=None, help="envs per process E (default: 2)")
-    p.add_argument("--stages", type=int, default=2, help="pipeline stages K of the pipeline rows (default: 2)")
-    p.add_argument("--chunk-size", type=int, default=32, help="N actions per chunk (default: 32)")
-    p.add_argument("--rounds", type=int, default=None, help="timed chunks per env per row (default: 6, quick: 1)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed rounds per row before timing (default: 1)")
-    p.add_argument("--model-ms", type=float, default=None,
+    p.add_argument("--processes", type=positive_int, default=None, help="env processes P (default: min(cores, 8))")
+    p.add_argument("--envs-per-process", type=positive_int, default=None, help="envs per process E (default: 2)")
+    p.add_argument("--stages", type=positive_int, default=2, help="pipeline stages K of the pipeline rows (default: 2)")
+    p.add_argument("--chunk-size", type=positive_int, default=32, help="N actions per chunk (default: 32)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="timed chunks per env per row (default: 6, quick: 1)")
+    p.add_argument("--warmup", type=nonnegative_int, default=1, help="untimed rounds per row before timing (default: 1)")
+    p.add_argument("--model-ms", type=positive_number, default=None,
                    help="target ms of one batched policy forward (default: the optimised env ms per chunk, "
                         "measured at start)")
     p.add_argument("--denoise-steps", type=int, default=None,
                    help="fix the policy's forward cost instead of calibrating it")
-    p.add_argument("--device", default="auto", help="policy device: cpu, cuda or auto (default: auto)")
-    p.add_argument("--scaling", type=_int_list, default=None, metavar="P1,P2,...",
+    p.add_argument("--device", type=device, default="auto", help="policy device: cpu, cuda or auto (default: auto)")
+    p.add_argument("--scaling", type=int_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")
     p.add_argument("--no-baseline", action="store_true", help="skip the AsyncVectorEnv peer baseline")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
     p.add_argument("--out-dir", default="benchmarks/results", help="where JSON and PNG go")
-    p.add_argument("--tag", default=None, help="machine tag in the file names (default: derived, e.g. cpu2)")
+    p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (default: derived, e.g. cpu2)")
     p.add_argument("--trace", action="store_true", help="also export a Chrome trace of the last row")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of worker 0 (worker w: seed + w)")
     add_backend_arguments(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the ablation; print table and goals; write JSON and PNG. 0 on success (goals are not asserted)."""
-    from .ablation import BenchConfig, run_bench
+    """Run the ablation; print table and goals; write JSON and PNG. 0 on success (goals are not asserted).
+    Bad input raises :class:`~..argtypes.UsageError` before anything runs (:func:`check_runs`)."""
+    from .ablation import run_bench
 
-    config = BenchConfig.from_args(args)
-    result = run_bench(config)
+    result = run_bench(check_runs(args))
     return 0 if result["rows"] else 1
+
+
+def check_runs(args: argparse.Namespace) -> Any:
+    """The ``BenchConfig`` of ``args``, after every check that can fail before a run: the backend is
+    installed, the device exists, ``--out-dir`` is writable, and every run's backend can be built (what
+    the engine would check in its workers: seed, modalities, stage count, backend config keys)."""
+    from ...backends import check_installed
+    from ...core.checks import check_writable_dir
+    from ...core.contract import check_backend_build
+    from ...rollout.plan import PartitionPlan
+    from ..argtypes import check_device, usage_errors
+    from .ablation import BenchConfig, plan_runs
+
+    with usage_errors():
+        check_installed(args.backend)
+        config = BenchConfig.from_args(args)
+        check_device(config.device)
+        check_writable_dir("--out-dir", config.out_dir)
+        factory, rows, sweep = plan_runs(config)
+        for row in [*rows, *(r for _, r in sweep)]:
+            plan = PartitionPlan.from_profile(row.profile)
+            check_backend_build(factory, plan.envs_per_process, config.seed, plan.worker_profile(row.profile))
+    return config

@@ -7,6 +7,7 @@ order), ``baseline`` (the AsyncVectorEnv peer), ``scaling`` (optional sweep over
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -132,9 +133,9 @@ def describe_machine(device: str) -> dict[str, Any]:
         "gpu": None,
     }
     for module in ("torch", "mujoco", "gymnasium", "numpy"):
-        try:
-            info[f"{module}_version"] = __import__(module).__version__
-        except Exception:  # a missing library is recorded as missing
+        try:  # from package metadata: importing mujoco here would fix its GL backend before MUJOCO_GL is set
+            info[f"{module}_version"] = importlib.metadata.version(module)
+        except importlib.metadata.PackageNotFoundError:  # a missing library is recorded as missing
             info[f"{module}_version"] = None
     try:
         import torch

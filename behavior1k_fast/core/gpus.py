@@ -1,0 +1,78 @@
+"""GPU binding: which GPU each env worker runs on, as the environment variables that put it there.
+
+The profile's ``gpu_ids`` lists GPUs as CUDA numbers them in the process that starts the workers, i.e. after
+that process's own ``CUDA_VISIBLE_DEVICES`` (under a scheduler that set ``CUDA_VISIBLE_DEVICES=4,5``,
+``gpu_ids=(0, 1)`` are the physical GPUs 4 and 5). Worker ``w`` runs on ``gpu_ids[w % len(gpu_ids)]``; a
+process that applies such a profile itself binds to ``gpu_ids[0]``.
+
+A bound process sees exactly one GPU: ``CUDA_VISIBLE_DEVICES`` is that GPU's physical index (it is CUDA
+device 0 there) and ``MUJOCO_EGL_DEVICE_ID`` names the same GPU for MuJoCo's EGL renderer. The engine
+starts each worker process with these variables, so they hold before the worker imports anything; the
+OmniGibson launch patch adds the Kit renderer settings (``behavior1k_fast.patching.omnigibson.gpu``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Mapping, Sequence
+
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+MUJOCO_EGL_DEVICE_ID = "MUJOCO_EGL_DEVICE_ID"
+
+
+def physical_gpu(gpu_id: int, environ: Mapping[str, str]) -> int:
+    """The physical (``nvidia-smi``) index of CUDA device ``gpu_id`` of a process with environment
+    ``environ``; ValueError when that process cannot see such a device."""
+    visible = environ.get(CUDA_VISIBLE_DEVICES)
+    if visible is None:
+        return gpu_id
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if not entries:
+        raise ValueError(f"gpu_ids asks for GPU {gpu_id}, but {CUDA_VISIBLE_DEVICES}={visible!r} hides every GPU")
+    if gpu_id >= len(entries):
+        raise ValueError(
+            f"gpu_ids asks for GPU {gpu_id}, but {CUDA_VISIBLE_DEVICES}={visible!r} shows {len(entries)} "
+            f"GPU(s): valid ids are 0..{len(entries) - 1}"
+        )
+    entry = entries[gpu_id]
+    if not entry.isdigit():
+        raise ValueError(
+            f"gpu_ids needs {CUDA_VISIBLE_DEVICES} to list GPU indices, got {entry!r} in {visible!r}"
+        )
+    return int(entry)
+
+
+def worker_gpus(gpu_ids: Sequence[int], num_workers: int, environ: Mapping[str, str]) -> list[int]:
+    """The physical GPU of each of ``num_workers`` workers (round robin over ``gpu_ids``)."""
+    return [physical_gpu(gpu_ids[w % len(gpu_ids)], environ) for w in range(num_workers)]
+
+
+def binding_env(physical: int) -> dict[str, str]:
+    """The environment variables of a process bound to the physical GPU ``physical``."""
+    return {CUDA_VISIBLE_DEVICES: str(physical), MUJOCO_EGL_DEVICE_ID: str(physical)}
+
+
+def nvidia_smi_gpus() -> tuple[list[str] | None, str]:
+    """``(rows "name, memory, driver", "")`` per GPU of this machine from ``nvidia-smi`` (all GPUs, whatever
+    ``CUDA_VISIBLE_DEVICES`` says), or ``(None, why)`` when the tool is absent or fails."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None, "nvidia-smi not found"
+    try:
+        out = subprocess.run(
+            [tool, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"nvidia-smi failed: {exc}"
+    return [line.strip() for line in out.splitlines() if line.strip()], ""
+
+
+def check_gpus_present(physical: Sequence[int], gpus: Sequence[str] | None) -> None:
+    """ValueError when a GPU of ``physical`` is not among ``gpus`` (``None``: unknown, nothing checked)."""
+    if gpus is None:
+        return
+    missing = sorted({p for p in physical if p >= len(gpus)})
+    if missing:
+        raise ValueError(f"gpu_ids place workers on GPU(s) {missing}, but this machine has {len(gpus)} GPU(s)")

@@ -1,0 +1,249 @@
+"""Supervision of env workers: a deadline per command, hang detection inside a chunk, bounded restarts.
+
+- **Deadlines** (:class:`Supervision`): the longest wait for a worker to build its backend
+  (``startup_timeout_s``, long: Isaac Sim takes minutes), for one reset reply (``reset_timeout_s``) and for
+  one chunk reply (``chunk_timeout_s``, the engine's ``timeout_s``). ``None`` is no limit.
+- **Hang detection inside a chunk**: a process worker publishes its progress in a small shared-memory
+  segment (:class:`ChunkProgress`, one per worker, created and unlinked by the driver like the other
+  ``b1kf_*`` segments): a counter it advances after every step of a chunk, and the steps finished of the
+  chunk it runs. While the driver waits for a chunk reply, :class:`StallWatch` raises
+  :class:`~.errors.WorkerHungError` once that counter stood still for the stall limit, long before the
+  chunk deadline. The limit is ``stall_timeout_s``; ``"auto"`` derives it from the step times measured so
+  far (:data:`STALL_FACTOR` x the median wall time of one step, at least :data:`STALL_FLOOR_S`). A stall
+  is measured from the moment the driver starts waiting, so time the driver spent elsewhere never counts
+  against a worker. Ray actors and the inline executor have deadlines only (a Ray actor serves one call at
+  a time, so it cannot be asked for its progress while it runs a chunk; inline work runs in the caller).
+- **Bounded restarts** (:class:`RestartPolicy`, the engine's ``restart_workers``): a dead or hung worker
+  is respawned at most ``max_restarts`` times within ``window_s`` seconds, the n-th restart of a window
+  after ``backoff_s * 2**(n-2)`` seconds (the first at once). Every restart is logged as a warning and
+  recorded (:class:`RestartRecord`); once the budget is spent, :class:`~.errors.WorkerDiedError` carries
+  the history.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.checks import check_int, check_number, check_seconds
+from .errors import WorkerDiedError, WorkerHungError, worker_label
+from .protocol import Chunk, Command, Request
+from .shm import SharedBuffers
+
+logger = logging.getLogger("behavior1k_fast.rollout")
+
+#: ``stall_timeout_s="auto"``: this many times the median wall time of one step ...
+STALL_FACTOR = 20.0
+#: ... and never less than this many seconds (covers a first step, a boundary render and reset).
+STALL_FLOOR_S = 30.0
+#: Step times kept for the median of ``stall_timeout_s="auto"``.
+STEP_SAMPLES = 64
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How often a dead or hung worker is respawned: at most ``max_restarts`` times within ``window_s``
+    seconds (per worker), the n-th restart of a window after ``backoff_s * 2**(n-2)`` seconds (the first
+    at once)."""
+
+    max_restarts: int = 3
+    window_s: float = 600.0
+    backoff_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "max_restarts", check_int("max_restarts", self.max_restarts, 0))
+        object.__setattr__(self, "window_s", check_number("window_s", self.window_s, 0.0, low_open=True,
+                                                          unit="of seconds"))
+        object.__setattr__(self, "backoff_s", check_number("backoff_s", self.backoff_s, 0.0, unit="of seconds"))
+
+    @classmethod
+    def coerce(cls, value: Any) -> "RestartPolicy | None":
+        """``restart_workers``: ``False`` (never restart), ``True`` (the default policy), a policy or a
+        mapping of its fields."""
+        if value is True or value is False or type(value).__name__ == "bool_":
+            return cls() if value else None
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            return cls(**value)
+        raise TypeError(f"restart_workers must be a bool, a RestartPolicy or a mapping of its fields, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """Deadlines (seconds, ``None``: no limit), the stall limit inside a chunk and the restart policy
+    (``None``: a dead or hung worker is an error). See the module docs."""
+
+    startup_timeout_s: float | None = 1200.0
+    reset_timeout_s: float | None = 300.0
+    chunk_timeout_s: float | None = 300.0
+    #: Seconds without a finished step inside a chunk; ``"auto"`` (from measured step times) or ``None``.
+    stall_timeout_s: float | str | None = "auto"
+    restart: RestartPolicy | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("startup_timeout_s", "reset_timeout_s", "chunk_timeout_s"):
+            object.__setattr__(self, name, check_seconds(name, getattr(self, name)))
+        if self.stall_timeout_s != "auto":
+            object.__setattr__(self, "stall_timeout_s", check_seconds("stall_timeout_s", self.stall_timeout_s))
+        if self.restart is not None and not isinstance(self.restart, RestartPolicy):
+            raise TypeError(f"restart must be a RestartPolicy or None, got {self.restart!r}")
+
+    def deadline(self, command: Command) -> tuple[float | None, str]:
+        """Seconds the driver waits for the reply to ``command``, and the name of that setting."""
+        if command in (Command.INIT, Command.ATTACH):
+            return self.startup_timeout_s, "startup_timeout_s"
+        if command == Command.RESET:
+            return self.reset_timeout_s, "reset_timeout_s"
+        return self.chunk_timeout_s, "timeout_s"
+
+
+class StepTimes:
+    """The wall seconds per step of the chunks collected so far (the last :data:`STEP_SAMPLES`)."""
+
+    def __init__(self) -> None:
+        self._samples: deque[float] = deque(maxlen=STEP_SAMPLES)
+
+    def add(self, result: Any) -> None:
+        """Record one collected :class:`~.chunk.ChunkResult` (a restart's placeholder has no steps)."""
+        steps = 0 if result.global_steps is None else int(result.global_steps[0])
+        if steps > 0:
+            self._samples.append(float(result.env_seconds[0]) / steps)
+
+    def stall_limit(self, stall_timeout_s: float | str | None) -> float | None:
+        """The stall limit in seconds for the setting ``stall_timeout_s`` (module docs)."""
+        if stall_timeout_s != "auto":
+            return stall_timeout_s
+        median = float(np.median(self._samples)) if self._samples else 0.0
+        return max(STALL_FLOOR_S, STALL_FACTOR * median)
+
+
+# --- progress of one process worker ---------------------------------------------------------------
+#: Slots of a worker's progress segment: steps finished since the worker started (the counter the
+#: driver watches), steps finished of the running chunk, steps of that chunk.
+BEATS, DONE, TOTAL = range(3)
+
+
+class ChunkProgress:
+    """One worker's progress counters in shared memory (module docs): the driver creates the segment and
+    unlinks it; the worker attaches it and writes it, the driver reads it."""
+
+    KEY = "progress"
+
+    def __init__(self, buffers: SharedBuffers):
+        self.buffers = buffers
+        #: int64 [3]: :data:`BEATS`, :data:`DONE`, :data:`TOTAL`.
+        self.counters = buffers.arrays[self.KEY][0]
+
+    @classmethod
+    def create(cls) -> "ChunkProgress":
+        from gymnasium import spaces
+
+        space = spaces.Dict({cls.KEY: spaces.Box(0, np.iinfo(np.int64).max, (3,), np.int64)})
+        progress = cls(SharedBuffers.create(space, 1))
+        progress.counters[:] = 0
+        return progress
+
+    @classmethod
+    def attach(cls, spec: Any) -> "ChunkProgress":
+        return cls(SharedBuffers.attach(spec))
+
+    def begin(self, steps: int) -> None:
+        """Worker: a chunk of ``steps`` steps starts."""
+        self.counters[TOTAL] = steps
+        self.counters[DONE] = 0
+
+    def step(self, done: int) -> None:
+        """Worker: ``done`` steps of the running chunk are finished."""
+        self.counters[DONE] = done
+        self.counters[BEATS] += 1
+
+
+class StallWatch:
+    """Called while the driver waits for a chunk reply; raises :class:`~.errors.WorkerHungError` once the
+    worker's step counter stood still for ``limit_s`` seconds (since this watch was made, at the latest)."""
+
+    def __init__(self, progress: ChunkProgress, limit_s: float, worker: int, env_ids: Sequence[int], command: str):
+        self._counters = progress.counters
+        self._beats = int(self._counters[BEATS])
+        self._since = time.monotonic()
+        self.limit_s = limit_s
+        self.worker, self.env_ids, self.command = worker, env_ids, command
+
+    def __call__(self) -> None:
+        beats, now = int(self._counters[BEATS]), time.monotonic()
+        if beats != self._beats:
+            self._beats, self._since = beats, now
+        elif now - self._since >= self.limit_s:
+            done, total = int(self._counters[DONE]), int(self._counters[TOTAL])
+            last = f"last step finished: {done} of {total} of its chunk" if done else "no step of its chunk finished"
+            raise WorkerHungError(
+                self.worker, self.env_ids, self.command,
+                f"no step finished for {now - self._since:.1f} s (stall_timeout_s={self.limit_s:g}); {last}",
+            )
+
+
+# --- restarts ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RestartRecord:
+    """One respawn of a worker: when (seconds since the executor started), why, and what it cost."""
+
+    worker: int
+    at_s: float
+    command: str
+    cause: str
+    #: Global env id -> own actions of that env lost with the chunks pending on the dead worker.
+    lost_actions: Mapping[int, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lost = sum(self.lost_actions.values())
+        return f"at {self.at_s:.1f} s in {self.command!r}: {self.cause} ({lost} own actions lost)"
+
+
+class RestartBudget:
+    """The restarts of every worker against a :class:`RestartPolicy` (module docs)."""
+
+    def __init__(self, policy: RestartPolicy):
+        self.policy = policy
+        self.records: list[RestartRecord] = []
+        self._start = time.monotonic()
+
+    def charge(self, worker: int, env_ids: Sequence[int], pending: Sequence[Request],
+               cause: WorkerDiedError | WorkerHungError) -> float:
+        """Record a restart of ``worker`` (whose ``pending`` requests are lost) and return the back-off in
+        seconds before it; :class:`~.errors.WorkerDiedError` with the history when the budget is spent."""
+        now = time.monotonic() - self._start
+        mine = [r for r in self.records if r.worker == worker]
+        recent = [r for r in mine if now - r.at_s < self.policy.window_s]
+        if len(recent) >= self.policy.max_restarts:
+            raise WorkerDiedError(
+                worker, env_ids, cause.command,
+                f"{_cause_text(cause)}; restart budget spent ({len(recent)} restarts within "
+                f"{self.policy.window_s:g} s, max_restarts={self.policy.max_restarts})",
+                history=[str(r) for r in mine],
+            ) from cause
+        lost: dict[int, int] = {}
+        for request in pending:
+            if isinstance(request, Chunk):
+                for row in request.rows:
+                    env = int(env_ids[row])
+                    lost[env] = lost.get(env, 0) + request.steps
+        record = RestartRecord(worker, now, cause.command, _cause_text(cause), lost)
+        self.records.append(record)
+        backoff = 0.0 if not recent else min(self.policy.backoff_s * 2.0 ** min(len(recent) - 1, 30),
+                                             self.policy.window_s)
+        logger.warning(
+            "%s (envs %s) restarted, %d of %d within %g s%s: %s", worker_label(worker), list(env_ids),
+            len(recent) + 1, self.policy.max_restarts, self.policy.window_s,
+            f" after {backoff:g} s back-off" if backoff else "", record,
+        )
+        return backoff
+
+
+def _cause_text(cause: BaseException) -> str:
+    return getattr(cause, "detail", None) or str(cause)

@@ -1,0 +1,132 @@
+"""Command-line input checks: every user error is one line on stderr and exit code 2, before any heavy work.
+
+- Option values: argparse ``type=`` functions built from :mod:`behavior1k_fast.core.checks`
+  (:func:`positive_int`, :func:`nonnegative_int`, :func:`positive_number`, :func:`nonnegative_number`,
+  :func:`int_list`, :func:`device`, :func:`file_name`), so a bad value fails while parsing, named by its
+  option. :class:`Parser` prints argparse's errors as one line (no usage block).
+- Everything that needs more than one value or a look at the machine (does the backend import here, is
+  CUDA there, is ``--out-dir`` writable, can the backend be built with these settings) is checked by each
+  command right after parsing, inside :func:`usage_errors`, which turns the ``ValueError``, ``TypeError``
+  and ``OSError`` raised there into :class:`UsageError`; ``behavior1k-fast`` prints those as one line and
+  exits 2. Errors after that phase are failures of the run, not of its input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Iterator, NoReturn
+
+from ..core.checks import check_int, check_number
+
+
+class UsageError(ValueError):
+    """A bad command-line input found after parsing (one line, exit code 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line, ``prog: error: message``, and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """Inside: a ``ValueError``, ``TypeError`` or ``OSError`` is the user's input error (module docs)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        raise UsageError(one_line(exc)) from exc
+
+
+def _checked(convert: Callable[[str], Any], what: str, check: Callable[[str, Any], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text (else "expected <what>"), then ``check("value", ...)``, whose
+    message loses its leading ``value`` (argparse names the option)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        try:
+            return check("value", value)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ")) from None
+
+    parse.__name__ = what
+    return parse
+
+
+positive_int = _checked(int, "an int", lambda name, v: check_int(name, v, 1))
+nonnegative_int = _checked(int, "an int", lambda name, v: check_int(name, v, 0))
+positive_number = _checked(float, "a number", lambda name, v: check_number(name, v, 0.0, low_open=True))
+nonnegative_number = _checked(float, "a number", lambda name, v: check_number(name, v, 0.0))
+
+
+def int_list(text: str) -> list[int]:
+    """Comma-separated ints >= 1, e.g. ``1,2,4``."""
+    try:
+        values = [positive_int(part.strip()) for part in text.split(",") if part.strip()]
+    except argparse.ArgumentTypeError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints >= 1, got {text!r}")
+    return values
+
+
+def device(text: str) -> str:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:<index>``."""
+    head, _, index = text.partition(":")
+    if text in ("auto", "cpu", "cuda") or (head == "cuda" and index.isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:<index>, got {text!r}")
+
+
+def file_name(text: str) -> str:
+    """A name that can be part of a file name (no path separator)."""
+    if not text or text in (".", "..") or os.sep in text or (os.altsep and os.altsep in text):
+        raise argparse.ArgumentTypeError(f"expected a name without {os.sep!r}, got {text!r}")
+    return text
+
+
+# --- checks after parsing (raise ValueError / OSError; run them inside usage_errors) -------------
+def check_writable_file(option: str, path: str) -> None:
+    """``path`` can be written: not a directory, in a directory this process can write into."""
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path!r} is a directory, expected a file path")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {path!r}: cannot write into {parent!r}: {exc.strerror or exc}") from None
+
+
+def check_device(name: str) -> None:
+    """A ``cuda`` device exists here (imports torch; ``cpu`` and ``auto`` need nothing)."""
+    if not name.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available here (torch {torch.__version__})")
+    index = int(name.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: this machine shows {torch.cuda.device_count()} CUDA device(s)")
+
+
+def fail(command: str, error: Any) -> int:
+    """Print ``error`` (an exception or a message) as the one-line error of ``command``; the exit code of a
+    usage error."""
+    print(f"behavior1k-fast {command}: error: {one_line(error)}", file=sys.stderr)
+    return 2

@@ -1,0 +1,202 @@
+"""The fault matrix: every way a worker, a policy or the driver itself can fail, each followed by the same
+check: the failure is reported as it should be, and no process and no shared-memory segment is left."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import psutil
+import pytest
+
+from behavior1k_fast import RolloutProfile
+from behavior1k_fast.rollout import (
+    ClosedError,
+    PolicyProcess,
+    RolloutEngine,
+    WorkerDiedError,
+    WorkerError,
+    WorkerHungError,
+)
+
+from .faulty import HOW, WHERE, FaultyFactory
+from .helpers import CHUNK, assert_gone, make_policy, our_segments, policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILE = RolloutProfile(num_env_processes=2, total_num_envs=4, chunk_size=CHUNK, pipeline_stages=2)
+#: Deadlines short enough for CI; the healthy worker 0 needs none of them.
+FAST = dict(startup_timeout_s=10.0, reset_timeout_s=2.0, timeout_s=None, stall_timeout_s=1.0)
+#: What the driver raises for each way a worker fails.
+EXPECTED = {"hang": WorkerHungError, "segv": WorkerDiedError, "exit": WorkerDiedError, "raise": WorkerError}
+
+
+def children():
+    """Child processes of this test process, without multiprocessing's resource tracker (started by the
+    first spawn of the session and alive until it ends)."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker._pid
+    return {c.pid for c in psutil.Process().children(recursive=True)} - {tracker}
+
+
+@pytest.fixture
+def nothing_left():
+    """After the case: no process it started is alive and no segment of this process exists."""
+    before = children()
+    yield
+    assert_gone(children() - before)
+    assert our_segments() == []
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("where", WHERE)
+def test_worker_fault(where, how, nothing_left):
+    with pytest.raises(EXPECTED[how]) as info:
+        engine = RolloutEngine(FaultyFactory(where=where, how=how, after_steps=1), PROFILE, **FAST)
+        engine.rollout(policy, 2)
+    err = info.value
+    # a worker error names the envs of its request (stage 0 holds env 2 of worker 1); a death or hang all of them
+    assert err.command == where and err.env_ids == ([2] if (where, how) == ("chunk", "raise") else [2, 3]), str(err)
+    if where != "init":
+        with pytest.raises(ClosedError):
+            engine.reset()
+
+
+def test_sigkilled_worker_mid_rollout(nothing_left):
+    engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST)
+
+    def kill_worker_0(stage, result):
+        os.kill(engine.worker_pids[0], signal.SIGKILL)
+
+    with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs \[0, 1\]\) died .*SIGKILL"):
+        engine.rollout(policy, 3, on_chunk=kill_worker_0)
+
+
+@pytest.mark.parametrize(
+    "bad_policy, error, text",
+    [
+        (lambda obs: 1 / 0, ZeroDivisionError, "division by zero"),
+        (lambda obs: np.zeros((3, CHUNK, 2), np.float32), ValueError, "policy output for stage 0 must have shape"),
+        (lambda obs: np.full((2, CHUNK, 2), np.nan, np.float32), ValueError, "NaN or inf (first at [env, step, dim]"),
+    ],
+)
+def test_policy_error_in_the_driver(bad_policy, error, text, nothing_left):
+    with RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST) as engine:
+        with pytest.raises(error) as info:
+            engine.rollout(bad_policy, 1)
+        assert text in str(info.value)
+
+
+def broken_policy():
+    """Picklable factory of a policy that fails inside the policy process."""
+    return lambda obs: obs["no such key"]
+
+
+def test_policy_process_errors(nothing_left):
+    with PolicyProcess(broken_policy, timeout_s=30) as remote, RolloutEngine(FaultyFactory(seeds=()), PROFILE,
+                                                                             **FAST) as engine:
+        with pytest.raises(WorkerError, match="policy process failed in 'forward'.*KeyError"):
+            engine.rollout(remote, 1)
+    with PolicyProcess(make_policy, timeout_s=30) as remote, RolloutEngine(FaultyFactory(seeds=()), PROFILE,
+                                                                           **FAST) as engine:
+        engine.reset()
+        os.kill(remote.pid, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError, match="policy process .*SIGKILL"):
+            engine.rollout(remote, 1, reset=False)
+
+
+# --- the driver itself: interrupted, terminated, killed ----------------------------------------------
+DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    from behavior1k_fast.rollout import RolloutEngine, serve
+    from tests.rollout.faulty import FaultyFactory
+    from tests.rollout.helpers import policy
+
+    def announce(*words):
+        print(*words, flush=True)
+
+    if __name__ == "__main__":
+        mode = sys.argv[1]
+        hang = mode == "double-ctrl-c"
+        engine = RolloutEngine(FaultyFactory(seeds=(1,) if hang else ()), {{"num_env_subprocess": 2,
+                               "total_num_envs": 4, "pipeline_stage_num": 2, "num_action_chunks": 4}},
+                               timeout_s=None, stall_timeout_s=None)
+        engine.reset()
+        announce(os.getpid(), *engine.worker_pids)
+        if hang:
+            real_wait = serve.wait
+            def wait(objects, timeout=None):  # tells the test that close() waits for the busy worker now
+                if not getattr(wait, "told", False):
+                    wait.told = True
+                    announce("closing")
+                return real_wait(objects, timeout)
+            engine.submit(0, np.zeros((2, 4, 2), np.float32))  # worker 1 hangs in this chunk: busy
+            try:
+                announce("busy")
+                engine.collect(0)
+            except KeyboardInterrupt:
+                serve.wait = wait
+                engine.close()  # the second Ctrl-C arrives while this waits
+        else:
+            announce("busy")
+            engine.rollout(policy, 10**6)
+    """
+)
+
+
+def run_driver(tmp_path, mode, *signals_after):
+    """Start the driver script in its own session, send ``signals_after`` as ``(line, signal, group)``: when
+    the driver printed ``line``, ``signal`` goes to the driver (``group``: to its whole process group, as a
+    terminal's Ctrl-C does). Returns (driver pid, worker pids, return code, stderr)."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(root=ROOT))
+    proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        owner, *pids = [int(p) for p in proc.stdout.readline().split()]
+        for line, sig, group in signals_after:
+            while proc.stdout.readline().strip() != line:
+                pass
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                os.kill(proc.pid, sig)
+        _, stderr = proc.communicate(timeout=60)  # EOF once every process holding stderr is gone
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(pids) == 2, stderr
+    return owner, pids, proc.returncode, stderr
+
+
+def assert_driver_left_nothing(owner, pids):
+    assert_gone(pids)
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
+
+
+def test_double_ctrl_c_while_close_waits_for_a_busy_worker(tmp_path):
+    owner, pids, code, stderr = run_driver(
+        tmp_path, "double-ctrl-c", ("busy", signal.SIGINT, True), ("closing", signal.SIGINT, True)
+    )
+    assert code != 0 and "KeyboardInterrupt" in stderr
+    assert_driver_left_nothing(owner, pids)
+    assert "leaked" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_sigterm_closes_the_engine_and_dies_of_sigterm(tmp_path):
+    owner, pids, code, stderr = run_driver(tmp_path, "sigterm", ("busy", signal.SIGTERM, False))
+    assert code == -signal.SIGTERM, stderr
+    assert_driver_left_nothing(owner, pids)
+    assert "leaked" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_workers_of_a_killed_driver_exit_quietly(tmp_path):
+    owner, pids, code, stderr = run_driver(tmp_path, "sigkill", ("busy", signal.SIGKILL, False))
+    assert code == -signal.SIGKILL
+    assert_driver_left_nothing(owner, pids)  # owner watchdog; the resource tracker unlinks the segments
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
