@@ -7,10 +7,11 @@ labels); this module moves the requests and replies. A worker whose node dies is
 through its health checks: ``health_check_period_ms`` x ``health_check_failure_threshold`` of the head's
 system config), or respawned where the placement allows with ``restart_workers``.
 
-Before any actor is created, the actors' resource demand (``num_cpus``, ``num_gpus``, ``memory``,
-``resources`` of the actor options, times the number of workers) is checked against the cluster's total
-resources: a demand the cluster cannot meet fails at once with the reason, instead of an actor that waits
-for resources until the start-up deadline. Deadlines per command apply (:mod:`.supervision`); there is no
+Before any actor is created, a demand the cluster cannot meet fails at once with the reason, instead of an
+actor that waits for resources until the start-up deadline: a placement checks each node's capacity for its
+bundle; without one (``ray_actor_options`` with a ``scheduling_strategy`` of its own) the actors' demand
+(``num_cpus``, ``num_gpus``, ``memory``, ``resources``, times the number of workers) is checked against the
+cluster's total resources. Deadlines per command apply (:mod:`.supervision`); there is no
 progress watch inside a chunk (an actor serves one call at a time).
 """
 
@@ -94,7 +95,8 @@ class RayExecutor(Executor):
         self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
         self._setting = placement
         self._placement: RayPlacement | None = None
-        check_actor_resources(self._actor_options, len(self.specs), ray.cluster_resources())
+        if placement is None:  # a placement checks each node's capacity itself, which is stricter
+            check_actor_resources(self._actor_options, len(self.specs), ray.cluster_resources())
         self._actors: list[Any] = [None] * len(self.specs)
         self._refs: list[deque] = [deque() for _ in self.specs]
         self._nodes: list[str | None] = [None] * len(self.specs)

@@ -71,9 +71,16 @@ def test_dead_ray_actor_is_reported_or_restarted(ray_runtime):
 
 
 def test_actor_options_the_cluster_cannot_meet_fail_at_once_with_the_reason(ray_runtime):
+    # the default placement ("spread") checks every node's capacity for one worker's bundle
+    with pytest.raises(ValueError, match=r"placement='spread' needs 2 workers of \{'CPU': 1.0, 'GPU': 1.0\}; "
+                                         r"the live nodes hold 0"):
+        RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60, ray_actor_options={"num_gpus": 1})
+    # a scheduling strategy of the caller's own: the actors' total demand against the cluster's total
+    own = {"scheduling_strategy": "DEFAULT"}
     with pytest.raises(ValueError, match=r"cannot place 2 actors with ray_actor_options=.*'num_gpus': 1.*they need "
                                          r"GPU 2 \(cluster total 0\)"):
-        RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60, ray_actor_options={"num_gpus": 1})
+        RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60,
+                      ray_actor_options={"num_gpus": 1, **own})
     with pytest.raises(ValueError, match=r"they need CPU 6 \(cluster total 2\), accel 2 \(cluster total 0\)"):
         RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60,
-                      ray_actor_options={"num_cpus": 3, "resources": {"accel": 1}})
+                      ray_actor_options={"num_cpus": 3, "resources": {"accel": 1}, **own})
