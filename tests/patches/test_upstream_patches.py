@@ -47,6 +47,7 @@ NOT_UPSTREAMED = {
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on main",
     },
     "v3.7.2": {
+        "multi_scene_step": "v3.7's Environment holds one scene: per-env stepping is VectorEnvironment.step's (0004)",
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
         "numba_cache_ik_controller": "the only v3.7 ik_controller.py text found (RLinf 27fbfc08) already has cache=True",
     },
