@@ -256,6 +256,15 @@ class MultiSceneHarness:
     def steps(self) -> list[int]:
         return self.env.episode_steps.tolist()
 
+    def outcome(self, call: Callable[["MultiSceneHarness"], Any]) -> tuple:
+        """``call(self)`` from simulated time 0: its result (structure, shapes, dtypes and values), the events
+        it records, and the step counters after it."""
+        self.log.clear()
+        self.sim.current_time = 0.0
+        result = call(self)
+        events = [(event, detail.tolist() if hasattr(detail, "tolist") else detail) for event, detail in self.log]
+        return _described(result), events, self.steps()
+
 
 def instrument_multi_scene(harness: MultiSceneHarness) -> None:
     """Record sim steps (with the render flag), renders, every robot's actions (by env), the batched task's
@@ -277,6 +286,17 @@ def instrument_multi_scene(harness: MultiSceneHarness) -> None:
         builder.step = record(log, "builder.step", builder.step, lambda *a, i=i: i)
     if env._tiled_sensor is not None:
         env._tiled_sensor.get_obs = record(log, "tiled.read", env._tiled_sensor.get_obs)
+
+
+def _described(value: Any) -> Any:
+    """``value`` as comparable plain data: containers by type and items, tensors by shape, dtype and values."""
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, [_described(v) for v in value]
+    if isinstance(value, dict):
+        return "dict", {k: _described(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):
+        return type(value).__name__, tuple(value.shape), str(value.dtype), value.tolist()
+    return type(value).__name__, value if value is None or isinstance(value, (bool, int, float, str)) else None
 
 
 def torch_equal(a: Any, b: Any) -> bool:
@@ -661,6 +681,7 @@ def multi_scene_environment_class(og):
             self._loaded = False
             self._current_episodes = torch.zeros(self.num_envs, dtype=torch.int32)
             self._current_steps = torch.zeros(self.num_envs, dtype=torch.int32)
+            self._held_actions = None  # set by __init__ where patches/main's env_indices patch is applied
             self._scenes = [Scene(SceneRobot(i)) for i in range(self.num_envs)]
             self._task = BatchedTask(dict(type(self).terminate_at))
             self._scene_graph_builders = [GraphBuilder() for _ in self._scenes] if type(self).builders else []
@@ -712,24 +733,29 @@ def seam(seam_og, line):
 
 @pytest.fixture
 def multi_seam(seam_og, line):
-    """Factory: ``multi_seam(num_envs, terminate_at={env: step}, tiled=False, builders=False,
+    """Factory: ``multi_seam(num_envs=3, terminate_at={env: step}, tiled=False, builders=False,
     automatic_reset=False)`` -> a :class:`MultiSceneHarness` over main's real, patched multi-scene
-    ``Environment`` built against the recording ``og.sim`` (``og.Environment(configs)``, as the backend factory
-    builds it). Apply patches before calling it. main only."""
+    ``Environment`` (``og.Environment`` here) built against the recording ``og.sim``
+    (:func:`build_multi_seam`). Apply patches before calling it. main only."""
     sim, env_cls = seam_og
 
-    def build(num_envs: int = 3, terminate_at: dict | None = None, tiled: bool = False, builders: bool = False,
-              automatic_reset: bool = False) -> MultiSceneHarness:
-        import omnigibson as og
-
+    def build(*args, **kwargs) -> MultiSceneHarness:
         assert not hasattr(env_cls, "created"), f"{line.name} has the single-scene layout: use seam"
-        env_cls.terminate_at, env_cls.tiled, env_cls.builders = dict(terminate_at or {}), tiled, builders
-        env = og.Environment(configs={"env": {"num_envs": num_envs, "automatic_reset": automatic_reset}})
-        harness = MultiSceneHarness(env, sim, action=_seam_action)
-        instrument_multi_scene(harness)
-        return harness
+        return build_multi_seam(env_cls, sim, *args, **kwargs)
 
     return build
+
+
+def build_multi_seam(env_cls: type, sim: Any, num_envs: int = 3, terminate_at: dict | None = None, tiled: bool = False,
+                     builders: bool = False, automatic_reset: bool = False) -> MultiSceneHarness:
+    """A :class:`MultiSceneHarness` over ``env_cls`` (from :func:`multi_scene_environment_class`) stepping
+    ``sim``: ``num_envs`` scenes, env i's episode ending at its ``terminate_at[i]``-th step, tiled rendering,
+    scene-graph builders and automatic reset as asked."""
+    env_cls.terminate_at, env_cls.tiled, env_cls.builders = dict(terminate_at or {}), tiled, builders
+    env = env_cls(configs={"env": {"num_envs": num_envs, "automatic_reset": automatic_reset}})
+    harness = MultiSceneHarness(env, sim, action=_seam_action)
+    instrument_multi_scene(harness)
+    return harness
 
 
 @pytest.fixture

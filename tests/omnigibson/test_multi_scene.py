@@ -170,25 +170,6 @@ def test_dict_actions_need_all_envs(patched, multi_seam):
     assert h.events("apply") == [0, 1]
 
 
-def _outcome(h, call):
-    """What a call returns (its structure: types, shapes, values) and the events it records, from time 0."""
-    h.log.clear()
-    h.sim.current_time = 0.0
-    result = call(h)
-
-    def shape(value):
-        if isinstance(value, (list, tuple)):
-            return type(value).__name__, [shape(v) for v in value]
-        if isinstance(value, dict):
-            return "dict", {k: shape(v) for k, v in value.items()}
-        if isinstance(value, torch.Tensor):
-            return "Tensor", tuple(value.shape), str(value.dtype), value.tolist()
-        return type(value).__name__
-
-    events = [(event, detail.tolist() if isinstance(detail, torch.Tensor) else detail) for event, detail in h.log]
-    return shape(result), events
-
-
 UPSTREAM_CALLS = {
     "step": lambda h: h.env.step(h.rows(range(3))),
     "step with renders": lambda h: h.env.step(h.rows(range(3)), 2),
@@ -203,9 +184,9 @@ def test_calls_without_new_parameters_behave_as_upstream(call, tiled, line, patc
     if line.name != "main":
         assert not on_main(patched)
         return
-    upstream = [_outcome(multi_seam(3, tiled=tiled), UPSTREAM_CALLS[call]) for _ in range(2)]
+    upstream = [multi_seam(3, tiled=tiled).outcome(UPSTREAM_CALLS[call]) for _ in range(2)]
     assert on_main(patched)
-    assert [_outcome(multi_seam(3, tiled=tiled), UPSTREAM_CALLS[call]) for _ in range(2)] == upstream
+    assert [multi_seam(3, tiled=tiled).outcome(UPSTREAM_CALLS[call]) for _ in range(2)] == upstream
 
 
 def test_render_flag_is_restored_when_the_step_raises(patched, multi_seam):
@@ -245,3 +226,16 @@ def test_revert_brings_back_mains_behaviour(patched, registry, multi_seam, multi
     h.env.step(h.rows([1]), env_indices=[1], get_obs=False)
     registry.revert()
     multi_checks.reverted_to_upstream(h)
+
+
+def test_render_false_leaves_an_automatic_reset_rendering(patched, multi_seam):
+    """``render=False`` is about the step's own ``og.sim.step()``: the automatic reset of an env that ends renders
+    the new episode as main's ``reset`` does (as ``patches/main``)."""
+    if not on_main(patched):
+        return
+    h = multi_seam(3, terminate_at={1: 1}, automatic_reset=True)
+    h.log.clear()
+    h.env.step(h.rows([1]), env_indices=[1], render=False, get_obs=False)
+    assert h.events("task.reset") == [[1]]
+    assert h.events("sim.step") == [False, True] and len(h.events("sim.render")) == 3
+    assert h.sim._render_on_step is True and h.sim.__dict__["step"].__name__ == "recorded"  # own step restored

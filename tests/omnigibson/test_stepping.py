@@ -415,3 +415,18 @@ def test_step_chunk_stock_path_reads_every_step_with_same_rewards(patched, seam)
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     assert h.events("sensor.read") == [0, 1, 0, 1, 1]
     assert all(render for render, _ in h.events("sim.step"))
+
+
+def test_render_false_leaves_an_automatic_reset_rendering(patched, seam):
+    """``render=False`` is about the step's own ``og.sim.step()``: an automatic reset inside the step renders the
+    new episode as upstream does (as the v3.7.2 series' step)."""
+    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
+        return
+    h = seam(2, terminate_at={0: 1})
+    env = h.venv.envs[0]
+    env._automatic_reset = True
+    h.log.clear()
+    env.step(h.action(0), render=False, get_obs=False)
+    assert h.events("task.reset") == [0]
+    assert [render for render, _ in h.events("sim.step")] == [False, True]
+    assert h.sim._render_on_step is True and h.sim.__dict__["step"].__name__ == "recorded"  # own step restored

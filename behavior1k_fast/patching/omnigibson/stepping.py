@@ -22,10 +22,11 @@ Semantics:
   termination), info, the terminated/truncated split and the step counters still run every step; ``obs``
   is ``None`` per env and ``info["obs_info"]`` is empty. An automatic reset inside the step still returns
   the new episode's first observation, as upstream.
-- ``render=False``: ``og.sim.step()`` runs inside ``og.sim.render_on_step(False)``: physics-only substeps,
-  the same simulated time (``sim_step_dt``) as a rendered step. It excludes ``n_render_iterations > 1``.
-  The render flag is restored even when the step raises (upstream's ``render_on_step`` restores it only
-  on a normal exit).
+- ``render=False``: the step's own ``og.sim.step()`` runs inside ``og.sim.render_on_step(False)``:
+  physics-only substeps, the same simulated time (``sim_step_dt``) as a rendered step; an automatic reset
+  inside the step runs as upstream (it renders the new episode before reading it). It excludes
+  ``n_render_iterations > 1``. The render flag is restored even when the step raises (upstream's
+  ``render_on_step`` restores it only on a normal exit).
 - ``env_indices`` (the contract of :mod:`behavior1k_fast.core.contract`): only those envs take an action
   (rows of the action, in ``env_indices`` order) and get post-step work; every other env holds its last
   action while the shared physics advances all of them; the returned values are the selected envs' rows.
@@ -168,6 +169,29 @@ def _render_scope(render: bool) -> Iterator[None]:
         sim._render_on_step = previous
 
 
+@contextlib.contextmanager
+def _own_sim_step_unrendered(render: bool) -> Iterator[None]:
+    """For the block, the first ``og.sim.step()`` (the env step's own) runs in :func:`_render_scope` of
+    ``render``; later ones (an automatic reset's, which renders and reads the new episode) run as upstream."""
+    if render:
+        yield
+        return
+    sim = _og().sim
+    step = sim.step
+    calls = 0
+
+    def own_step_unrendered() -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            return step()
+        with _render_scope(False):
+            return step()
+
+    with instance_override(sim, "step", own_step_unrendered):
+        yield
+
+
 def _check_flags(arguments: dict) -> None:
     """TypeError naming ``get_obs`` / ``render`` when one is not a bool."""
     for name in ("get_obs", "render"):
@@ -203,7 +227,7 @@ def _env_step(unobserved: Callable[[Any], ContextManager], wrapped, env, args, k
     if a["render"] is False and n != 1:
         raise ValueError(f"n_render_iterations={n} renders, which contradicts render=False")
     skip = contextlib.nullcontext() if a["get_obs"] else unobserved(env)
-    with _render_scope(a["render"]), skip:
+    with _own_sim_step_unrendered(a["render"]), skip:
         return wrapped(a["action"], n)
 
 
