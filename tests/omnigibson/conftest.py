@@ -139,16 +139,23 @@ def instrument(harness: "Harness") -> None:
                 sensor.get_obs = record(log, "sensor.read", sensor.get_obs, lambda *a, i=i: i)
 
 
+class EventLog:
+    """A harness's recorded ``(event, detail)`` pairs (``log``)."""
+
+    log: list
+
+    def events(self, name: str) -> list:
+        """The details of every ``name`` event, in order."""
+        return [detail for event, detail in self.log if event == name]
+
+
 @dataclass
-class Harness:
+class Harness(EventLog):
     venv: Any
     sim: Any
     #: A valid action row for env i.
     action: Callable[[int], Any]
     log: list = field(default_factory=list)
-
-    def events(self, name: str) -> list:
-        return [detail for event, detail in self.log if event == name]
 
     def actions(self, envs) -> list:
         return [self.action(i) for i in envs]
@@ -231,7 +238,7 @@ class Checks:
 
 
 @dataclass
-class MultiSceneHarness:
+class MultiSceneHarness(EventLog):
     """main's multi-scene ``Environment`` (``env``) and the ``og.sim`` it steps, with the recorded events."""
 
     env: Any
@@ -239,9 +246,6 @@ class MultiSceneHarness:
     #: A valid action row for env i.
     action: Callable[[int], Any]
     log: list = field(default_factory=list)
-
-    def events(self, name: str) -> list:
-        return [detail for event, detail in self.log if event == name]
 
     def rows(self, envs) -> Any:
         """Action rows of ``envs`` (in that order) as one float tensor, as main's ``step`` takes them."""
@@ -693,10 +697,9 @@ def multi_scene_environment_class(og):
     return SeamMultiSceneEnvironment
 
 
-@pytest.fixture
-def seam_og(og, line, monkeypatch):
-    """``og.sim`` is a :class:`RecordingSim` and ``og.Environment`` the seam class of this line's layout (main's
-    multi-scene one on main) for the test; returns ``(sim, environment class)``."""
+def install_seam(og, line: Line, monkeypatch) -> tuple[RecordingSim, type]:
+    """``og.sim`` is a :class:`RecordingSim` and ``og.Environment`` the seam class of ``line``'s layout (main's
+    multi-scene one on main) until ``monkeypatch`` is undone; returns ``(sim, environment class)``."""
     from behavior1k_fast.patching.omnigibson.stepping import is_multi_scene
 
     sim = RecordingSim()
@@ -707,16 +710,23 @@ def seam_og(og, line, monkeypatch):
     return sim, env_cls
 
 
+@pytest.fixture
+def seam_og(og, line, monkeypatch):
+    """:func:`install_seam` for this test's line: ``(sim, environment class)`` (the backend factory builds
+    through ``og.Environment``)."""
+    return install_seam(og, line, monkeypatch)
+
+
 def _seam_action(i: int) -> np.ndarray:
     return np.full(Robot.action_dim, 0.1 * (i + 1), dtype=np.float32)
 
 
 @pytest.fixture
-def seam(seam_og, line):
+def seam(og, line, monkeypatch):
     """Factory: ``seam(num_envs, terminate_at={env: step})`` -> a :class:`Harness` over a real, patched
     ``VectorEnvironment`` of this test's line built against the recording ``og.sim``. Apply patches before
     calling it. Single-scene lines only (1.1.1, v3.7: ``Environment`` + ``VectorEnvironment``)."""
-    sim, env_cls = seam_og
+    sim, env_cls = install_seam(og, line, monkeypatch)
 
     def build(num_envs: int = 2, terminate_at: dict | None = None) -> Harness:
         from omnigibson.envs.vec_env_base import VectorEnvironment
@@ -732,12 +742,12 @@ def seam(seam_og, line):
 
 
 @pytest.fixture
-def multi_seam(seam_og, line):
+def multi_seam(og, line, monkeypatch):
     """Factory: ``multi_seam(num_envs=3, terminate_at={env: step}, tiled=False, builders=False,
     automatic_reset=False)`` -> a :class:`MultiSceneHarness` over main's real, patched multi-scene
     ``Environment`` (``og.Environment`` here) built against the recording ``og.sim``
     (:func:`build_multi_seam`). Apply patches before calling it. main only."""
-    sim, env_cls = seam_og
+    sim, env_cls = install_seam(og, line, monkeypatch)
 
     def build(*args, **kwargs) -> MultiSceneHarness:
         assert not hasattr(env_cls, "created"), f"{line.name} has the single-scene layout: use seam"
@@ -771,8 +781,9 @@ def multi_checks():
 @pytest.fixture(scope="session")
 def recording():
     """The recording tools, for harnesses built outside this file (the Isaac Sim tests)."""
-    return types.SimpleNamespace(Harness=Harness, instrument=instrument, MultiSceneHarness=MultiSceneHarness,
-                                 instrument_multi_scene=instrument_multi_scene)
+    return types.SimpleNamespace(Harness=Harness, instrument=instrument, Checks=Checks,
+                                 MultiSceneHarness=MultiSceneHarness, instrument_multi_scene=instrument_multi_scene,
+                                 MultiSceneChecks=MultiSceneChecks)
 
 
 @pytest.fixture

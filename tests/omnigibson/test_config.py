@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import pickle
 
-import numpy as np
 import pytest
 
 from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackendFactory

@@ -237,13 +237,19 @@ def test_environment_step_render_false_and_get_obs_false(patched, seam):
         env.step(h.action(0), get_obs="no")
 
 
-def test_automatic_reset_after_skipped_observation_reads_the_new_episode(patched, seam):
-    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
-        return
+def ending_env(seam):
+    """``(harness, env 0)`` of a 2-env seam whose env 0 ends at its first step, automatic reset on, log cleared."""
     h = seam(2, terminate_at={0: 1})
     env = h.venv.envs[0]
     env._automatic_reset = True
     h.log.clear()
+    return h, env
+
+
+def test_automatic_reset_after_skipped_observation_reads_the_new_episode(patched, seam):
+    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
+        return
+    h, env = ending_env(seam)
     obs, reward, terminated, truncated, info = env._post_step(h.action(0), get_obs=False)
     assert terminated and info["last_observation"] is None
     assert h.events("task.reset") == [0] and h.events("sensor.read") == [0]  # only the reset's read
@@ -422,10 +428,7 @@ def test_render_false_leaves_an_automatic_reset_rendering(patched, seam):
     new episode as upstream does (as the v3.7.2 series' step)."""
     if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
         return
-    h = seam(2, terminate_at={0: 1})
-    env = h.venv.envs[0]
-    env._automatic_reset = True
-    h.log.clear()
+    h, env = ending_env(seam)
     env.step(h.action(0), render=False, get_obs=False)
     assert h.events("task.reset") == [0]
     assert [render for render, _ in h.events("sim.step")] == [False, True]
