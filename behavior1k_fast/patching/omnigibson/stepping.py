@@ -208,12 +208,12 @@ def _env_post_step(wrapped, env, args, kwargs):
         return wrapped(a["action"])
 
 
-def _single_scene_step_unobserved(env: Any) -> ContextManager:
+def _single_scene_unobserved(env: Any) -> ContextManager:
     """Single-scene: the step's ``_post_step`` runs with ``get_obs=False``."""
     return instance_override(env, "_post_step", functools.partial(env._post_step, get_obs=False))
 
 
-def _multi_scene_step_unobserved(env: Any) -> ContextManager:
+def _multi_scene_unobserved(env: Any) -> ContextManager:
     """Multi-scene: the step's own ``get_obs()`` reads nothing (no sensor, no tile) and returns ``None`` per env."""
     return instance_override(env, "get_obs", _StepRead(env, functools.partial(_per_env, env.num_envs)))
 
@@ -276,11 +276,11 @@ class EnvironmentStepPatch(_NewKeywordsPatch):
     module = "omnigibson.envs.env_base"
     owner = "Environment"
     methods = {
-        "step": (functools.partial(_env_step, _single_scene_step_unobserved), _env_step_signature, ("render", "get_obs")),
+        "step": (functools.partial(_env_step, _single_scene_unobserved), _env_step_signature, ("render", "get_obs")),
         "_post_step": (_env_post_step, _env_post_step_signature, ("get_obs",)),
     }
     multi_scene_methods = {
-        "step": (functools.partial(_env_step, _multi_scene_step_unobserved), _env_step_signature, ("render", "get_obs")),
+        "step": (functools.partial(_env_step, _multi_scene_unobserved), _env_step_signature, ("render", "get_obs")),
     }
 
     def methods_for(self, module: Any) -> dict:
@@ -351,6 +351,47 @@ def _selected_read(env: Any, selected: list[int]) -> tuple[list, list]:
     return _per_env(env.num_envs, zip(selected, obs, info))
 
 
+@contextlib.contextmanager
+def _only_selected(env: Any, selected: list[int], observe: bool) -> Iterator[None]:
+    """For one call of main's own ``step`` on every env, post-step work only for the ``selected`` envs: the
+    other envs' robots ignore ``apply_action``, their scene-graph builders do not step, ``reset`` (the
+    automatic one) resets only selected envs, the step's own ``get_obs()`` reads only the selected envs (when
+    ``observe``), and the other envs' step counters are put back after the call."""
+    chosen = set(selected)
+    others = [i for i in range(env.num_envs) if i not in chosen]
+    steps = env._current_steps.clone()
+    with contextlib.ExitStack() as stack:
+        for i in others:
+            for robot in env.scenes[i].robots:
+                stack.enter_context(instance_override(robot, "apply_action", _ignore_action))
+        if env._scene_graph_builders:
+            held = [b if i in chosen else _HeldBuilder(b) for i, b in enumerate(env._scene_graph_builders)]
+            stack.enter_context(instance_override(env, "_scene_graph_builders", held))
+        stack.enter_context(instance_override(env, "reset", _SelectedReset(env, chosen)))
+        if observe:
+            read = _StepRead(env, functools.partial(_selected_read, env, selected))
+            stack.enter_context(instance_override(env, "get_obs", read))
+        yield
+    env._current_steps[others] = steps[others]
+
+
+def _action_rows(env: Any, action: Any, env_indices: Any, selected: list[int]) -> Any:
+    """``action`` as main's ``step`` converts it, checked to be one array row per selected env."""
+    import torch
+
+    rows = env._convert_action_to_tensor(action)
+    if not isinstance(rows, torch.Tensor):
+        raise TypeError(
+            f"action with env_indices must be array rows (one per selected env), got {type(action).__name__}"
+        )
+    if rows.dim() != 2 or rows.shape[0] != len(selected):
+        raise ValueError(
+            f"action has {rows.shape[0] if rows.dim() == 2 else 'no'} rows but env_indices={env_indices!r} "
+            f"selects {len(selected)} envs (one row per selected env, in env_indices order)"
+        )
+    return rows
+
+
 def _multi_scene_step(wrapped, env, args, kwargs):
     import torch
 
@@ -364,33 +405,12 @@ def _multi_scene_step(wrapped, env, args, kwargs):
             _hold_actions(env, rows, range(n))
         return wrapped(action, a["n_render_iterations"], **flags)
     selected = check_env_indices(a["env_indices"], n).tolist()
-    rows = env._convert_action_to_tensor(action)
-    if not isinstance(rows, torch.Tensor):
-        raise TypeError(f"action with env_indices must be array rows (one per selected env), got {type(action).__name__}")
-    if rows.dim() != 2 or rows.shape[0] != len(selected):
-        raise ValueError(
-            f"action has {rows.shape[0] if rows.dim() == 2 else 'no'} rows but env_indices={a['env_indices']!r} "
-            f"selects {len(selected)} envs (one row per selected env, in env_indices order)"
-        )
-    chosen = set(selected)
-    others = [i for i in range(n) if i not in chosen]
-    steps = env._current_steps.clone()
-    with contextlib.ExitStack() as stack:
-        for i in others:
-            for robot in env.scenes[i].robots:
-                stack.enter_context(instance_override(robot, "apply_action", _ignore_action))
-        builders = env._scene_graph_builders
-        if builders:
-            held = [b if i in chosen else _HeldBuilder(b) for i, b in enumerate(builders)]
-            stack.enter_context(instance_override(env, "_scene_graph_builders", held))
-        stack.enter_context(instance_override(env, "reset", _SelectedReset(env, chosen)))
-        if a["get_obs"] is True:
-            stack.enter_context(instance_override(env, "get_obs", _StepRead(env, functools.partial(_selected_read, env, selected))))
-        actions = _hold_actions(env, rows, selected)
-        obs, rewards, terminated, truncated, infos = wrapped(actions, a["n_render_iterations"], **flags)
-    env._current_steps[others] = steps[others]
-    rows_of = torch.as_tensor(selected)
-    return [obs[i] for i in selected], rewards[rows_of], terminated[rows_of], truncated[rows_of], [infos[i] for i in selected]
+    rows = _action_rows(env, action, a["env_indices"], selected)
+    with _only_selected(env, selected, observe=a["get_obs"]):
+        result = wrapped(_hold_actions(env, rows, selected), a["n_render_iterations"], **flags)
+    obs, rewards, terminated, truncated, infos = result
+    at = torch.as_tensor(selected)
+    return [obs[i] for i in selected], rewards[at], terminated[at], truncated[at], [infos[i] for i in selected]
 
 
 class MultiSceneStepPatch(_NewKeywordsPatch):
