@@ -4,7 +4,7 @@
 test once per upstream line (``1.1.1``, ``v3.7``, ``main``; see ``tests/upstream_lines.py`` and this folder's
 README): for ``v3.7`` and ``main`` the line's verbatim upstream modules replace 1.1.1's while the test runs.
 Where a patch does not apply on a line, :func:`patched` asserts the skip and its reason (:data:`EXPECTED_SKIPS`)
-and the test stops there. Two harnesses run the same contract checks (:class:`Checks`):
+and the test stops there. The harnesses:
 
 - ``seam`` (single-scene lines, 1.1.1 and v3.7): the real ``Environment`` / ``VectorEnvironment`` code with a
   recording stand-in for ``og.sim`` and, as upstream's doc names the seam, an ``og.Environment`` that skips
