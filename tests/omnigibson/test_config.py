@@ -1,15 +1,14 @@
-"""Env-config functions (slim modalities, frequency rescale) and the OmniGibson backend adapter."""
+"""Env-config functions (slim modalities, frequency rescale) and the backend factory's config (the backend on
+each layout: ``test_backend_layouts.py``)."""
 
 from __future__ import annotations
 
 import copy
 import pickle
 
-import numpy as np
 import pytest
 
-from behavior1k_fast.core.contract import VectorBackend
-from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend, OmniGibsonBackendFactory
+from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackendFactory
 from behavior1k_fast.backends.omnigibson.config import env_frequencies, rescale_env_config
 from behavior1k_fast.backends.omnigibson.config import slim_config
 from behavior1k_fast.core.profile import RolloutProfile
@@ -93,34 +92,3 @@ def test_factory_config_is_slim_rescaled_without_auto_reset_and_picklable():
     assert pickle.loads(pickle.dumps(factory)) == factory
     stock = factory.build_config(RolloutProfile.stock())
     assert stock["robots"][0]["obs_modalities"] == ["rgb", "depth"] and stock["env"]["physics_frequency"] == 120
-
-
-def test_backend_adapter_meets_the_contract(patched, seam):
-    if not patched("env_step_obs", "vector_env_step"):  # main: a VectorEnvironment of Environments is not its design
-        return
-    h = seam(2)
-    backend = OmniGibsonBackend(h.venv)
-    assert isinstance(backend, VectorBackend)
-    assert backend.action_space.shape == (2,) and list(backend.observation_space.spaces) == ["robot0::rgb"]
-    t0 = backend.sim_time
-    obs, rewards, terminated, truncated, infos = backend.step(np.zeros((1, 2)), env_indices=[1], get_obs=False)
-    assert obs == [None] and rewards.dtype == np.float64 and rewards.tolist() == [1.0]
-    assert terminated.dtype == bool and backend.sim_time == pytest.approx(t0 + 1 / 30)
-    h.log.clear()
-    (ob,) = backend.observe([1])
-    assert ob["robot0::rgb"].shape == (4, 4, 3) and h.events("sim.render") == [None]
-    obs, infos = backend.reset([0])
-    assert h.events("task.reset") == [0] and obs[0]["robot0::rgb"][0, 0, 0] == 0.0
-    with pytest.raises(ValueError, match=r"actions must have shape \(1, 2\), got \(2, 2\)"):
-        backend.step(np.zeros((2, 2)), env_indices=[0])
-
-
-def test_backend_refuses_an_unpatched_vector_env(line, seam):
-    from behavior1k_fast.patching.omnigibson.stepping import multi_scene_reason
-
-    if multi_scene_reason(line.module("omnigibson.envs.env_base")):  # main: no VectorEnvironment of Environments
-        assert line.name == "main"
-        return
-    h = seam(2)
-    with pytest.raises(RuntimeError, match="takes no env_indices: apply"):
-        OmniGibsonBackend(h.venv)

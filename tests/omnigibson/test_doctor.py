@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import re
 import sys
 
 import pytest
 
+from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.tools import doctor
+
+from ..upstream_lines import REPO
 
 
 def run_doctor(*argv: str) -> int:
@@ -24,12 +28,43 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
-#: What ``doctor`` plans for the fast profile on each line (patches not listed: "would apply" everywhere).
+#: README's patch-table words: ``doctor`` plans "would apply" (applied) or "skipped" with a reason saying that
+#: upstream already has the change (already upstream) or that the line's layout has no use for it (not needed).
+APPLIED_CELL, ALREADY, NOT_NEEDED = "applied", "already upstream", "not needed"
+#: What ``doctor`` plans for the fast profile on each line (patches not listed: applied).
 PLAN = {
-    "1.1.1": {"numba_cache_joint_controller": "skipped"},
-    "v3.7": {"viewer_camera_off": "skipped", "numba_cache_ik_controller": "skipped"},
-    "main": {"headless_viewport": "skipped", "env_step_obs": "skipped", "vector_env_step": "skipped"},
+    "1.1.1": {
+        "numba_cache_joint_controller": NOT_NEEDED, "numba_cache_ik_controller": NOT_NEEDED,
+        "numba_cache_osc_controller": NOT_NEEDED, "multi_scene_step": NOT_NEEDED,
+    },
+    "v3.7": {"viewer_camera_off": ALREADY, "numba_cache_ik_controller": ALREADY, "multi_scene_step": NOT_NEEDED},
+    "main": {"headless_viewport": ALREADY, "vector_env_step": NOT_NEEDED},
 }
+
+
+def cell(outcome: dict) -> str:
+    """The README table word for one patch of ``doctor``'s plan."""
+    if outcome["state"] == "would apply":
+        return APPLIED_CELL
+    assert outcome["state"] == "skipped", outcome
+    return ALREADY if "already" in outcome["reason"] else NOT_NEEDED
+
+
+def readme_table() -> dict[str, dict[str, str]]:
+    """Patch -> line -> the first words of its cell in README's patch table (``1.1.1``, ``v3.7``, ``main``)."""
+    text = (REPO / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("| Patch ("))
+    lines = [c.strip() for c in text[start].strip("|").split("|")][-3:]
+    table: dict[str, dict[str, str]] = {}
+    for row in text[start + 2 :]:
+        if not row.startswith("|"):
+            break
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        words = {line: next(w for w in (APPLIED_CELL, ALREADY, NOT_NEEDED) if c.startswith(w))
+                 for line, c in zip(lines, cells[-3:])}
+        for name in re.findall(r"`(\w+)`", cells[0]):
+            table[name] = words
+    return table
 
 
 def test_json_report_with_omnigibson(line, capsys):
@@ -37,11 +72,12 @@ def test_json_report_with_omnigibson(line, capsys):
     assert code == 0 and report["ok"]
     assert report["versions"]["omnigibson"] == importlib.metadata.version("omnigibson")
     assert report["omnigibson"]["imported"] and report["omnigibson"]["error"] is None
-    states = {p["name"]: p["state"] for p in report["patches"]}
-    for name in ("headless_viewport", "env_step_obs", "vector_env_step", "env_wrapper_forwarding", "kit_thread_caps"):
-        assert states[name] == PLAN[line.name].get(name, "would apply"), name
-    for name, state in PLAN[line.name].items():
-        assert states[name] == state, name
+    cells = {p["name"]: cell(p) for p in report["patches"]}
+    assert set(cells) == {patch.name for patch in PATCHES}
+    assert cells == {name: PLAN[line.name].get(name, APPLIED_CELL) for name in cells}
+    table = readme_table()  # README's patch table: one row per patch, a column per line, the words of this plan
+    assert set(table) == set(cells)
+    assert {name: table[name][line.name] for name in cells} == cells
     by_name = {p["name"]: p for p in report["patches"]}
     assert by_name["env_step_obs"]["upstream_file"] == "omnigibson/envs/env_base.py"
     assert "--/plugins/carb.tasking.plugin/threadCount=8" in report["threads"]["kit_args"]

@@ -1,6 +1,8 @@
 """Environment / VectorEnvironment / EnvironmentWrapper stepping patches on the real code of every upstream line
-(1.1.1, v3.7, main), og.sim seam. On main, ``env_step_obs`` and ``vector_env_step`` are skipped (its
-``Environment`` is multi-scene): those tests assert the skip and its reason there."""
+(1.1.1, v3.7, main), og.sim seam (``seam``: a ``VectorEnvironment`` of single-scene ``Environment``\ s). On main
+``vector_env_step`` is skipped (its ``Environment`` is multi-scene, no ``VectorEnvironment`` of them): the
+tests that step through the seam assert that skip there and stop; main's ``Environment`` is tested in
+``test_multi_scene.py``."""
 
 from __future__ import annotations
 
@@ -50,12 +52,17 @@ def test_apply_installs_new_signatures_and_revert_restores_identity(name, line, 
         assert all(_class(line, cls).__dict__.get(attr) is originals[(cls, attr)] for cls, attr in members)
         return
     for (cls, attr), signature in members.items():
+        original = originals[(cls, attr)]
+        if original is None:  # absent on this layout (main's Environment has no _post_step)
+            assert attr not in _class(line, cls).__dict__
+            continue
         installed = getattr(_class(line, cls), attr)
+        while installed.__wrapped__ is not original:  # a later patch wraps it again (main: multi_scene_step)
+            installed = installed.__wrapped__
         assert str(inspect.signature(installed)) == signature
-        assert installed.__wrapped__ is originals[(cls, attr)]
     registry.revert()
     for (cls, attr), original in originals.items():
-        assert _class(line, cls).__dict__[attr] is original
+        assert _class(line, cls).__dict__.get(attr) is original
 
 
 def test_new_parameters_follow_upstream_ones(line, patched):
@@ -207,7 +214,7 @@ def test_reset_with_flags_upstream_cannot_take_resets_every_env(line, patched, s
 
 
 def test_environment_step_render_false_and_get_obs_false(patched, seam):
-    if not patched("env_step_obs"):
+    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
         return
     h = seam(2)
     env = h.venv.envs[0]
@@ -230,13 +237,19 @@ def test_environment_step_render_false_and_get_obs_false(patched, seam):
         env.step(h.action(0), get_obs="no")
 
 
-def test_automatic_reset_after_skipped_observation_reads_the_new_episode(patched, seam):
-    if not patched("env_step_obs"):
-        return
+def ending_env(seam):
+    """``(harness, env 0)`` of a 2-env seam whose env 0 ends at its first step, automatic reset on, log cleared."""
     h = seam(2, terminate_at={0: 1})
     env = h.venv.envs[0]
     env._automatic_reset = True
     h.log.clear()
+    return h, env
+
+
+def test_automatic_reset_after_skipped_observation_reads_the_new_episode(patched, seam):
+    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
+        return
+    h, env = ending_env(seam)
     obs, reward, terminated, truncated, info = env._post_step(h.action(0), get_obs=False)
     assert terminated and info["last_observation"] is None
     assert h.events("task.reset") == [0] and h.events("sensor.read") == [0]  # only the reset's read
@@ -277,7 +290,7 @@ def test_wrapper_forwards_every_argument_to_the_wrapped_env(line, patched, regis
 def test_wrapped_environment_steps_without_observation(patched, seam):
     from omnigibson.envs.env_wrapper import EnvironmentWrapper
 
-    if not patched("env_step_obs", "env_wrapper_forwarding"):
+    if not patched("env_step_obs", "vector_env_step", "env_wrapper_forwarding"):  # the VectorEnvironment seam
         return
     h = seam(2)
     wrapper = EnvironmentWrapper(h.venv.envs[0])
@@ -408,3 +421,15 @@ def test_step_chunk_stock_path_reads_every_step_with_same_rewards(patched, seam)
     assert result.rewards.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     assert h.events("sensor.read") == [0, 1, 0, 1, 1]
     assert all(render for render, _ in h.events("sim.step"))
+
+
+def test_render_false_leaves_an_automatic_reset_rendering(patched, seam):
+    """``render=False`` is about the step's own ``og.sim.step()``: an automatic reset inside the step renders the
+    new episode as upstream does (as the v3.7.2 series' step)."""
+    if not patched("env_step_obs", "vector_env_step"):  # the VectorEnvironment seam
+        return
+    h, env = ending_env(seam)
+    env.step(h.action(0), render=False, get_obs=False)
+    assert h.events("task.reset") == [0]
+    assert [render for render, _ in h.events("sim.step")] == [False, True]
+    assert h.sim._render_on_step is True and h.sim.__dict__["step"].__name__ == "recorded"  # own step restored

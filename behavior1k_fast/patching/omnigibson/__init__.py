@@ -21,6 +21,7 @@ PATCHES: tuple = (
     *runtime.KERNEL_CACHE_PATCHES,
     viewport.HeadlessViewportPatch(),
     stepping.EnvironmentStepPatch(),
+    stepping.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
     stepping.VectorEnvironmentStepPatch(),
     stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
