@@ -29,8 +29,11 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
 
 
 #: README's patch-table words: ``doctor`` plans "would apply" (applied) or "skipped" with a reason saying that
-#: upstream already has the change (already upstream) or that the line's layout has no use for it (not needed).
-APPLIED_CELL, ALREADY, NOT_NEEDED = "applied", "already upstream", "not needed"
+#: upstream already has the change (already upstream) or that the line's layout has no use for it (not needed);
+#: a patch the fast profile leaves off until a knob asks for it (``gpu_ids``) is "disabled" (on request).
+APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST = "applied", "already upstream", "not needed", "on request"
+#: Patches the fast profile does not ask for.
+OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu"}
 #: What ``doctor`` plans for the fast profile on each line (patches not listed: applied).
 PLAN = {
     "1.1.1": {
@@ -46,6 +49,8 @@ def cell(outcome: dict) -> str:
     """The README table word for one patch of ``doctor``'s plan."""
     if outcome["state"] == "would apply":
         return APPLIED_CELL
+    if outcome["state"] == "disabled":
+        return ON_REQUEST
     assert outcome["state"] == "skipped", outcome
     return ALREADY if "already" in outcome["reason"] else NOT_NEEDED
 
@@ -60,7 +65,7 @@ def readme_table() -> dict[str, dict[str, str]]:
         if not row.startswith("|"):
             break
         cells = [c.strip() for c in row.strip("|").split("|")]
-        words = {line: next(w for w in (APPLIED_CELL, ALREADY, NOT_NEEDED) if c.startswith(w))
+        words = {line: next(w for w in (APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST) if c.startswith(w))
                  for line, c in zip(lines, cells[-3:])}
         for name in re.findall(r"`(\w+)`", cells[0]):
             table[name] = words
@@ -74,7 +79,8 @@ def test_json_report_with_omnigibson(line, capsys):
     assert report["omnigibson"]["imported"] and report["omnigibson"]["error"] is None
     cells = {p["name"]: cell(p) for p in report["patches"]}
     assert set(cells) == {patch.name for patch in PATCHES}
-    assert cells == {name: PLAN[line.name].get(name, APPLIED_CELL) for name in cells}
+    expected = {name: ON_REQUEST if name in OFF_BY_DEFAULT else PLAN[line.name].get(name, APPLIED_CELL) for name in cells}
+    assert cells == expected
     table = readme_table()  # README's patch table: one row per patch, a column per line, the words of this plan
     assert set(table) == set(cells)
     assert {name: table[name][line.name] for name in cells} == cells
