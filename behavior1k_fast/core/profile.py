@@ -49,6 +49,8 @@ KNOWN_MODALITIES = VISION_MODALITIES + OTHER_MODALITIES
 PHYSICS_RESCALE_MODES = ("none", "divide_physics", "preserve_sim_time")
 #: How envs are grouped into pipeline stages (see ``behavior1k_fast.rollout``).
 PARTITION_MODES = ("hybrid", "process")
+#: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``).
+SCHEDULES = ("barrier", "async")
 
 #: RLinf key -> our field. Same meaning, other name.
 RLINF_ALIASES = {
@@ -93,6 +95,13 @@ class RolloutProfile:
     partition: str = "hybrid"
     #: How physics frequency follows K: ``none``, ``divide_physics`` (RLinf) or ``preserve_sim_time``.
     physics_rescale: str = "divide_physics"
+    #: ``barrier``: a stage's chunk goes out to all its processes at once, once all of them returned the last
+    #: one; ``async``: each slice's chunk goes out as soon as the policy ran on a batch holding it.
+    schedule: str = "barrier"
+    #: ``async``: envs a policy batch waits for (``None``: one stage's envs, the barrier's batch).
+    async_min_batch: int | None = None
+    #: ``async``: seconds a ready slice waits for others to fill the batch before the policy runs anyway.
+    async_max_wait_s: float = 0.005
 
     # --- thread caps (None = leave the library default) ---------------------------------------
     #: Kit ``/plugins/carb.tasking.plugin/threadCount``.
@@ -257,6 +266,7 @@ _BOOL_FIELDS = {
 }
 _INT_FIELDS = {"chunk_size", "boundary_rerenders", "pipeline_stages", "num_env_processes"}
 _OPTIONAL_INT_FIELDS = {
+    "async_min_batch",
     "total_num_envs",
     "carb_tasking_threads",
     "tbb_max_threads",
@@ -285,6 +295,10 @@ def _check_field(name: str, value: Any) -> Any:
         return value
     if name == "texture_streaming_budget":
         return None if value is None else check_number(name, value, 0.0, 1.0)
+    if name == "schedule":
+        return check_choice(name, value, SCHEDULES)
+    if name == "async_max_wait_s":
+        return check_number(name, value, 0.0, 60.0, unit="of seconds")
     if name == "gpu_ids":
         return None if value is None else _check_gpu_ids(value)
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one

@@ -30,7 +30,9 @@ TERMINATION = "termination"
 MODEL_FORWARD = "model_forward"
 IPC = "ipc"
 WAIT = "wait"
-STAGES = (ACTION_APPLY, PHYSICS, RENDER, OBS_READ, REWARD, TERMINATION, MODEL_FORWARD, IPC, WAIT)
+#: A slice's boundary observation is at the driver, its next chunk not yet sent (policy queue + forward).
+SLICE_WAIT = "slice_wait"
+STAGES = (ACTION_APPLY, PHYSICS, RENDER, OBS_READ, REWARD, TERMINATION, MODEL_FORWARD, IPC, WAIT, SLICE_WAIT)
 
 Span = tuple  # (stage, start_ns, duration_ns, pid, tid, args or None)
 

@@ -27,8 +27,8 @@ import numpy as np
 from ..core import gpus
 from ..core.checks import check_bool, check_choice, check_int, check_positive_int
 from ..core.contract import BackendFactory, check_backend_build, check_env_indices
-from ..core.profile import RolloutProfile
-from ..core.tracing import MODEL_FORWARD, get_profiler
+from ..core.profile import SCHEDULES, RolloutProfile
+from ..core.tracing import MODEL_FORWARD, SLICE_WAIT, get_profiler
 from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
 from .executors import Executor, InlineExecutor, ProcessExecutor
@@ -36,6 +36,7 @@ from .placement import Setting, check_placement
 from .plan import PartitionPlan
 from .policy import Policy, call_policy
 from .protocol import Chunk, Reset
+from .schedule import AsyncRun
 from .supervision import RestartPolicy, RestartRecord, Supervision, logger
 from .worker import WorkerSpec
 
@@ -76,6 +77,11 @@ class RolloutStats:
     restarts: list[RestartRecord] = field(default_factory=list)
     #: int [num_envs]: own actions lost with the chunks that were pending on a respawned worker.
     lost_actions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: ``barrier`` or ``async`` (:mod:`.schedule`).
+    schedule: str = "barrier"
+    #: float [num_envs]: wall seconds each env spent at the driver between its chunks (its boundary
+    #: observation there, its next chunk not yet sent: the policy queue and forward), summed over the run.
+    slice_wait_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def envs_never_stepped(self) -> np.ndarray:
@@ -113,6 +119,7 @@ class _Accounting:
         self.worker_sim = np.zeros(plan.num_processes)
         self.worker_env = np.zeros(plan.num_processes)
         self.worker_chunks = np.zeros(plan.num_processes, dtype=np.int64)
+        self.slice_wait = np.zeros(plan.num_envs)
 
     def add(self, result: ChunkResult) -> None:
         ids = result.env_ids
@@ -126,7 +133,7 @@ class _Accounting:
         self.worker_chunks[workers] += 1
 
     def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float,
-              restarts: Sequence[RestartRecord]) -> RolloutStats:
+              restarts: Sequence[RestartRecord], schedule: str) -> RolloutStats:
         worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
         lost = np.zeros(self.plan.num_envs, dtype=np.int64)
         for record in restarts:
@@ -152,6 +159,8 @@ class _Accounting:
             stage_timings=profiler.summary() if profiler.enabled else {},
             restarts=list(restarts),
             lost_actions=lost,
+            schedule=schedule,
+            slice_wait_seconds=self.slice_wait,
         )
 
 
@@ -391,6 +400,7 @@ class RolloutEngine:
         reset: bool = True,
         overlap: bool = True,
         on_chunk: Callable[[int, ChunkResult], None] | None = None,
+        schedule: str | None = None,
     ) -> RolloutStats:
         """Run ``num_rounds`` rounds (one chunk per stage each) through ``policy``; see module docs.
 
@@ -403,16 +413,20 @@ class RolloutEngine:
         the trajectories, are those of ``overlap=True``, only the timing differs. Any failure closes the
         engine before it is raised. With ``auto_reset=False`` nothing resets an ended episode here: drive
         the engine with :meth:`submit` / :meth:`collect` and :meth:`reset` (``env_ids``) instead.
+        ``schedule``: ``"barrier"`` (stage by stage, as above) or ``"async"`` (slice by slice, no barrier
+        across processes: :mod:`.schedule`); ``None``: the profile's.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
         num_rounds = check_positive_int("num_rounds", num_rounds)
         check_bool("reset", reset)
         check_bool("overlap", overlap)
+        schedule = check_choice("schedule", self.profile.schedule if schedule is None else schedule, SCHEDULES)
+        if schedule == "async" and not overlap:
+            raise ValueError("overlap=False is the barrier schedule's serial baseline; schedule='async' overlaps")
         self._check_open()
         if any(self._in_flight):
             raise ChunkInFlightError("rollout() needs every stage collected first")
-        stages = self.plan.stages
         try:
             if reset or any(o is None for o in self._stage_obs):
                 self.reset()
@@ -420,39 +434,63 @@ class RolloutEngine:
             restarts_before = self._executor.restarts
             self._model_s = self._wait_s = 0.0
             start = time.perf_counter()
-            total = num_rounds * stages
-            if overlap:  # stage k's next chunk goes out right after its last one is collected
-                for k in range(stages):
-                    self._submit(k, self._forward(policy, k))
-            for i in range(total):
-                k = i % stages
-                if not overlap:
-                    self._submit(k, self._forward(policy, k))
-                result = self.collect(k)
-                accounting.add(result)
-                if on_chunk is not None:
-                    on_chunk(k, result)
-                if overlap and i + stages < total:
-                    self._submit(k, self._forward(policy, k))
+            if schedule == "async":
+                AsyncRun(self, policy, num_rounds, on_chunk, accounting, accounting.slice_wait).run()
+            else:
+                self._run_barrier(policy, num_rounds, overlap, on_chunk, accounting)
             wall = time.perf_counter() - start
         except BaseException:
             self.close()
             raise
         restarts = self._executor.restart_records[restarts_before:]
-        stats = accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s, restarts)
+        stats = accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s, restarts, schedule)
         if stats.envs_never_stepped.size:
             logger.warning("envs %s took no own action in this rollout of %d rounds (%d worker restarts)",
                            stats.envs_never_stepped.tolist(), num_rounds, len(restarts))
         return stats
 
-    def _forward(self, policy: Policy, stage: int) -> np.ndarray:
-        """The policy's validated chunk for ``stage`` (the one check of actions on their way in)."""
+    def _run_barrier(
+        self, policy: Policy, num_rounds: int, overlap: bool, on_chunk: Callable[[int, ChunkResult], None] | None,
+        accounting: "_Accounting",
+    ) -> None:
+        """The barrier schedule: stage by stage; with ``overlap`` stage k's next chunk goes out right after
+        its last one is collected, while the other stages step."""
+        stages = self.plan.stages
+        total = num_rounds * stages
+        arrived_ns = [time.perf_counter_ns()] * stages  # when each stage's observations reached the driver
+
+        def submit(k: int) -> None:
+            self._submit(k, self._forward_stage(policy, k))
+            waited_ns = time.perf_counter_ns() - arrived_ns[k]
+            accounting.slice_wait[self.plan.stage_envs(k)] += waited_ns / 1e9
+            get_profiler().add(SLICE_WAIT, arrived_ns[k], waited_ns, {"stage": k})
+
+        if overlap:
+            for k in range(stages):
+                submit(k)
+        for i in range(total):
+            k = i % stages
+            if not overlap:
+                submit(k)
+            result = self.collect(k)
+            arrived_ns[k] = time.perf_counter_ns()
+            accounting.add(result)
+            if on_chunk is not None:
+                on_chunk(k, result)
+            if overlap and i + stages < total:
+                submit(k)
+
+    def _forward(self, policy: Policy, obs: dict[str, np.ndarray], batch: int, argname: str) -> np.ndarray:
+        """The policy's validated chunk for the ``batch`` envs of ``obs`` (the one check of actions on their
+        way in; ``argname`` names the output in its error)."""
         start = time.perf_counter()
-        with get_profiler().section(MODEL_FORWARD, pipeline_stage=stage):
-            out = call_policy(policy, self._stage_obs[stage])
+        with get_profiler().section(MODEL_FORWARD, batch=batch):
+            out = call_policy(policy, obs)
         self._model_s += time.perf_counter() - start
-        return check_chunk_actions(out, self.plan.stage_size, self.action_dim, self.chunk_size,
-                                   argname=f"policy output for stage {stage}")
+        return check_chunk_actions(out, batch, self.action_dim, self.chunk_size, argname=argname)
+
+    def _forward_stage(self, policy: Policy, stage: int) -> np.ndarray:
+        return self._forward(policy, self._stage_obs[stage], self.plan.stage_size, f"policy output for stage {stage}")
 
     # --- lifecycle ----------------------------------------------------------------------------
     def _new_batch(self) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from multiprocessing.connection import wait
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..patching import omnigibson as omnigibson_patches
 from .chunk import ChunkResult
 from .errors import WorkerDiedError, WorkerHungError
 from .protocol import Attach, Chunk, Command, Failure, Ok, Reply, Request, Reset, unwrap
-from .serve import CLOSE_GRACE_S, ProcessChannel, stop_processes
+from .serve import CLOSE_GRACE_S, WATCH_PERIOD_S, ProcessChannel, stop_processes
 from .shm import ACTIONS_KEY, SharedBuffers, action_buffer_space
 from .shutdown import close_on_sigterm, deferred_interrupts, release
 from .supervision import ChunkProgress, RestartBudget, RestartRecord, StallWatch, StepTimes, Supervision
@@ -137,6 +138,20 @@ class Executor(abc.ABC):
         with get_profiler().section(IPC, worker=worker, command=str(request.command)):
             self._send(worker, request)
         self._pending[worker].append(_Pending(request))
+
+    def ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """Of ``workers`` (each with a pending request), those whose oldest reply :meth:`collect` can take
+        without waiting: it arrived, or the worker died or hung (``collect`` then raises, or respawns it).
+        Waits up to ``timeout_s`` seconds for the first one (``None``: until there is one); ``[]`` on timeout.
+        ``workers`` come oldest request first. The asynchronous schedule waits here on every busy worker
+        at once."""
+        settled = [w for w in workers if self._pending[w][0].reply is not None]
+        return settled or self._ready(workers, timeout_s)
+
+    def _ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """:meth:`ready` for workers without a settled reply; here: every reply is there (inline work ran
+        when it was submitted)."""
+        return list(workers)
 
     def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
         """Payload and boundary observations of the oldest pending request of ``worker``.
@@ -248,6 +263,10 @@ class ProcessExecutor(Executor):
         }
         self._finalizer = weakref.finalize(self, _shutdown_processes, self._state)
         close_on_sigterm(self)
+        #: worker -> (the pending entry watched, its stall watch, monotonic start of the wait): :meth:`_ready`.
+        self._watching: dict[int, tuple[_Pending, StallWatch | None, float]] = {}
+        #: worker -> the hang :meth:`_ready` found, raised by the next :meth:`_receive` of it.
+        self._hung: dict[int, WorkerHungError] = {}
 
     @property
     def pids(self) -> list[int]:
@@ -279,15 +298,53 @@ class ProcessExecutor(Executor):
         self._state["channels"][worker].send(request)
 
     def _receive(self, worker: int, command: Command) -> Reply:
+        hung = self._hung.pop(worker, None)
+        if hung is not None:  # found by ready()
+            raise hung
         channel = self._state["channels"][worker]
         seconds, name = self.supervision.deadline(command)
-        limit = self.step_times.stall_limit(self.supervision.stall_timeout_s) if command == Command.CHUNK else None
-        watch = None
-        if limit is not None:
-            progress = ChunkProgress(self._state["progress"][worker])
-            watch = StallWatch(progress, limit, worker, self.specs[worker].env_ids, command)
         since = channel.started if command == Command.INIT else None  # workers start in parallel
-        return channel.receive(command, seconds, watch, name, since)
+        return channel.receive(command, seconds, self._watch(worker, command), name, since)
+
+    def _ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """Wait on every worker's pipe and sentinel at once; meanwhile watch each one's progress and chunk
+        deadline as :meth:`_receive` does, from the first wait on its oldest request. A worker found hung is
+        stopped here and reported by the next :meth:`collect` of it."""
+        by_object = {}
+        for w in workers:
+            channel = self._state["channels"][w]
+            by_object[channel.conn] = by_object[channel.proc.sentinel] = w
+            entry = self._pending[w][0]
+            if self._watching.get(w, (None,))[0] is not entry:
+                self._watching[w] = (entry, self._watch(w, entry.request.command), time.monotonic())
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            period = WATCH_PERIOD_S if deadline is None else min(WATCH_PERIOD_S, max(0.0, deadline - time.monotonic()))
+            found = sorted({by_object[o] for o in wait(list(by_object), timeout=period)})
+            if found:
+                return found
+            for w in workers:
+                entry, watch, since = self._watching[w]
+                seconds, name = self.supervision.deadline(entry.request.command)
+                try:
+                    if watch is not None:
+                        watch()
+                    if seconds is not None and time.monotonic() - since >= seconds:
+                        raise WorkerHungError(w, self.specs[w].env_ids, str(entry.request.command),
+                                              f"gave no reply within {name}={seconds:g} s")
+                except WorkerHungError as exc:
+                    self._hung[w] = exc
+                    return [w]
+            if deadline is not None and time.monotonic() >= deadline:
+                return []
+
+    def _watch(self, worker: int, command: Command) -> StallWatch | None:
+        """The stall watch of ``worker``'s running chunk (``None`` for other commands or without a limit)."""
+        limit = self.step_times.stall_limit(self.supervision.stall_timeout_s) if command == Command.CHUNK else None
+        if limit is None:
+            return None
+        progress = ChunkProgress(self._state["progress"][worker])
+        return StallWatch(progress, limit, worker, self.specs[worker].env_ids, command)
 
     def _read_obs(
         self, worker: int, rows: Sequence[int], out: dict[str, np.ndarray] | None = None
@@ -295,6 +352,7 @@ class ProcessExecutor(Executor):
         return self._state["obs_buffers"][worker].read(rows, out)
 
     def _discard(self, worker: int) -> None:
+        self._watching.pop(worker, None)
         stop_processes([self._state["channels"][worker]], 0.0)  # dead or hung: no grace
         self._state["channels"][worker] = None
 

@@ -147,6 +147,20 @@ class RayExecutor(Executor):
         self._refs[worker].popleft()
         return reply
 
+    def _ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """``ray.wait`` on every worker's oldest reply at once. Without a limit it waits up to the chunk
+        deadline and then names the worker it has waited on longest, whose :meth:`collect` enforces the
+        deadline (an actor serves one call at a time, so there is no progress to watch mid-chunk). ``workers``
+        come oldest request first."""
+        by_ref = {self._refs[w][0]: w for w in workers}
+        limit = self.supervision.chunk_timeout_s if timeout_s is None else timeout_s
+        refs = list(by_ref)
+        done, _ = ray.wait(refs, num_returns=1, timeout=limit)
+        if done:
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # every other one already there too
+            return sorted(by_ref[ref] for ref in done)
+        return [] if timeout_s is not None else [workers[0]]
+
     def _death_detail(self, worker: int, exc: Exception) -> str:
         """Why ``worker``'s actor is gone: its node died (naming every worker that was on it), or Ray's word."""
         node = self._nodes[worker]
