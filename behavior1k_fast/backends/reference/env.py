@@ -197,7 +197,8 @@ class ReferenceVectorEnv:
         actions = check_actions(actions, len(idx), ACTION_DIM)
         prof = get_profiler()
         with prof.section(ACTION_APPLY):
-            self._apply_actions(idx, np.clip(actions, -1.0, 1.0).astype(np.float32))
+            clipped = actions.astype(np.float32)  # cast, then clip: the same as the other way round
+            self._apply_actions(idx, np.minimum(np.maximum(clipped, -1.0, out=clipped), 1.0, out=clipped))
         with prof.section(PHYSICS):
             mujoco.mj_step(self.model, self.data, nstep=self._substeps)
         with prof.section(REWARD):
@@ -213,7 +214,7 @@ class ReferenceVectorEnv:
         if render:
             self._render(idx)
         obs = self._read_obs(idx) if get_obs else [None] * len(idx)
-        term_rows = np.stack([terms[k] for k in task.REWARD_TERMS], axis=1).tolist()
+        term_rows = zip(*(terms[k].tolist() for k in task.REWARD_TERMS))
         infos = [
             {
                 "episode_step": n,
@@ -294,8 +295,9 @@ class ReferenceVectorEnv:
             raise RuntimeError("this ReferenceVectorEnv is closed")
 
     def _apply_actions(self, idx: np.ndarray, actions: np.ndarray) -> None:
+        n = len(idx)
         self._last_action[idx] = actions
-        ctrl = np.empty((len(idx), scene.CTRL_PER_ENV))
+        ctrl = np.empty((n, scene.CTRL_PER_ENV))
         # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is.
         yaw = self.data.qpos[self._yaw_qpos[idx]]
         cmd = actions[:, :3] * _BASE_SPEED
@@ -304,11 +306,10 @@ class ReferenceVectorEnv:
         ctrl[:, 1] = sin * cmd[:, 0] + cos * cmd[:, 1]
         ctrl[:, 2] = cmd[:, 2]
         # Arms: each action mapped onto its joint range; both fingers of a gripper follow its one target.
-        arm = actions[:, 3:].reshape(len(idx), len(scene.ARMS), 4)
-        arm_ctrl = np.empty((len(idx), len(scene.ARMS), 5))
-        np.add(_ARM_LOW, (arm + 1.0) * 0.5 * _ARM_SPAN, out=arm_ctrl[..., :4])
+        arm_ctrl = ctrl[:, 3:].reshape(n, len(scene.ARMS), 5)  # a view of ctrl
+        np.add(_ARM_LOW, (actions[:, 3:].reshape(n, len(scene.ARMS), 4) + 1.0) * 0.5 * _ARM_SPAN,
+               out=arm_ctrl[..., :4])
         arm_ctrl[..., 4] = arm_ctrl[..., 3]
-        ctrl[:, 3:] = arm_ctrl.reshape(len(idx), -1)
         self.data.ctrl[self._ctrl_cols[idx]] = ctrl
 
     def _set_initial_state(self, idx: np.ndarray) -> None:

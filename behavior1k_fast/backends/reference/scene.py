@@ -259,8 +259,8 @@ class SceneIndex:
     obj_dof: np.ndarray
     #: Geom id of each movable object [E, n].
     obj_geom: np.ndarray
-    #: Each object geom's bounding box in its own frame (``MjModel.geom_aabb``): centre, half size [E, n, 3].
-    obj_aabb_center: np.ndarray
+    #: Half size of each object geom's bounding box in its own frame (``MjModel.geom_aabb``; primitives:
+    #: centred on the geom frame) [E, n, 3].
     obj_aabb_half: np.ndarray
     #: Site id of each arm's grip point [E, 2].
     grip_site: np.ndarray
@@ -273,12 +273,17 @@ class SceneIndex:
     geom_env: np.ndarray
     geom_finger: np.ndarray
     geom_object: np.ndarray
+    #: geom id -> ``ROLE_FINGER``, ``ROLE_OBJECT`` or 0 (int8): a contact is finger-object where the two sum
+    #: to ``ROLE_FINGER + ROLE_OBJECT``.
+    geom_role: np.ndarray
     #: geom id + 1 -> semantic class / instance id (row 0: nothing rendered).
     semantic_of_geom: np.ndarray
     instance_of_geom: np.ndarray
 
 
 CTRL_PER_ENV = 3 + 5 * len(ARMS)
+#: ``SceneIndex.geom_role`` values: a gripper finger, a movable object (no pair of other roles sums to 3).
+ROLE_FINGER, ROLE_OBJECT = 1, 2
 
 
 def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int) -> SceneIndex:
@@ -348,7 +353,6 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         obj_qpos=model.jnt_qposadr[obj_j],
         obj_dof=model.jnt_dofadr[obj_j],
         obj_geom=obj_geom,
-        obj_aabb_center=model.geom_aabb[obj_geom, :3],
         obj_aabb_half=model.geom_aabb[obj_geom, 3:],
         grip_site=np.array([[oid(mujoco.mjtObj.mjOBJ_SITE, f"e{i}/{arm}_grip") for arm in ARMS]
                             for i in range(num_envs)]),
@@ -357,6 +361,7 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         geom_env=geom_env,
         geom_finger=geom_finger,
         geom_object=geom_object,
+        geom_role=np.select([geom_finger >= 0, geom_object >= 0], [ROLE_FINGER, ROLE_OBJECT]).astype(np.int8),
         semantic_of_geom=semantic,
         instance_of_geom=instance,
     )

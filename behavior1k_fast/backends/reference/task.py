@@ -26,6 +26,8 @@ from .scene import (
     BIN_INNER_HALF,
     BIN_WALL,
     BIN_WALL_HEIGHT,
+    ROLE_FINGER,
+    ROLE_OBJECT,
     TABLE_CENTER,
     TABLE_HALF,
     TABLE_TOP,
@@ -51,6 +53,9 @@ REWARD_TERMS = ("reach", "grasp", "place", "success")
 _REGION_CENTER = np.array([TABLE_CENTER, BIN_CENTER])
 _REGION_HALF = np.array([TABLE_HALF, (BIN_INNER_HALF, BIN_INNER_HALF)])
 _BIN_FLOOR_TOP = TABLE_TOP + BIN_WALL
+_BIN_TOP = _BIN_FLOOR_TOP + BIN_WALL_HEIGHT
+#: Heights (m) between which an object's bottom counts as resting on the table top.
+_ONTOP_LOW, _ONTOP_HIGH = TABLE_TOP - ONTOP_PENETRATION, TABLE_TOP + ONTOP_GAP
 
 
 @dataclass(frozen=True)
@@ -69,42 +74,44 @@ class Predicates:
         return [dict(zip(GOAL_PREDICATES, row)) for row in values.tolist()]
 
 
-def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
-    """World-axis-aligned bounding boxes of the objects of ``envs``: centre in the env frame and half size."""
+def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The objects of ``envs`` as world-axis-aligned boxes: centre in the env frame [e, n, 3] and the height
+    of the bottom face [e, n] (m). The object geoms are MuJoCo primitives, whose bounding box is centred on
+    the geom frame, so the centre is the geom position."""
     geoms = index.obj_geom[envs]
-    rot = data.geom_xmat[geoms].reshape(*geoms.shape, 3, 3)
-    center = data.geom_xpos[geoms] + np.einsum("enij,enj->eni", rot, index.obj_aabb_center[envs])
+    center = data.geom_xpos[geoms]  # a gather: a new array
     center[..., 0] -= index.origin_x[envs][:, None]
-    half = np.einsum("enij,enj->eni", np.abs(rot), index.obj_aabb_half[envs])
-    return center, half
+    # Half height of the rotated box: |row z of the rotation| . local half sizes.
+    half_z = np.einsum("enj,enj->en", np.abs(data.geom_xmat[geoms, 6:9]), index.obj_aabb_half[envs])
+    return center, center[..., 2] - half_z
 
 
 def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
     """bool [E, arms * 2, n]: finger slot (arm * 2 + finger) of env e touches object j."""
     touch = np.zeros((index.num_envs, 2 * len(ARMS), index.obj_geom.shape[1]), bool)
-    if data.ncon:
-        pairs = data.contact.geom[: data.ncon]
-        finger = index.geom_finger[pairs]
-        # Contacts with a finger, the column that holds it, and the geom on the other side.
-        row, col = np.nonzero(finger >= 0)
-        other = pairs[row, 1 - col]
-        obj = index.geom_object[other]
-        hit = obj >= 0
-        touch[index.geom_env[other[hit]], finger[row[hit], col[hit]], obj[hit]] = True
+    ncon = data.ncon
+    if ncon:
+        pairs = data.contact.geom[:ncon]
+        role = index.geom_role[pairs]
+        pairs = pairs[role[:, 0] + role[:, 1] == ROLE_FINGER + ROLE_OBJECT]  # finger-object contacts (few)
+        if len(pairs):
+            # Each side's finger slot / object index; the other side has -1.
+            finger = index.geom_finger[pairs].max(axis=1)
+            obj = index.geom_object[pairs].max(axis=1)
+            touch[index.geom_env[pairs[:, 0]], finger, obj] = True
     return touch
 
 
 def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
-    """Predicates of the selected envs, and their object boxes (centre in env frame, half size)."""
-    center, half = object_boxes(data, index, envs)
+    """Predicates of the selected envs, and their object centres in the env frame [e, n, 3]."""
+    center, bottom = object_boxes(data, index, envs)
     # [e, n, region, axis]: the centre lies within the table top / the bin's inner square along x, y.
     within = np.abs(center[..., None, :2] - _REGION_CENTER) <= _REGION_HALF
-    over_table = within[..., 0, 0] & within[..., 0, 1]
-    in_bin_xy = within[..., 1, 0] & within[..., 1, 1]
-    bottom = center[..., 2] - half[..., 2]
-    at_table_top = (bottom <= TABLE_TOP + ONTOP_GAP) & (bottom >= TABLE_TOP - ONTOP_PENETRATION)
-    ontop = over_table & ~in_bin_xy & at_table_top
-    inside = in_bin_xy & (center[..., 2] >= _BIN_FLOOR_TOP) & (center[..., 2] <= _BIN_FLOOR_TOP + BIN_WALL_HEIGHT)
+    over = within[..., 0] & within[..., 1]  # [e, n, region]
+    in_bin_xy = over[..., 1]
+    ontop = over[..., 0] & ~in_bin_xy & (bottom <= _ONTOP_HIGH) & (bottom >= _ONTOP_LOW)
+    z = center[..., 2]
+    inside = in_bin_xy & (z >= _BIN_FLOOR_TOP) & (z <= _BIN_TOP)
     touch = finger_contacts(data, index)[envs]
     grasped = touch[:, 0::2] & touch[:, 1::2]
     return Predicates(ontop_table=ontop, inside_bin=inside, grasped=grasped), center

@@ -1,0 +1,195 @@
+"""Hold steps: simulator time per own action, hybrid partition K = 2 against K = 1, in one process.
+
+Two ``ReferenceVectorEnv`` of E envs each (fast path: rgb + proprio, on-demand observation) step rounds of
+chunks in-process with :func:`~behavior1k_fast.rollout.chunk.run_chunk`, driven by the scripted expert
+(its action at the chunk start, held over the chunk): K = 1 steps all E envs in one chunk per round; K = 2
+(hybrid, ``divide_physics``) steps two stage chunks of E / 2 envs per round while the other slice holds
+its last action. Both do the same physics substeps per own action, so extra time per own action at K = 2
+is per-step overhead, or solver work of the coarser physics dt (physics ms per substep shows it). The two
+envs are built side by side and their rounds alternate, so drift of a shared machine hits both alike;
+each repeat is a new pair with another seed, and medians over the repeats are recorded.
+
+Per K: wall ms per step (one own action of every env) around the chunk stepping, the profiler's stage
+spans per step (action apply, physics, reward, termination, render, observation read), the rest of the
+wall time (chunk loop, argument checks, infos), physics ms per substep, and the non-physics ms per
+``step`` call. Writes (merging with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
+``"<label>, E=<envs>"`` and a bar chart ``.png`` of every entry. Run (about a minute on 2 cores):
+``python3 benchmarks/hold_steps.py --label after``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
+from behavior1k_fast.backends.reference.expert import expert_actions
+from behavior1k_fast.core.profile import RolloutProfile
+from behavior1k_fast.core.tracing import get_profiler
+from behavior1k_fast.rollout.chunk import run_chunk
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: Simulator stages of a step, in the order of the chart's stacks.
+SIM_STAGES = ("action_apply", "physics", "reward", "termination", "render", "obs_read")
+
+
+def chunk_actions(env: ReferenceVectorEnv, envs: np.ndarray, chunk: int) -> np.ndarray:
+    """The scripted expert's next action for ``envs``, held over the chunk (arms move, grasp, carry)."""
+    return np.repeat(expert_actions(env, envs)[:, None], chunk, axis=1)
+
+
+def build(stages: int, config: ReferenceConfig, envs: int, seed: int) -> ReferenceVectorEnv:
+    """The env of one K: fast path (rgb + proprio), hybrid partition, ``divide_physics``."""
+    profile = RolloutProfile(pipeline_stages=stages, partition="hybrid", physics_rescale="divide_physics",
+                             obs_modalities=("rgb", "proprio"))
+    return ReferenceVectorEnv(envs, seed=seed, profile=profile, config=config)
+
+
+def step_round(env: ReferenceVectorEnv, chunk: int, totals: dict) -> None:
+    """One round (a chunk per stage slice, the other slice holding) into ``totals``: wall s around the chunk
+    stepping, physics substeps, stage spans (ms)."""
+    prof = get_profiler()
+    prof.clear()
+    for s in np.array_split(np.arange(env.num_envs), env.timing.stages):
+        actions = chunk_actions(env, s, chunk)
+        before = env.data.time
+        start = time.perf_counter()
+        run_chunk(env, actions, s)
+        totals["wall_s"] += time.perf_counter() - start
+        totals["substeps"] += round((env.data.time - before) / env.model.opt.timestep)
+    for stage, row in prof.summary().items():
+        totals["span_ms"][stage] = totals["span_ms"].get(stage, 0.0) + row["total_ms"]
+        totals["calls"][stage] = totals["calls"].get(stage, 0) + row["count"]
+
+
+def measure(config: ReferenceConfig, envs: int, chunk: int, rounds: int, seed: int) -> dict[int, dict]:
+    """K = 1 and K = 2 envs built side by side, their rounds alternating (machine drift hits both alike):
+    wall, span and physics figures per step for each K."""
+    built = {k: build(k, config, envs, seed) for k in (1, 2)}
+    totals = {k: {"wall_s": 0.0, "substeps": 0, "span_ms": {}, "calls": {}} for k in built}
+    prof = get_profiler()
+    try:
+        for env in built.values():
+            env.reset()
+            step_round(env, chunk, {"wall_s": 0.0, "substeps": 0, "span_ms": {}, "calls": {}})  # warm-up
+        prof.enabled = True
+        for _ in range(rounds):
+            for k, env in built.items():
+                step_round(env, chunk, totals[k])
+    finally:
+        prof.enabled = False
+        prof.clear()
+        for env in built.values():
+            env.close()
+    out = {}
+    steps = rounds * chunk
+    for k, tot in totals.items():
+        span_ms = {stage: tot["span_ms"][stage] / steps for stage in SIM_STAGES if stage in tot["span_ms"]}
+        wall_ms = tot["wall_s"] * 1e3 / steps
+        out[k] = {
+            "stages": k,
+            "wall_ms_per_step": wall_ms,
+            "span_ms_per_step": span_ms,
+            "spans_ms_per_step": sum(span_ms.values()),
+            "outside_spans_ms_per_step": wall_ms - sum(span_ms.values()),
+            "physics_substeps_per_step": tot["substeps"] / steps,
+            "physics_ms_per_substep": tot["span_ms"]["physics"] / tot["substeps"],
+            "step_calls_per_step": tot["calls"]["physics"] / steps,
+            "non_physics_ms_per_step_call": (wall_ms - span_ms["physics"]) * steps / tot["calls"]["physics"],
+        }
+    return out
+
+
+def median_of(runs: list[dict]) -> dict:
+    """Per key, the median over the runs (nested span dicts too)."""
+    out = {}
+    for key, value in runs[0].items():
+        if isinstance(value, dict):
+            out[key] = {k: float(np.median([r[key][k] for r in runs])) for k in value}
+        else:
+            out[key] = float(np.median([r[key] for r in runs]))
+    return out
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(result["runs"])
+    bars = [(label, k) for label in labels for k in ("1", "2")]
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(bars), 4.8))
+    bottom = np.zeros(len(bars))
+    for stage in SIM_STAGES + ("outside spans",):
+        vals = np.array([
+            result["runs"][label][k]["outside_spans_ms_per_step"] if stage == "outside spans"
+            else result["runs"][label][k]["span_ms_per_step"].get(stage, 0.0)
+            for label, k in bars
+        ])
+        ax.bar(range(len(bars)), vals, bottom=bottom, label=stage)
+        bottom += vals
+    for x, (label, k) in enumerate(bars):
+        if k == "2":
+            ratio = result["runs"][label]["k2_over_k1_wall"]
+            ax.annotate(f"{ratio:.2f}x K=1", (x, bottom[x]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(bars)), [f"{label}\nK={k}" for label, k in bars], fontsize=8)
+    ax.set_ylabel("simulator ms per step (one own action of every env)")
+    ax.set_title(f"Hold steps: hybrid K=2 vs K=1 in one process, {result['machine']['cpus']} CPU cores",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", required=True, help="name of this measurement in the JSON (e.g. before, after)")
+    parser.add_argument("--envs", type=int, default=4, help="envs E in the process (default 4)")
+    parser.add_argument("--resolution", type=int, default=64, help="camera pixels per side (default 64)")
+    parser.add_argument("--chunk", type=int, default=32, help="actions per chunk N (default 32)")
+    parser.add_argument("--rounds", type=int, default=8, help="timed rounds per repeat (default 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats, each a new pair of envs (default 5)")
+    parser.add_argument("--tag", default="cpu", help="results file suffix (default cpu)")
+    args = parser.parse_args()
+    if args.envs < 2 or args.envs % 2:
+        parser.error(f"--envs must be an even int >= 2, got {args.envs}")
+    config = ReferenceConfig(resolution=(args.resolution, args.resolution))
+    runs: dict[int, list[dict]] = {1: [], 2: []}
+    for rep in range(args.repeats):
+        for k, figures in measure(config, args.envs, args.chunk, args.rounds, seed=rep).items():
+            runs[k].append(figures)
+        print(f"repeat {rep}: K=1 {runs[1][-1]['wall_ms_per_step']:.3f}, K=2 {runs[2][-1]['wall_ms_per_step']:.3f} "
+              "ms/step", flush=True)
+    entry = {str(k): median_of(v) for k, v in runs.items()}
+    entry["k2_over_k1_wall"] = entry["2"]["wall_ms_per_step"] / entry["1"]["wall_ms_per_step"]
+    entry["k2_over_k1_spans"] = entry["2"]["spans_ms_per_step"] / entry["1"]["spans_ms_per_step"]
+    entry["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                     cwd=Path(__file__).parent).stdout.strip()
+    entry["command"] = "python3 benchmarks/hold_steps.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items())
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"hold_steps_{args.tag}.json"
+    result = json.loads(out.read_text()) if out.exists() else {"runs": {}}
+    entry["config"] = {"envs": args.envs, "resolution": args.resolution, "chunk": args.chunk,
+                       "rounds": args.rounds, "repeats": args.repeats}
+    entry["load_average"] = os.getloadavg()
+    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                         "mujoco_gl": os.environ.get("MUJOCO_GL")}
+    result["runs"][f"{args.label}, E={args.envs}"] = entry
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, out.with_suffix(".png"))
+    print(f"K=2 / K=1 wall per own action: {entry['k2_over_k1_wall']:.3f} (spans only: {entry['k2_over_k1_spans']:.3f})")
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
