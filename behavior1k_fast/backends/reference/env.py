@@ -45,7 +45,7 @@ from ...core.profile import RolloutProfile
 from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
 from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from . import scene, task
-from .config import SUPPORTED_VISION_MODALITIES, ReferenceConfig
+from .config import SETTLE_DROP, SUPPORTED_VISION_MODALITIES, ReferenceConfig
 from .sensors import PROPRIO_DIM, CameraRig, image_spec, proprioception
 
 ACTION_DIM = 3 + 4 * len(scene.ARMS)
@@ -158,6 +158,14 @@ class ReferenceVectorEnv:
         # Actuator columns of each env [E, CTRL_PER_ENV] and qpos address of each base's yaw [E].
         self._ctrl_cols = self.index.ctrl_start[:, None] + np.arange(scene.CTRL_PER_ENV)
         self._yaw_qpos = self.index.base_qpos[:, 2]
+        # Where resets settle their objects (``config.reset_settle_steps``): a one-env copy of the scene at the
+        # unscaled physics dt, so settling advances neither the other envs nor ``sim_time``.
+        self._settle: tuple[mujoco.MjModel, mujoco.MjData, scene.SceneIndex] | None = None
+        if config.reset_settle_steps:
+            settle_model = mujoco.MjModel.from_xml_string(scene.build_mjcf(config, 1, config.frequencies.physics_dt))
+            self._settle = (settle_model, mujoco.MjData(settle_model), scene.index_scene(settle_model, config, 1))
+        #: Physics steps spent settling objects after resets, since construction.
+        self.settle_steps = 0
         self._reset_count = np.zeros(num_envs, np.int64)
         self._episode_step = np.zeros(num_envs, np.int64)
         self._last_action = np.zeros((num_envs, ACTION_DIM), np.float32)
@@ -313,7 +321,8 @@ class ReferenceVectorEnv:
         self.data.ctrl[self._ctrl_cols[idx]] = ctrl
 
     def _set_initial_state(self, idx: np.ndarray) -> None:
-        """Episode start of the selected envs: robot at home, objects on random table cells."""
+        """Episode start of the selected envs: robot at home, objects on random table cells (at rest, or
+        settled by physics with ``config.reset_settle_steps``)."""
         d, ix = self.data, self.index
         for e in idx:
             rng = np.random.default_rng([self.seed, int(e), int(self._reset_count[e])])
@@ -330,7 +339,34 @@ class ReferenceVectorEnv:
             self._reset_count[e] += 1
         self._episode_step[idx] = 0
         self._apply_actions(idx, np.tile(_HOME_ACTION, (len(idx), 1)))
+        if self._settle is not None:
+            for e in idx:
+                self._settle_objects(int(e))
         mujoco.mj_forward(self.model, self.data)
+
+    def _settle_objects(self, e: int) -> None:
+        """Drop env ``e``'s placed objects from ``SETTLE_DROP`` above their poses and let them fall into place:
+        ``reset_settle_steps`` physics steps of the one-env settle scene, with the robot in env ``e``'s pose
+        holding its actuator targets; the objects' settled poses and velocities are copied back."""
+        model, data, six = self._settle
+        d, ix = self.data, self.index
+        obj_q = ix.obj_qpos[e][:, None] + np.arange(7)  # free joints: position, then quaternion
+        settle_q = six.obj_qpos[0][:, None] + np.arange(7)
+        mujoco.mj_resetData(model, data)
+        data.qpos[six.base_qpos[0]] = d.qpos[ix.base_qpos[e]]
+        data.qpos[six.arm_qpos[0]] = d.qpos[ix.arm_qpos[e]]
+        data.ctrl[six.ctrl_start[0] + np.arange(scene.CTRL_PER_ENV)] = d.ctrl[self._ctrl_cols[e]]
+        placed = d.qpos[obj_q]
+        placed[:, 0] -= ix.origin_x[e]
+        placed[:, 2] += SETTLE_DROP
+        data.qpos[settle_q] = placed
+        with get_profiler().section(PHYSICS, settle=True):
+            mujoco.mj_step(model, data, nstep=self.config.reset_settle_steps)
+        settled = data.qpos[settle_q]
+        settled[:, 0] += ix.origin_x[e]
+        d.qpos[obj_q] = settled
+        d.qvel[ix.obj_dof[e][:, None] + np.arange(6)] = data.qvel[six.obj_dof[0][:, None] + np.arange(6)]
+        self.settle_steps += self.config.reset_settle_steps
 
     def _render(self, idx: np.ndarray) -> None:
         if not self.vision_modalities:

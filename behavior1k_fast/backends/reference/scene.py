@@ -216,7 +216,8 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     extent = ENV_SPACING * max(num_envs, 1)
     return f"""<mujoco model="behavior1k_fast_reference">
   <compiler angle="radian" autolimits="true"/>
-  <option timestep="{physics_dt!r}" integrator="implicitfast" cone="elliptic" impratio="5">
+  <option timestep="{physics_dt!r}" integrator="implicitfast" cone="elliptic" impratio="5"
+          noslip_iterations="{config.contact_iterations}" noslip_tolerance="0">
     <flag island="enable"/>
   </option>
   <statistic extent="{extent}" center="{extent / 2} 0 1"/>
