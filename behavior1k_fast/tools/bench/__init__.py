@@ -11,6 +11,7 @@ heavy parts live in the sub-modules and are imported when the command runs.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from ...backends import BACKENDS
@@ -41,10 +42,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=None, help="timed chunks per env per row (default: 6, quick: 1)")
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds per row before timing (default: 1)")
     p.add_argument("--model-ms", type=float, default=None,
-                   help="target ms of one batched policy forward (default: the optimised env ms per chunk, "
-                        "measured at start)")
-    p.add_argument("--denoise-steps", type=int, default=None,
-                   help="fix the policy's forward cost instead of calibrating it")
+                   help="target ms of one policy forward at the stage batch (default: the optimised env ms per "
+                        "stage chunk, measured at start); the model's width and depth are calibrated to it")
+    p.add_argument("--model-width", type=int, default=None,
+                   help="fix the policy transformer's width (a multiple of 64); its depth is calibrated unless "
+                        "--model-depth is given too")
+    p.add_argument("--model-depth", type=int, default=None,
+                   help="fix the policy transformer's depth in blocks (needs --model-width; nothing calibrated)")
+    p.add_argument("--behavior-like", action="store_true",
+                   help="reference backend: BEHAVIOR's reset and contact costs on (ReferenceConfig.behavior_like)")
     p.add_argument("--device", default="auto", help="policy device: cpu, cuda or auto (default: auto)")
     p.add_argument("--scaling", type=_int_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")
@@ -55,14 +61,19 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true", help="also export a Chrome trace of the last row")
     p.add_argument("--seed", type=int, default=0)
     add_backend_arguments(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=functools.partial(run, parser=p))
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the ablation; print table and goals; write JSON and PNG. 0 on success (goals are not asserted)."""
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run the ablation; print table and goals; write JSON and PNG. 0 on success (goals are not asserted).
+
+    A bad option value is a usage error of ``parser`` (one line, exit code 2) before anything runs."""
     from .ablation import BenchConfig, run_bench
 
-    config = BenchConfig.from_args(args)
+    try:
+        config = BenchConfig.from_args(args)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     result = run_bench(config)
     return 0 if result["rows"] else 1
