@@ -9,10 +9,11 @@ is per-step overhead, or solver work of the coarser physics dt (physics ms per s
 envs are built side by side and their rounds alternate, so drift of a shared machine hits both alike;
 each repeat is a new pair with another seed, and medians over the repeats are recorded.
 
-Per K: wall ms per step (one own action of every env) around the chunk stepping, the profiler's stage
+Per K: wall and CPU ms per step (one own action of every env; CPU time of this process, which other load
+on a shared machine disturbs less than wall time) around the chunk stepping, the profiler's stage
 spans per step (action apply, physics, reward, termination, render, observation read), the rest of the
 wall time (chunk loop, argument checks, infos), physics ms per substep, and the non-physics ms per
-``step`` call. Writes (merging with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
+``step`` call; and the CPU ms of the least disturbed round (the minimum over the rounds). Writes (merging with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
 ``"<label>, E=<envs>"`` and a bar chart ``.png`` of every entry. Run (about a minute on 2 cores):
 ``python3 benchmarks/hold_steps.py --label after``.
 """
@@ -52,18 +53,27 @@ def build(stages: int, config: ReferenceConfig, envs: int, seed: int) -> Referen
     return ReferenceVectorEnv(envs, seed=seed, profile=profile, config=config)
 
 
+def new_totals() -> dict:
+    """What :func:`step_round` adds up, all zero."""
+    return {"wall_s": 0.0, "cpu_s": 0.0, "round_cpu_s": [], "substeps": 0, "span_ms": {}, "calls": {}}
+
+
 def step_round(env: ReferenceVectorEnv, chunk: int, totals: dict) -> None:
-    """One round (a chunk per stage slice, the other slice holding) into ``totals``: wall s around the chunk
-    stepping, physics substeps, stage spans (ms)."""
+    """One round (a chunk per stage slice, the other slice holding) into ``totals``: wall and CPU s of this
+    process around the chunk stepping, physics substeps, stage spans (ms)."""
     prof = get_profiler()
     prof.clear()
+    round_cpu = 0.0
     for s in np.array_split(np.arange(env.num_envs), env.timing.stages):
         actions = chunk_actions(env, s, chunk)
         before = env.data.time
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         run_chunk(env, actions, s)
         totals["wall_s"] += time.perf_counter() - start
+        round_cpu += time.process_time() - start_cpu
         totals["substeps"] += round((env.data.time - before) / env.model.opt.timestep)
+    totals["cpu_s"] += round_cpu
+    totals["round_cpu_s"].append(round_cpu)
     for stage, row in prof.summary().items():
         totals["span_ms"][stage] = totals["span_ms"].get(stage, 0.0) + row["total_ms"]
         totals["calls"][stage] = totals["calls"].get(stage, 0) + row["count"]
@@ -73,12 +83,12 @@ def measure(config: ReferenceConfig, envs: int, chunk: int, rounds: int, seed: i
     """K = 1 and K = 2 envs built side by side, their rounds alternating (machine drift hits both alike):
     wall, span and physics figures per step for each K."""
     built = {k: build(k, config, envs, seed) for k in (1, 2)}
-    totals = {k: {"wall_s": 0.0, "substeps": 0, "span_ms": {}, "calls": {}} for k in built}
+    totals = {k: new_totals() for k in built}
     prof = get_profiler()
     try:
         for env in built.values():
             env.reset()
-            step_round(env, chunk, {"wall_s": 0.0, "substeps": 0, "span_ms": {}, "calls": {}})  # warm-up
+            step_round(env, chunk, new_totals())  # warm-up
         prof.enabled = True
         for _ in range(rounds):
             for k, env in built.items():
@@ -96,6 +106,8 @@ def measure(config: ReferenceConfig, envs: int, chunk: int, rounds: int, seed: i
         out[k] = {
             "stages": k,
             "wall_ms_per_step": wall_ms,
+            "cpu_ms_per_step": tot["cpu_s"] * 1e3 / steps,
+            "least_round_cpu_ms_per_step": min(tot["round_cpu_s"]) * 1e3 / chunk,
             "span_ms_per_step": span_ms,
             "spans_ms_per_step": sum(span_ms.values()),
             "outside_spans_ms_per_step": wall_ms - sum(span_ms.values()),
@@ -138,8 +150,9 @@ def plot(result: dict, path: Path) -> None:
         bottom += vals
     for x, (label, k) in enumerate(bars):
         if k == "2":
-            ratio = result["runs"][label]["k2_over_k1_wall"]
-            ax.annotate(f"{ratio:.2f}x K=1", (x, bottom[x]), ha="center", va="bottom", fontsize=8)
+            run = result["runs"][label]
+            ax.annotate(f"{run['k2_over_k1_wall']:.2f}x K=1 wall\n{run['k2_over_k1_cpu']:.2f}x CPU", (x, bottom[x]),
+                        ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(bars)), [f"{label}\nK={k}" for label, k in bars], fontsize=8)
     ax.set_ylabel("simulator ms per step (one own action of every env)")
     ax.set_title(f"Hold steps: hybrid K=2 vs K=1 in one process, {result['machine']['cpus']} CPU cores",
@@ -159,6 +172,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds per repeat (default 8)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats, each a new pair of envs (default 5)")
     parser.add_argument("--tag", default="cpu", help="results file suffix (default cpu)")
+    parser.add_argument("--commit", default=None,
+                        help="commit of the code measured (default: this checkout's HEAD; set it when PYTHONPATH "
+                             "points at another tree)")
     args = parser.parse_args()
     if args.envs < 2 or args.envs % 2:
         parser.error(f"--envs must be an even int >= 2, got {args.envs}")
@@ -171,11 +187,14 @@ def main() -> None:
               "ms/step", flush=True)
     entry = {str(k): median_of(v) for k, v in runs.items()}
     entry["k2_over_k1_wall"] = entry["2"]["wall_ms_per_step"] / entry["1"]["wall_ms_per_step"]
+    entry["k2_over_k1_cpu"] = entry["2"]["cpu_ms_per_step"] / entry["1"]["cpu_ms_per_step"]
+    entry["k2_over_k1_least_round_cpu"] = (entry["2"]["least_round_cpu_ms_per_step"]
+                                           / entry["1"]["least_round_cpu_ms_per_step"])
     entry["k2_over_k1_spans"] = entry["2"]["spans_ms_per_step"] / entry["1"]["spans_ms_per_step"]
-    entry["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip()
+    entry["commit"] = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                    text=True, cwd=Path(__file__).parent).stdout.strip()
     entry["command"] = "python3 benchmarks/hold_steps.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items())
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"hold_steps_{args.tag}.json"
     result = json.loads(out.read_text()) if out.exists() else {"runs": {}}
@@ -187,7 +206,9 @@ def main() -> None:
     result["runs"][f"{args.label}, E={args.envs}"] = entry
     out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, out.with_suffix(".png"))
-    print(f"K=2 / K=1 wall per own action: {entry['k2_over_k1_wall']:.3f} (spans only: {entry['k2_over_k1_spans']:.3f})")
+    print(f"K=2 / K=1 per own action: wall {entry['k2_over_k1_wall']:.3f}, CPU {entry['k2_over_k1_cpu']:.3f}, "
+          f"least-disturbed round's CPU {entry['k2_over_k1_least_round_cpu']:.3f}, spans only "
+          f"{entry['k2_over_k1_spans']:.3f}")
     print(f"wrote {out} and {out.with_suffix('.png')}")
 
 

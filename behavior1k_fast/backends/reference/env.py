@@ -210,7 +210,7 @@ class ReferenceVectorEnv:
         with prof.section(PHYSICS):
             mujoco.mj_step(self.model, self.data, nstep=self._substeps)
         with prof.section(REWARD):
-            preds, center = task.evaluate_predicates(self.data, self.index, idx)
+            preds, center = task.evaluate_predicates(self.data, self.index, idx, num_objects=1)  # the goal: target only
             rewards, success, terms = task.reward_and_success(
                 preds, center, task.grip_points(self.data, self.index, idx)
             )

@@ -15,7 +15,9 @@ target), grasping, and placing (target to the point above the bin floor), plus t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import mujoco
 import numpy as np
@@ -48,10 +50,6 @@ GOAL_PREDICATES = (f"ontop(obj{TARGET}, table)", f"inside(obj{TARGET}, bin)") + 
 )
 #: Names of the dense reward's terms, in ``reward_and_success`` order.
 REWARD_TERMS = ("reach", "grasp", "place", "success")
-#: Horizontal regions an object centre is tested against: rows table top, bin inner square; columns x, y
-#: (env frame, m).
-_REGION_CENTER = np.array([TABLE_CENTER, BIN_CENTER])
-_REGION_HALF = np.array([TABLE_HALF, (BIN_INNER_HALF, BIN_INNER_HALF)])
 _BIN_FLOOR_TOP = TABLE_TOP + BIN_WALL
 _BIN_TOP = _BIN_FLOOR_TOP + BIN_WALL_HEIGHT
 #: Heights (m) between which an object's bottom counts as resting on the table top.
@@ -74,16 +72,31 @@ class Predicates:
         return [dict(zip(GOAL_PREDICATES, row)) for row in values.tolist()]
 
 
-def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The objects of ``envs`` as world-axis-aligned boxes: centre in the env frame [e, n, 3] and the height
-    of the bottom face [e, n] (m). The object geoms are MuJoCo primitives, whose bounding box is centred on
-    the geom frame, so the centre is the geom position."""
-    geoms = index.obj_geom[envs]
-    center = data.geom_xpos[geoms]  # a gather: a new array
-    center[..., 0] -= index.origin_x[envs][:, None]
+def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray,
+                 num_objects: int | None = None) -> tuple[list, list]:
+    """Per selected env and object (the first ``num_objects``, all by default), its world-axis-aligned box:
+    the centre in the env frame ``[x, y, z]`` and the height of the bottom face (m), as nested lists of
+    floats (a step looks at a few objects of a few envs: Python floats beat numpy calls on arrays this
+    small). The object geoms are MuJoCo primitives, whose box is centred on the geom frame."""
+    geoms = index.obj_geom[envs, :num_objects]
+    centers = data.geom_xpos[geoms].tolist()
     # Half height of the rotated box: |row z of the rotation| . local half sizes.
-    half_z = np.einsum("enj,enj->en", np.abs(data.geom_xmat[geoms, 6:9]), index.obj_aabb_half[envs])
-    return center, center[..., 2] - half_z
+    half_z = np.einsum("enj,enj->en", np.abs(data.geom_xmat[geoms, 6:9]), index.obj_aabb_half[envs, :num_objects])
+    bottoms = []
+    for origin, env_centers, env_half_z in zip(index.origin_x[envs].tolist(), centers, half_z.tolist()):
+        for center in env_centers:
+            center[0] -= origin
+        bottoms.append([center[2] - h for center, h in zip(env_centers, env_half_z)])
+    return centers, bottoms
+
+
+def region_predicates(center: Sequence[float], bottom: float) -> tuple[bool, bool]:
+    """``ontop(obj, table)`` and ``inside(obj, bin)`` of one object from its box (module docs)."""
+    x, y, z = center
+    in_bin_xy = abs(x - BIN_CENTER[0]) <= BIN_INNER_HALF and abs(y - BIN_CENTER[1]) <= BIN_INNER_HALF
+    over_table = abs(x - TABLE_CENTER[0]) <= TABLE_HALF[0] and abs(y - TABLE_CENTER[1]) <= TABLE_HALF[1]
+    return (over_table and not in_bin_xy and _ONTOP_LOW <= bottom <= _ONTOP_HIGH,
+            in_bin_xy and _BIN_FLOOR_TOP <= z <= _BIN_TOP)
 
 
 def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
@@ -102,19 +115,14 @@ def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
     return touch
 
 
-def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
-    """Predicates of the selected envs, and their object centres in the env frame [e, n, 3]."""
-    center, bottom = object_boxes(data, index, envs)
-    # [e, n, region, axis]: the centre lies within the table top / the bin's inner square along x, y.
-    within = np.abs(center[..., None, :2] - _REGION_CENTER) <= _REGION_HALF
-    over = within[..., 0] & within[..., 1]  # [e, n, region]
-    in_bin_xy = over[..., 1]
-    ontop = over[..., 0] & ~in_bin_xy & (bottom <= _ONTOP_HIGH) & (bottom >= _ONTOP_LOW)
-    z = center[..., 2]
-    inside = in_bin_xy & (z >= _BIN_FLOOR_TOP) & (z <= _BIN_TOP)
-    touch = finger_contacts(data, index)[envs]
+def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray, num_objects: int | None = None):
+    """Predicates of the selected envs' first ``num_objects`` objects (all by default; the target is
+    object 0, so 1 is enough for the goal), and their centres in the env frame [e, n, 3]."""
+    centers, bottoms = object_boxes(data, index, envs, num_objects)
+    regions = np.array([[region_predicates(c, b) for c, b in zip(*env)] for env in zip(centers, bottoms)], bool)
+    touch = finger_contacts(data, index)[envs, :, :num_objects]
     grasped = touch[:, 0::2] & touch[:, 1::2]
-    return Predicates(ontop_table=ontop, inside_bin=inside, grasped=grasped), center
+    return Predicates(ontop_table=regions[..., 0], inside_bin=regions[..., 1], grasped=grasped), np.array(centers)
 
 
 def grip_points(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> np.ndarray:
@@ -124,23 +132,25 @@ def grip_points(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> np.
     return pts
 
 
-def _distance(offset: np.ndarray) -> np.ndarray:
-    """Euclidean length over the last axis (the same operations as ``np.linalg.norm(offset, axis=-1)``)."""
-    return np.sqrt(np.add.reduce(offset * offset, axis=-1))
+def _length(dx: float, dy: float, dz: float) -> float:
+    """Euclidean length: the squares summed left to right, then the square root (numpy's sum over a last
+    axis of 3 does the same, so the two agree to the bit)."""
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
 
 
 def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray):
     """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays, ``REWARD_TERMS``)."""
-    target = center[:, TARGET]
-    reach = np.minimum.reduce(_distance(grips - target[:, None]), axis=1)
-    grasped = np.logical_or.reduce(preds.grasped[:, :, TARGET], axis=1)
-    place = _distance(target - PLACE_POINT)
+    grasped = preds.grasped[:, :, TARGET].any(axis=1)
     success = preds.inside_bin[:, TARGET] & ~grasped
-    terms = {
-        "reach": 0.25 * (1.0 - np.tanh(5.0 * reach)),
-        "grasp": 0.25 * grasped.astype(np.float64),
-        "place": 0.5 * (1.0 - np.tanh(5.0 * place)),
-        "success": SUCCESS_BONUS * success.astype(np.float64),
-    }
-    reward = terms["reach"] + terms["grasp"] + terms["place"] + terms["success"]
-    return reward, success, terms
+    px, py, pz = PLACE_POINT.tolist()
+    scaled = []  # 5 x the reach and place distances of every env, for one tanh call
+    for (tx, ty, tz), env_grips in zip(center[:, TARGET].tolist(), grips.tolist()):
+        reach = min(_length(gx - tx, gy - ty, gz - tz) for gx, gy, gz in env_grips)
+        scaled += (5.0 * reach, 5.0 * _length(tx - px, ty - py, tz - pz))
+    squashed = np.tanh(scaled).tolist()
+    rows = []
+    for k, (held, ok) in enumerate(zip(grasped.tolist(), success.tolist())):
+        row = (0.25 * (1.0 - squashed[2 * k]), 0.25 * held, 0.5 * (1.0 - squashed[2 * k + 1]), SUCCESS_BONUS * ok)
+        rows.append(row + (row[0] + row[1] + row[2] + row[3],))
+    table = np.array(rows, dtype=np.float64)
+    return table[:, -1], success, dict(zip(REWARD_TERMS, table[:, :-1].T))
