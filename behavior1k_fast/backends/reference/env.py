@@ -306,13 +306,11 @@ class ReferenceVectorEnv:
         n = len(idx)
         self._last_action[idx] = actions
         ctrl = np.empty((n, scene.CTRL_PER_ENV))
-        # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is.
+        # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is (Python floats:
+        # a few envs per call).
         yaw = self.data.qpos[self._yaw_qpos[idx]]
-        cmd = actions[:, :3] * _BASE_SPEED
-        cos, sin = np.cos(yaw), np.sin(yaw)
-        ctrl[:, 0] = cos * cmd[:, 0] - sin * cmd[:, 1]
-        ctrl[:, 1] = sin * cmd[:, 0] + cos * cmd[:, 1]
-        ctrl[:, 2] = cmd[:, 2]
+        ctrl[:, :3] = [(c * x - s * y, s * x + c * y, rate) for c, s, (x, y, rate)
+                       in zip(np.cos(yaw).tolist(), np.sin(yaw).tolist(), (actions[:, :3] * _BASE_SPEED).tolist())]
         # Arms: each action mapped onto its joint range; both fingers of a gripper follow its one target.
         arm_ctrl = ctrl[:, 3:].reshape(n, len(scene.ARMS), 5)  # a view of ctrl
         np.add(_ARM_LOW, (actions[:, 3:].reshape(n, len(scene.ARMS), 4) + 1.0) * 0.5 * _ARM_SPAN,
