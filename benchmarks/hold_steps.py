@@ -13,7 +13,8 @@ Per K: wall and CPU ms per step (one own action of every env; CPU time of this p
 on a shared machine disturbs less than wall time) around the chunk stepping, the profiler's stage
 spans per step (action apply, physics, reward, termination, render, observation read), the rest of the
 wall time (chunk loop, argument checks, infos), physics ms per substep, and the non-physics ms per
-``step`` call; and the CPU ms of the least disturbed round (the minimum over the rounds). Writes (merging with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
+``step`` call; and the CPU ms of the least disturbed round (the minimum over the rounds). Writes (merging
+with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
 ``"<label>, E=<envs>"`` and a bar chart ``.png`` of every entry. Run (about a minute on 2 cores):
 ``python3 benchmarks/hold_steps.py --label after``.
 """

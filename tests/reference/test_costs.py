@@ -39,7 +39,8 @@ def test_settled_reset_drops_objects_into_place_and_they_come_to_rest():
 
 
 def test_settling_one_reset_leaves_the_other_envs_and_sim_time_alone():
-    env = make_env(2, seed=4, profile=PROPRIO_ONLY, config=ReferenceConfig(resolution=(16, 16), reset_settle_steps=SETTLE))
+    config = ReferenceConfig(resolution=(16, 16), reset_settle_steps=SETTLE)
+    env = make_env(2, seed=4, profile=PROPRIO_ONLY, config=config)
     env.step(hold_actions(env))
     other = env.data.qpos[env.index.obj_qpos[1]].copy()
     t = env.sim_time

@@ -19,7 +19,7 @@ behavior_like`, with values from published figures:
   contact constraint. Here each physics step sweeps the friction constraints of every active contact
   ``contact_iterations`` more times (MuJoCo's noslip post-solver, run to that count: tolerance 0), so the
   step cost grows with the contacts; the value in ``behavior_like`` makes that work about 1.2x the rest of
-  the physics step on the default scene (99.3 / 82.2), measured with ``benchmarks/reference_perf.py``.
+  the physics step on the default scene (99.3 / 82.2), measured with ``benchmarks/behavior_costs.py``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ on):
   after every sim step. This one is the caller's: the engine passes ``render``/``get_obs``, and the env
   renders exactly when asked.
 
+BEHAVIOR-like costs, off by default (``ReferenceConfig.reset_settle_steps`` and ``contact_iterations``,
+sources in ``config``): resets that settle their re-sampled objects with physics steps, and solver work per
+physics step that grows with the active contacts.
+
 ``intra_op_threads`` has no effect here: MuJoCo stepping and rendering are single-threaded.
 """
 

@@ -202,7 +202,8 @@ def behavior_like_options(backend: str) -> dict[str, Any]:
     from ...backends.reference import ReferenceConfig
 
     preset, plain = ReferenceConfig.behavior_like(), ReferenceConfig()
-    return {f.name: getattr(preset, f.name) for f in fields(preset) if getattr(preset, f.name) != getattr(plain, f.name)}
+    changed = (f.name for f in fields(preset))
+    return {name: getattr(preset, name) for name in changed if getattr(preset, name) != getattr(plain, name)}
 
 
 # --- measuring one row ---------------------------------------------------------------------------
