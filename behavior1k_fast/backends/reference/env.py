@@ -214,10 +214,7 @@ class ReferenceVectorEnv:
         with prof.section(PHYSICS):
             mujoco.mj_step(self.model, self.data, nstep=self._substeps)
         with prof.section(REWARD):
-            preds, center = task.evaluate_predicates(self.data, self.index, idx, num_objects=1)  # the goal: target only
-            rewards, success, terms = task.reward_and_success(
-                preds, center, task.grip_points(self.data, self.index, idx)
-            )
+            rewards, success, goals, terms = task.goal_and_reward(self.data, self.index, idx)
         with prof.section(TERMINATION):
             episode_step = self._episode_step[idx] + 1
             self._episode_step[idx] = episode_step
@@ -226,15 +223,9 @@ class ReferenceVectorEnv:
         if render:
             self._render(idx)
         obs = self._read_obs(idx) if get_obs else [None] * len(idx)
-        term_rows = zip(*(terms[k].tolist() for k in task.REWARD_TERMS))
         infos = [
-            {
-                "episode_step": n,
-                "success": ok,
-                "predicates": goal,
-                "reward_terms": dict(zip(task.REWARD_TERMS, row)),
-            }
-            for n, ok, goal, row in zip(episode_step.tolist(), success.tolist(), preds.goal_values(), term_rows)
+            {"episode_step": n, "success": ok, "predicates": goal, "reward_terms": row}
+            for n, ok, goal, row in zip(episode_step.tolist(), success.tolist(), goals, terms)
         ]
         return obs, rewards, terminated, truncated, infos
 

@@ -138,19 +138,46 @@ def _length(dx: float, dy: float, dz: float) -> float:
     return math.sqrt(dx * dx + dy * dy + dz * dz)
 
 
-def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray):
-    """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays, ``REWARD_TERMS``)."""
-    grasped = preds.grasped[:, :, TARGET].any(axis=1)
-    success = preds.inside_bin[:, TARGET] & ~grasped
+def _reward_rows(targets: Sequence, grips: Sequence, grasped: Sequence[bool], inside: Sequence[bool]) -> list:
+    """Per env ``(reach, grasp, place, success, reward)`` terms (floats) and success, from the target's centre
+    ``[x, y, z]``, each arm's grip point, whether any arm grasps the target and whether it is inside the bin
+    (all in the env frame, per env)."""
     px, py, pz = PLACE_POINT.tolist()
     scaled = []  # 5 x the reach and place distances of every env, for one tanh call
-    for (tx, ty, tz), env_grips in zip(center[:, TARGET].tolist(), grips.tolist()):
+    for (tx, ty, tz), env_grips in zip(targets, grips):
         reach = min(_length(gx - tx, gy - ty, gz - tz) for gx, gy, gz in env_grips)
         scaled += (5.0 * reach, 5.0 * _length(tx - px, ty - py, tz - pz))
     squashed = np.tanh(scaled).tolist()
     rows = []
-    for k, (held, ok) in enumerate(zip(grasped.tolist(), success.tolist())):
+    for k, (held, in_bin) in enumerate(zip(grasped, inside)):
+        ok = in_bin and not held
         row = (0.25 * (1.0 - squashed[2 * k]), 0.25 * held, 0.5 * (1.0 - squashed[2 * k + 1]), SUCCESS_BONUS * ok)
-        rows.append(row + (row[0] + row[1] + row[2] + row[3],))
-    table = np.array(rows, dtype=np.float64)
-    return table[:, -1], success, dict(zip(REWARD_TERMS, table[:, :-1].T))
+        rows.append((row + (row[0] + row[1] + row[2] + row[3],), ok))
+    return rows
+
+
+def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray):
+    """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays, ``REWARD_TERMS``)."""
+    rows = _reward_rows(center[:, TARGET].tolist(), grips.tolist(), preds.grasped[:, :, TARGET].any(axis=1).tolist(),
+                        preds.inside_bin[:, TARGET].tolist())
+    table = np.array([terms for terms, _ in rows], dtype=np.float64)
+    return table[:, -1], np.array([ok for _, ok in rows]), dict(zip(REWARD_TERMS, table[:, :-1].T))
+
+
+def goal_and_reward(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
+    """What a step reports for the selected envs, from the target only: reward float64 [e], success bool [e],
+    and per env the goal's predicates (``GOAL_PREDICATES`` -> bool) and the reward terms (``REWARD_TERMS``
+    -> float). Values equal :func:`evaluate_predicates` + :func:`reward_and_success`; Python floats keep
+    the per-step cost to a few numpy calls."""
+    centers, bottoms = object_boxes(data, index, envs, num_objects=TARGET + 1)
+    touch = finger_contacts(data, index)[envs, :, TARGET].tolist()  # per env: finger slots
+    goals = []
+    for env_centers, env_bottoms, fingers in zip(centers, bottoms, touch):
+        grasped = [fingers[2 * a] and fingers[2 * a + 1] for a in range(len(ARMS))]
+        goals.append(dict(zip(GOAL_PREDICATES, (*region_predicates(env_centers[TARGET], env_bottoms[TARGET]),
+                                                *grasped))))
+    inside = [goal[GOAL_PREDICATES[1]] for goal in goals]
+    rows = _reward_rows([c[TARGET] for c in centers], grip_points(data, index, envs).tolist(),
+                        [any(goal[name] for name in GOAL_PREDICATES[2:]) for goal in goals], inside)
+    terms = [dict(zip(REWARD_TERMS, row[:-1])) for row, _ in rows]
+    return np.array([row[-1] for row, _ in rows]), np.array([ok for _, ok in rows]), goals, terms
