@@ -115,12 +115,11 @@ def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
     return touch
 
 
-def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray, num_objects: int | None = None):
-    """Predicates of the selected envs' first ``num_objects`` objects (all by default; the target is
-    object 0, so 1 is enough for the goal), and their centres in the env frame [e, n, 3]."""
-    centers, bottoms = object_boxes(data, index, envs, num_objects)
+def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
+    """Predicates of the selected envs, and their object centres in the env frame [e, n, 3]."""
+    centers, bottoms = object_boxes(data, index, envs)
     regions = np.array([[region_predicates(c, b) for c, b in zip(*env)] for env in zip(centers, bottoms)], bool)
-    touch = finger_contacts(data, index)[envs, :, :num_objects]
+    touch = finger_contacts(data, index)[envs]
     grasped = touch[:, 0::2] & touch[:, 1::2]
     return Predicates(ontop_table=regions[..., 0], inside_bin=regions[..., 1], grasped=grasped), np.array(centers)
 
