@@ -170,13 +170,13 @@ def goal_and_reward(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
     the per-step cost to a few numpy calls."""
     centers, bottoms = object_boxes(data, index, envs, num_objects=TARGET + 1)
     touch = finger_contacts(data, index)[envs, :, TARGET].tolist()  # per env: finger slots
-    goals = []
+    goals, held, inside = [], [], []
     for env_centers, env_bottoms, fingers in zip(centers, bottoms, touch):
+        ontop, in_bin = region_predicates(env_centers[TARGET], env_bottoms[TARGET])
         grasped = [fingers[2 * a] and fingers[2 * a + 1] for a in range(len(ARMS))]
-        goals.append(dict(zip(GOAL_PREDICATES, (*region_predicates(env_centers[TARGET], env_bottoms[TARGET]),
-                                                *grasped))))
-    inside = [goal[GOAL_PREDICATES[1]] for goal in goals]
-    rows = _reward_rows([c[TARGET] for c in centers], grip_points(data, index, envs).tolist(),
-                        [any(goal[name] for name in GOAL_PREDICATES[2:]) for goal in goals], inside)
+        goals.append(dict(zip(GOAL_PREDICATES, (ontop, in_bin, *grasped))))
+        held.append(any(grasped))
+        inside.append(in_bin)
+    rows = _reward_rows([c[TARGET] for c in centers], grip_points(data, index, envs).tolist(), held, inside)
     terms = [dict(zip(REWARD_TERMS, row[:-1])) for row, _ in rows]
     return np.array([row[-1] for row, _ in rows]), np.array([ok for _, ok in rows]), goals, terms
