@@ -41,7 +41,7 @@ SETTLE_DROP = 0.05
 #: object at 120 Hz physics (module docs).
 BEHAVIOR_SETTLE_STEPS = 125
 #: ``contact_iterations`` of :meth:`ReferenceConfig.behavior_like` (module docs).
-BEHAVIOR_CONTACT_ITERATIONS = 11
+BEHAVIOR_CONTACT_ITERATIONS = 13
 
 
 def _omnigibson_default_frequencies() -> Frequencies:
