@@ -344,9 +344,9 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
 
     The env ms per chunk is T_env of a short run of the all-optimisations row through the engine (the
     narrowest one-block policy, one warm-up and two timed rounds), so it is what the pipeline sees with every
-    worker busy. ``model_width`` / ``model_depth`` fix the size instead (a width alone: its depth is calibrated).
-    The spaces come from one backend built here, or in a spawned process with the profile applied where the
-    backend needs that.
+    worker busy. ``model_width`` / ``model_depth`` fix the size instead (a width alone: its depth is
+    calibrated). The spaces come from one backend built here, or in a spawned process with the profile
+    applied where the backend needs that.
     """
     import torch
 
@@ -372,8 +372,8 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     width, depth = config.model_width, config.model_depth
     if depth is None:
         if config.model_ms is None:
-            one_step = build(WIDTHS[0], 1)
-            probe = run_engine_row(factory, all_row, one_step, replace(config, rounds=2, warmup=1))
+            narrowest = build(WIDTHS[0], 1)
+            probe = run_engine_row(factory, all_row, narrowest, replace(config, rounds=2, warmup=1))
             env_ms = probe["t_env_ms"]
             if env_ms is None:
                 raise ValueError(f"calibration reads env worker spans, which executor={config.executor!r} does "
