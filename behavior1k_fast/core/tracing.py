@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 # Stage names, in the order a step runs them.
 ACTION_APPLY = "action_apply"
@@ -51,15 +51,7 @@ class Profiler:
         """Time a stage. ``args`` (e.g. ``env=3``, ``step=7``) end up on the trace event."""
         if not self.enabled:
             return _NULL
-        return self._timed(stage, args)
-
-    @contextlib.contextmanager
-    def _timed(self, stage: str, args: dict) -> Iterator[None]:
-        start = time.perf_counter_ns()
-        try:
-            yield
-        finally:
-            self.add(stage, start, time.perf_counter_ns() - start, args or None)
+        return _Section(self, stage, args or None)
 
     def add(self, stage: str, start_ns: int, duration_ns: int, args: dict | None = None) -> None:
         """Record a span measured elsewhere (start from ``time.perf_counter_ns()``)."""
@@ -120,6 +112,21 @@ class Profiler:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.chrome_trace(), fh)
         return str(path)
+
+
+class _Section:
+    """The timer of one :meth:`Profiler.section` (a plain class: a step runs several, so it is kept cheap)."""
+
+    __slots__ = ("_profiler", "_stage", "_args", "_start")
+
+    def __init__(self, profiler: Profiler, stage: str, args: dict | None) -> None:
+        self._profiler, self._stage, self._args = profiler, stage, args
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter_ns()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._profiler.add(self._stage, self._start, time.perf_counter_ns() - self._start, self._args)
 
 
 _profiler = Profiler(enabled=os.environ.get("BEHAVIOR1K_FAST_PROFILE_TRACE", "") not in ("", "0"))

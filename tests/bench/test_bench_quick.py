@@ -71,6 +71,12 @@ def test_goals_baseline_and_files(quick_result):
         assert g["met"] == (g["measured"] >= g["target"])
         assert (g["shortfall"] == "") == g["met"]
     assert result["baseline"]["profile"]["obs_modalities"] is None
-    assert result["calibration"]["denoise_steps"] >= 1
+    calibration = result["calibration"]
+    assert calibration["model_width"] % 64 == 0 and calibration["model_depth"] >= 1
+    assert calibration["model_dtype"] == "float32" and calibration["model_parameters"] > 0
+    assert calibration["target_model_ms"] == calibration["env_ms_per_stage_chunk"] > 0
+    curve = calibration["t_model_by_batch"]
+    assert [c["batch"] for c in curve] == list(range(1, by["hybrid_overlap"]["total_envs"] + 1))
+    assert all(c["ms"] > 0 for c in curve)
     assert result["machine"]["logical_cores"] >= 1
     assert (out / "bench_ci.png").read_bytes()[:4] == b"\x89PNG"

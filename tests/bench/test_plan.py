@@ -59,6 +59,47 @@ def test_quick_defaults_and_layout_checks():
         ablation.BenchConfig(device="tpu")
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--model-width", "100"], "model_width must be a multiple of 64 (the attention head size), got 100"),
+    (["--model-width", "0"], "model_width must be an int >= 1, got 0"),
+    (["--model-width", "128", "--model-depth", "0"], "model_depth must be an int >= 1, got 0"),
+    (["--model-depth", "4"], "model_depth=4 needs model_width too"),
+    (["--model-width", "128", "--model-depth", "4", "--model-ms", "20"], "nothing is calibrated"),
+    (["--model-ms", "-5"], "model_ms must be a finite number of ms > 0"),
+    (["--behavior-like", "--backend", "omnigibson"], "--behavior-like applies to the reference simulator"),
+])
+def test_bad_model_options_are_one_line_usage_errors(capsys, argv, message):
+    args = _parse("--device", "cpu", *argv)
+    with pytest.raises(SystemExit) as exc:
+        args.func(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "Traceback" not in err
+    assert message in err.strip().splitlines()[-1]  # the error is one line, the last
+
+
+def test_model_size_options_reach_the_config():
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--model-width", "256", "--model-depth", "6"))
+    assert (config.model_width, config.model_depth, config.model_ms) == (256, 6, None)
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--model-width", "512", "--model-ms", "30"))
+    assert (config.model_width, config.model_depth, config.model_ms) == (512, None, 30.0)
+
+
+def test_behavior_like_turns_on_the_reference_costs_and_keeps_explicit_values(tmp_path):
+    from behavior1k_fast.backends.reference import ReferenceConfig
+
+    preset = ReferenceConfig.behavior_like()
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--behavior-like"))
+    assert config.backend_options == {"reset_settle_steps": preset.reset_settle_steps,
+                                      "contact_iterations": preset.contact_iterations}
+    yaml_path = tmp_path / "ref.yaml"
+    yaml_path.write_text("contact_iterations: 3\n")
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--behavior-like", "--backend-config",
+                                                   str(yaml_path)))
+    assert config.backend_options["contact_iterations"] == 3
+    assert ablation.BenchConfig.from_args(_parse("--device", "cpu")).backend_options == {}
+
+
 def test_omnigibson_needs_an_env_config(tmp_path):
     config = ablation.BenchConfig.from_args(_parse("--backend", "omnigibson", "--device", "cpu"))
     with pytest.raises(ValueError, match="--backend-config"):
@@ -87,7 +128,10 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
 
     def fake_calibrate(factory, rows, config):
         calls.append(("calibrate", factory, None))
-        return (lambda obs: None), {"denoise_steps": 1}
+        return (lambda obs: None), {"model_width": 64, "model_depth": 1, "model_parameters": 1e5,
+                                    "model_dtype": "float32", "stage_batch": 2, "target_model_ms": 1.0,
+                                    "t_model_by_batch": [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0}
+                                                         for b in (1, 2, 3, 4)]}
 
     def fake_run(factory, row, policy, config, trace_path=None):
         calls.append((row.name, factory, row.profile))

@@ -82,11 +82,21 @@ def test_json_and_plot_are_written(tmp_path):
         "baseline": None,
         "scaling": [{"label": "all", "processes": p, "env_steps_per_s": 100.0 * p,
                      "bound_env_steps_per_s": 110.0 * p} for p in (1, 2)],
+        "calibration": {"model_width": 128, "model_depth": 4, "model_dtype": "float32", "stage_batch": 2,
+                        "target_model_ms": 3.0, "model_parameters": 2.5e6,
+                        "t_model_by_batch": [{"batch": b, "ms": 1.5 * b, "ms_per_sample": 1.5} for b in (1, 2, 3, 4)]},
     }
     path = report.write_json(result, tmp_path / "out" / "bench_test.json")
     assert json.loads(path.read_text()) == result
     png = report.write_plot(result, tmp_path / "out" / "bench_test.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_model_cost_line_names_the_size_and_every_batch():
+    line = report.format_model_cost({"model_width": 256, "model_depth": 6, "model_parameters": 5.2e6,
+                                     "model_dtype": "bfloat16",
+                                     "t_model_by_batch": [{"batch": 1, "ms": 2.0}, {"batch": 2, "ms": 3.5}]})
+    assert line == ("Policy: width 256, depth 6, 5.2M parameters, bfloat16; T_model ms by batch: 1: 2.0, 2: 3.5")
 
 
 @pytest.mark.parametrize("value", ["1,x", "0,2", ""])

@@ -66,6 +66,11 @@ def test_unsupported_modality_is_named():
         (dict(cameras=("head", "head")), ValueError, "duplicates"),
         (dict(frequencies=(30, 30, 120)), TypeError, "Frequencies"),
         (dict(frequencies=Frequencies(30, 60, 120, headless=False)), ValueError, "headless"),
+        (dict(reset_settle_steps=-1), ValueError, "reset_settle_steps must be an int >= 0, got -1"),
+        (dict(reset_settle_steps=2.5), TypeError, "reset_settle_steps must be an int"),
+        (dict(reset_settle_steps=True), TypeError, "reset_settle_steps must be an int"),
+        (dict(contact_iterations=-3), ValueError, "contact_iterations must be an int >= 0, got -3"),
+        (dict(contact_iterations="5"), TypeError, "contact_iterations must be an int"),
     ],
 )
 def test_bad_config_raises(kwargs, error, match):

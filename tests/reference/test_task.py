@@ -141,3 +141,9 @@ def test_vectorised_predicates_match_a_per_env_oracle_on_any_env_selection():
         np.testing.assert_allclose(terms["reach"], 0.25 * (1 - np.tanh(5 * np.array(reach))))
         np.testing.assert_array_equal(terms["grasp"], [0.25 * (e > 0) for e in envs])
         np.testing.assert_allclose(reward, sum(terms[k] for k in task.REWARD_TERMS))
+        # what a step reports (target only, Python floats) is the same, to the bit
+        step_reward, step_success, goals, step_terms = task.goal_and_reward(env.data, env.index, np.array(envs))
+        np.testing.assert_array_equal(step_reward, reward)
+        np.testing.assert_array_equal(step_success, success)
+        assert goals == preds.goal_values()
+        assert step_terms == [{k: terms[k][row] for k in task.REWARD_TERMS} for row in range(len(envs))]

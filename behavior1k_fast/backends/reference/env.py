@@ -28,6 +28,10 @@ on):
   after every sim step. This one is the caller's: the engine passes ``render``/``get_obs``, and the env
   renders exactly when asked.
 
+BEHAVIOR-like costs, off by default (``ReferenceConfig.reset_settle_steps`` and ``contact_iterations``,
+sources in ``config``): resets that settle their re-sampled objects with physics steps, and solver work per
+physics step that grows with the active contacts.
+
 ``intra_op_threads`` has no effect here: MuJoCo stepping and rendering are single-threaded.
 """
 
@@ -46,7 +50,7 @@ from ...core.profile import RolloutProfile
 from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, RENDER, REWARD, TERMINATION, get_profiler
 from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from . import scene, task
-from .config import SUPPORTED_VISION_MODALITIES, ReferenceConfig
+from .config import SETTLE_DROP, SUPPORTED_VISION_MODALITIES, ReferenceConfig
 from .sensors import PROPRIO_DIM, CameraRig, image_spec, proprioception
 
 ACTION_DIM = 3 + 4 * len(scene.ARMS)
@@ -159,6 +163,14 @@ class ReferenceVectorEnv:
         # Actuator columns of each env [E, CTRL_PER_ENV] and qpos address of each base's yaw [E].
         self._ctrl_cols = self.index.ctrl_start[:, None] + np.arange(scene.CTRL_PER_ENV)
         self._yaw_qpos = self.index.base_qpos[:, 2]
+        # Where resets settle their objects (``config.reset_settle_steps``): a one-env copy of the scene at the
+        # unscaled physics dt, so settling advances neither the other envs nor ``sim_time``.
+        self._settle: tuple[mujoco.MjModel, mujoco.MjData, scene.SceneIndex] | None = None
+        if config.reset_settle_steps:
+            settle_model = mujoco.MjModel.from_xml_string(scene.build_mjcf(config, 1, config.frequencies.physics_dt))
+            self._settle = (settle_model, mujoco.MjData(settle_model), scene.index_scene(settle_model, config, 1))
+        #: Physics steps spent settling objects after resets, since construction.
+        self.settle_steps = 0
         self._reset_count = np.zeros(num_envs, np.int64)
         self._episode_step = np.zeros(num_envs, np.int64)
         self._last_action = np.zeros((num_envs, ACTION_DIM), np.float32)
@@ -198,14 +210,12 @@ class ReferenceVectorEnv:
         actions = check_actions(actions, len(idx), ACTION_DIM)
         prof = get_profiler()
         with prof.section(ACTION_APPLY):
-            self._apply_actions(idx, np.clip(actions, -1.0, 1.0).astype(np.float32))
+            clipped = actions.astype(np.float32)  # cast, then clip: the same as the other way round
+            self._apply_actions(idx, np.minimum(np.maximum(clipped, -1.0, out=clipped), 1.0, out=clipped))
         with prof.section(PHYSICS):
             mujoco.mj_step(self.model, self.data, nstep=self._substeps)
         with prof.section(REWARD):
-            preds, center = task.evaluate_predicates(self.data, self.index, idx)
-            rewards, success, terms = task.reward_and_success(
-                preds, center, task.grip_points(self.data, self.index, idx)
-            )
+            rewards, success, goals, terms = task.goal_and_reward(self.data, self.index, idx)
         with prof.section(TERMINATION):
             episode_step = self._episode_step[idx] + 1
             self._episode_step[idx] = episode_step
@@ -214,15 +224,9 @@ class ReferenceVectorEnv:
         if render:
             self._render(idx)
         obs = self._read_obs(idx) if get_obs else [None] * len(idx)
-        term_rows = np.stack([terms[k] for k in task.REWARD_TERMS], axis=1).tolist()
         infos = [
-            {
-                "episode_step": n,
-                "success": ok,
-                "predicates": goal,
-                "reward_terms": dict(zip(task.REWARD_TERMS, row)),
-            }
-            for n, ok, goal, row in zip(episode_step.tolist(), success.tolist(), preds.goal_values(), term_rows)
+            {"episode_step": n, "success": ok, "predicates": goal, "reward_terms": row}
+            for n, ok, goal, row in zip(episode_step.tolist(), success.tolist(), goals, terms)
         ]
         return obs, rewards, terminated, truncated, infos
 
@@ -295,25 +299,24 @@ class ReferenceVectorEnv:
             raise RuntimeError("this ReferenceVectorEnv is closed")
 
     def _apply_actions(self, idx: np.ndarray, actions: np.ndarray) -> None:
+        n = len(idx)
         self._last_action[idx] = actions
-        ctrl = np.empty((len(idx), scene.CTRL_PER_ENV))
-        # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is.
+        ctrl = np.empty((n, scene.CTRL_PER_ENV))
+        # Base: the x, y command turned from the robot frame into world axes; the yaw rate as is (Python floats:
+        # a few envs per call).
         yaw = self.data.qpos[self._yaw_qpos[idx]]
-        cmd = actions[:, :3] * _BASE_SPEED
-        cos, sin = np.cos(yaw), np.sin(yaw)
-        ctrl[:, 0] = cos * cmd[:, 0] - sin * cmd[:, 1]
-        ctrl[:, 1] = sin * cmd[:, 0] + cos * cmd[:, 1]
-        ctrl[:, 2] = cmd[:, 2]
+        ctrl[:, :3] = [(c * x - s * y, s * x + c * y, rate) for c, s, (x, y, rate)
+                       in zip(np.cos(yaw).tolist(), np.sin(yaw).tolist(), (actions[:, :3] * _BASE_SPEED).tolist())]
         # Arms: each action mapped onto its joint range; both fingers of a gripper follow its one target.
-        arm = actions[:, 3:].reshape(len(idx), len(scene.ARMS), 4)
-        arm_ctrl = np.empty((len(idx), len(scene.ARMS), 5))
-        np.add(_ARM_LOW, (arm + 1.0) * 0.5 * _ARM_SPAN, out=arm_ctrl[..., :4])
+        arm_ctrl = ctrl[:, 3:].reshape(n, len(scene.ARMS), 5)  # a view of ctrl
+        np.add(_ARM_LOW, (actions[:, 3:].reshape(n, len(scene.ARMS), 4) + 1.0) * 0.5 * _ARM_SPAN,
+               out=arm_ctrl[..., :4])
         arm_ctrl[..., 4] = arm_ctrl[..., 3]
-        ctrl[:, 3:] = arm_ctrl.reshape(len(idx), -1)
         self.data.ctrl[self._ctrl_cols[idx]] = ctrl
 
     def _set_initial_state(self, idx: np.ndarray) -> None:
-        """Episode start of the selected envs: robot at home, objects on random table cells."""
+        """Episode start of the selected envs: robot at home, objects on random table cells (at rest, or
+        settled by physics with ``config.reset_settle_steps``)."""
         d, ix = self.data, self.index
         for e in idx:
             rng = np.random.default_rng([self.seed, int(e), int(self._reset_count[e])])
@@ -330,7 +333,34 @@ class ReferenceVectorEnv:
             self._reset_count[e] += 1
         self._episode_step[idx] = 0
         self._apply_actions(idx, np.tile(_HOME_ACTION, (len(idx), 1)))
+        if self._settle is not None:
+            for e in idx:
+                self._settle_objects(int(e))
         mujoco.mj_forward(self.model, self.data)
+
+    def _settle_objects(self, e: int) -> None:
+        """Drop env ``e``'s placed objects from ``SETTLE_DROP`` above their poses and let them fall into place:
+        ``reset_settle_steps`` physics steps of the one-env settle scene, with the robot in env ``e``'s pose
+        holding its actuator targets; the objects' settled poses and velocities are copied back."""
+        model, data, six = self._settle
+        d, ix = self.data, self.index
+        obj_q = ix.obj_qpos[e][:, None] + np.arange(7)  # free joints: position, then quaternion
+        settle_q = six.obj_qpos[0][:, None] + np.arange(7)
+        mujoco.mj_resetData(model, data)
+        data.qpos[six.base_qpos[0]] = d.qpos[ix.base_qpos[e]]
+        data.qpos[six.arm_qpos[0]] = d.qpos[ix.arm_qpos[e]]
+        data.ctrl[six.ctrl_start[0] + np.arange(scene.CTRL_PER_ENV)] = d.ctrl[self._ctrl_cols[e]]
+        placed = d.qpos[obj_q]
+        placed[:, 0] -= ix.origin_x[e]
+        placed[:, 2] += SETTLE_DROP
+        data.qpos[settle_q] = placed
+        with get_profiler().section(PHYSICS, settle=True):
+            mujoco.mj_step(model, data, nstep=self.config.reset_settle_steps)
+        settled = data.qpos[settle_q]
+        settled[:, 0] += ix.origin_x[e]
+        d.qpos[obj_q] = settled
+        d.qvel[ix.obj_dof[e][:, None] + np.arange(6)] = data.qvel[six.obj_dof[0][:, None] + np.arange(6)]
+        self.settle_steps += self.config.reset_settle_steps
 
     def _render(self, idx: np.ndarray) -> None:
         if not self.vision_modalities:

@@ -217,7 +217,8 @@ def build_mjcf(config: ReferenceConfig, num_envs: int, physics_dt: float) -> str
     extent = ENV_SPACING * max(num_envs, 1)
     return f"""<mujoco model="behavior1k_fast_reference">
   <compiler angle="radian" autolimits="true"/>
-  <option timestep="{physics_dt!r}" integrator="implicitfast" cone="elliptic" impratio="5">
+  <option timestep="{physics_dt!r}" integrator="implicitfast" cone="elliptic" impratio="5"
+          noslip_iterations="{config.contact_iterations}" noslip_tolerance="0">
     <flag island="enable"/>
   </option>
   <statistic extent="{extent}" center="{extent / 2} 0 1"/>
@@ -261,8 +262,8 @@ class SceneIndex:
     obj_dof: np.ndarray
     #: Geom id of each movable object [E, n].
     obj_geom: np.ndarray
-    #: Each object geom's bounding box in its own frame (``MjModel.geom_aabb``): centre, half size [E, n, 3].
-    obj_aabb_center: np.ndarray
+    #: Half size of each object geom's bounding box in its own frame (``MjModel.geom_aabb``; primitives:
+    #: centred on the geom frame) [E, n, 3].
     obj_aabb_half: np.ndarray
     #: Site id of each arm's grip point [E, 2].
     grip_site: np.ndarray
@@ -275,12 +276,17 @@ class SceneIndex:
     geom_env: np.ndarray
     geom_finger: np.ndarray
     geom_object: np.ndarray
+    #: geom id -> ``ROLE_FINGER``, ``ROLE_OBJECT`` or 0 (int8): a contact is finger-object where the two sum
+    #: to ``ROLE_FINGER + ROLE_OBJECT``.
+    geom_role: np.ndarray
     #: geom id + 1 -> semantic class / instance id (row 0: nothing rendered).
     semantic_of_geom: np.ndarray
     instance_of_geom: np.ndarray
 
 
 CTRL_PER_ENV = 3 + 5 * len(ARMS)
+#: ``SceneIndex.geom_role`` values: a gripper finger, a movable object (no pair of other roles sums to 3).
+ROLE_FINGER, ROLE_OBJECT = 1, 2
 
 
 def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int) -> SceneIndex:
@@ -350,7 +356,6 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         obj_qpos=model.jnt_qposadr[obj_j],
         obj_dof=model.jnt_dofadr[obj_j],
         obj_geom=obj_geom,
-        obj_aabb_center=model.geom_aabb[obj_geom, :3],
         obj_aabb_half=model.geom_aabb[obj_geom, 3:],
         grip_site=np.array([[oid(mujoco.mjtObj.mjOBJ_SITE, f"e{i}/{arm}_grip") for arm in ARMS]
                             for i in range(num_envs)]),
@@ -359,6 +364,7 @@ def index_scene(model: "mujoco.MjModel", config: ReferenceConfig, num_envs: int)
         geom_env=geom_env,
         geom_finger=geom_finger,
         geom_object=geom_object,
+        geom_role=np.select([geom_finger >= 0, geom_object >= 0], [ROLE_FINGER, ROLE_OBJECT]).astype(np.int8),
         semantic_of_geom=semantic,
         instance_of_geom=instance,
     )

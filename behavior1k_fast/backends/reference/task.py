@@ -15,7 +15,9 @@ target), grasping, and placing (target to the point above the bin floor), plus t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import mujoco
 import numpy as np
@@ -26,6 +28,8 @@ from .scene import (
     BIN_INNER_HALF,
     BIN_WALL,
     BIN_WALL_HEIGHT,
+    ROLE_FINGER,
+    ROLE_OBJECT,
     TABLE_CENTER,
     TABLE_HALF,
     TABLE_TOP,
@@ -46,11 +50,10 @@ GOAL_PREDICATES = (f"ontop(obj{TARGET}, table)", f"inside(obj{TARGET}, bin)") + 
 )
 #: Names of the dense reward's terms, in ``reward_and_success`` order.
 REWARD_TERMS = ("reach", "grasp", "place", "success")
-#: Horizontal regions an object centre is tested against: rows table top, bin inner square; columns x, y
-#: (env frame, m).
-_REGION_CENTER = np.array([TABLE_CENTER, BIN_CENTER])
-_REGION_HALF = np.array([TABLE_HALF, (BIN_INNER_HALF, BIN_INNER_HALF)])
 _BIN_FLOOR_TOP = TABLE_TOP + BIN_WALL
+_BIN_TOP = _BIN_FLOOR_TOP + BIN_WALL_HEIGHT
+#: Heights (m) between which an object's bottom counts as resting on the table top.
+_ONTOP_LOW, _ONTOP_HIGH = TABLE_TOP - ONTOP_PENETRATION, TABLE_TOP + ONTOP_GAP
 
 
 @dataclass(frozen=True)
@@ -69,45 +72,56 @@ class Predicates:
         return [dict(zip(GOAL_PREDICATES, row)) for row in values.tolist()]
 
 
-def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
-    """World-axis-aligned bounding boxes of the objects of ``envs``: centre in the env frame and half size."""
-    geoms = index.obj_geom[envs]
-    rot = data.geom_xmat[geoms].reshape(*geoms.shape, 3, 3)
-    center = data.geom_xpos[geoms] + np.einsum("enij,enj->eni", rot, index.obj_aabb_center[envs])
-    center[..., 0] -= index.origin_x[envs][:, None]
-    half = np.einsum("enij,enj->eni", np.abs(rot), index.obj_aabb_half[envs])
-    return center, half
+def object_boxes(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray,
+                 num_objects: int | None = None) -> tuple[list, list]:
+    """Per selected env and object (the first ``num_objects``, all by default), its world-axis-aligned box:
+    the centre in the env frame ``[x, y, z]`` and the height of the bottom face (m), as nested lists of
+    floats (a step looks at a few objects of a few envs: Python floats beat numpy calls on arrays this
+    small). The object geoms are MuJoCo primitives, whose box is centred on the geom frame."""
+    geoms = index.obj_geom[envs, :num_objects]
+    centers = data.geom_xpos[geoms].tolist()
+    # Half height of the rotated box: |row z of the rotation| . local half sizes.
+    half_z = np.einsum("enj,enj->en", np.abs(data.geom_xmat[geoms, 6:9]), index.obj_aabb_half[envs, :num_objects])
+    bottoms = []
+    for origin, env_centers, env_half_z in zip(index.origin_x[envs].tolist(), centers, half_z.tolist()):
+        for center in env_centers:
+            center[0] -= origin
+        bottoms.append([center[2] - h for center, h in zip(env_centers, env_half_z)])
+    return centers, bottoms
+
+
+def region_predicates(center: Sequence[float], bottom: float) -> tuple[bool, bool]:
+    """``ontop(obj, table)`` and ``inside(obj, bin)`` of one object from its box (module docs)."""
+    x, y, z = center
+    in_bin_xy = abs(x - BIN_CENTER[0]) <= BIN_INNER_HALF and abs(y - BIN_CENTER[1]) <= BIN_INNER_HALF
+    over_table = abs(x - TABLE_CENTER[0]) <= TABLE_HALF[0] and abs(y - TABLE_CENTER[1]) <= TABLE_HALF[1]
+    return (over_table and not in_bin_xy and _ONTOP_LOW <= bottom <= _ONTOP_HIGH,
+            in_bin_xy and _BIN_FLOOR_TOP <= z <= _BIN_TOP)
 
 
 def finger_contacts(data: mujoco.MjData, index: SceneIndex) -> np.ndarray:
     """bool [E, arms * 2, n]: finger slot (arm * 2 + finger) of env e touches object j."""
     touch = np.zeros((index.num_envs, 2 * len(ARMS), index.obj_geom.shape[1]), bool)
-    if data.ncon:
-        pairs = data.contact.geom[: data.ncon]
-        finger = index.geom_finger[pairs]
-        # Contacts with a finger, the column that holds it, and the geom on the other side.
-        row, col = np.nonzero(finger >= 0)
-        other = pairs[row, 1 - col]
-        obj = index.geom_object[other]
-        hit = obj >= 0
-        touch[index.geom_env[other[hit]], finger[row[hit], col[hit]], obj[hit]] = True
+    ncon = data.ncon
+    if ncon:
+        pairs = data.contact.geom[:ncon]
+        role = index.geom_role[pairs]
+        pairs = pairs[role[:, 0] + role[:, 1] == ROLE_FINGER + ROLE_OBJECT]  # finger-object contacts (few)
+        if len(pairs):
+            # Each side's finger slot / object index; the other side has -1.
+            finger = index.geom_finger[pairs].max(axis=1)
+            obj = index.geom_object[pairs].max(axis=1)
+            touch[index.geom_env[pairs[:, 0]], finger, obj] = True
     return touch
 
 
 def evaluate_predicates(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
-    """Predicates of the selected envs, and their object boxes (centre in env frame, half size)."""
-    center, half = object_boxes(data, index, envs)
-    # [e, n, region, axis]: the centre lies within the table top / the bin's inner square along x, y.
-    within = np.abs(center[..., None, :2] - _REGION_CENTER) <= _REGION_HALF
-    over_table = within[..., 0, 0] & within[..., 0, 1]
-    in_bin_xy = within[..., 1, 0] & within[..., 1, 1]
-    bottom = center[..., 2] - half[..., 2]
-    at_table_top = (bottom <= TABLE_TOP + ONTOP_GAP) & (bottom >= TABLE_TOP - ONTOP_PENETRATION)
-    ontop = over_table & ~in_bin_xy & at_table_top
-    inside = in_bin_xy & (center[..., 2] >= _BIN_FLOOR_TOP) & (center[..., 2] <= _BIN_FLOOR_TOP + BIN_WALL_HEIGHT)
+    """Predicates of the selected envs, and their object centres in the env frame [e, n, 3]."""
+    centers, bottoms = object_boxes(data, index, envs)
+    regions = np.array([[region_predicates(c, b) for c, b in zip(*env)] for env in zip(centers, bottoms)], bool)
     touch = finger_contacts(data, index)[envs]
     grasped = touch[:, 0::2] & touch[:, 1::2]
-    return Predicates(ontop_table=ontop, inside_bin=inside, grasped=grasped), center
+    return Predicates(ontop_table=regions[..., 0], inside_bin=regions[..., 1], grasped=grasped), np.array(centers)
 
 
 def grip_points(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> np.ndarray:
@@ -117,23 +131,52 @@ def grip_points(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray) -> np.
     return pts
 
 
-def _distance(offset: np.ndarray) -> np.ndarray:
-    """Euclidean length over the last axis (the same operations as ``np.linalg.norm(offset, axis=-1)``)."""
-    return np.sqrt(np.add.reduce(offset * offset, axis=-1))
+def _length(dx: float, dy: float, dz: float) -> float:
+    """Euclidean length: the squares summed left to right, then the square root (numpy's sum over a last
+    axis of 3 does the same, so the two agree to the bit)."""
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
+
+
+def _reward_rows(targets: Sequence, grips: Sequence, grasped: Sequence[bool], inside: Sequence[bool]) -> list:
+    """Per env ``(reach, grasp, place, success, reward)`` terms (floats) and success, from the target's centre
+    ``[x, y, z]``, each arm's grip point, whether any arm grasps the target and whether it is inside the bin
+    (all in the env frame, per env)."""
+    px, py, pz = PLACE_POINT.tolist()
+    scaled = []  # 5 x the reach and place distances of every env, for one tanh call
+    for (tx, ty, tz), env_grips in zip(targets, grips):
+        reach = min(_length(gx - tx, gy - ty, gz - tz) for gx, gy, gz in env_grips)
+        scaled += (5.0 * reach, 5.0 * _length(tx - px, ty - py, tz - pz))
+    squashed = np.tanh(scaled).tolist()
+    rows = []
+    for k, (held, in_bin) in enumerate(zip(grasped, inside)):
+        ok = in_bin and not held
+        row = (0.25 * (1.0 - squashed[2 * k]), 0.25 * held, 0.5 * (1.0 - squashed[2 * k + 1]), SUCCESS_BONUS * ok)
+        rows.append((row + (row[0] + row[1] + row[2] + row[3],), ok))
+    return rows
 
 
 def reward_and_success(preds: Predicates, center: np.ndarray, grips: np.ndarray):
     """Dense reward float64 [e], success bool [e] and the reward terms (dict of [e] arrays, ``REWARD_TERMS``)."""
-    target = center[:, TARGET]
-    reach = np.minimum.reduce(_distance(grips - target[:, None]), axis=1)
-    grasped = np.logical_or.reduce(preds.grasped[:, :, TARGET], axis=1)
-    place = _distance(target - PLACE_POINT)
-    success = preds.inside_bin[:, TARGET] & ~grasped
-    terms = {
-        "reach": 0.25 * (1.0 - np.tanh(5.0 * reach)),
-        "grasp": 0.25 * grasped.astype(np.float64),
-        "place": 0.5 * (1.0 - np.tanh(5.0 * place)),
-        "success": SUCCESS_BONUS * success.astype(np.float64),
-    }
-    reward = terms["reach"] + terms["grasp"] + terms["place"] + terms["success"]
-    return reward, success, terms
+    rows = _reward_rows(center[:, TARGET].tolist(), grips.tolist(), preds.grasped[:, :, TARGET].any(axis=1).tolist(),
+                        preds.inside_bin[:, TARGET].tolist())
+    table = np.array([terms for terms, _ in rows], dtype=np.float64)
+    return table[:, -1], np.array([ok for _, ok in rows]), dict(zip(REWARD_TERMS, table[:, :-1].T))
+
+
+def goal_and_reward(data: mujoco.MjData, index: SceneIndex, envs: np.ndarray):
+    """What a step reports for the selected envs, from the target only: reward float64 [e], success bool [e],
+    and per env the goal's predicates (``GOAL_PREDICATES`` -> bool) and the reward terms (``REWARD_TERMS``
+    -> float). Values equal :func:`evaluate_predicates` + :func:`reward_and_success`; Python floats keep
+    the per-step cost to a few numpy calls."""
+    centers, bottoms = object_boxes(data, index, envs, num_objects=TARGET + 1)
+    touch = finger_contacts(data, index)[envs, :, TARGET].tolist()  # per env: finger slots
+    goals, held, inside = [], [], []
+    for env_centers, env_bottoms, fingers in zip(centers, bottoms, touch):
+        ontop, in_bin = region_predicates(env_centers[TARGET], env_bottoms[TARGET])
+        grasped = [fingers[2 * a] and fingers[2 * a + 1] for a in range(len(ARMS))]
+        goals.append(dict(zip(GOAL_PREDICATES, (ontop, in_bin, *grasped))))
+        held.append(any(grasped))
+        inside.append(in_bin)
+    rows = _reward_rows([c[TARGET] for c in centers], grip_points(data, index, envs).tolist(), held, inside)
+    terms = [dict(zip(REWARD_TERMS, row[:-1])) for row, _ in rows]
+    return np.array([row[-1] for row, _ in rows]), np.array([ok for _, ok in rows]), goals, terms

@@ -32,10 +32,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=positive_int, default=None, help="timed chunks per env per row (default: 6, quick: 1)")
     p.add_argument("--warmup", type=nonnegative_int, default=1, help="untimed rounds per row before timing (default: 1)")
     p.add_argument("--model-ms", type=positive_number, default=None,
-                   help="target ms of one batched policy forward (default: the optimised env ms per chunk, "
-                        "measured at start)")
-    p.add_argument("--denoise-steps", type=int, default=None,
-                   help="fix the policy's forward cost instead of calibrating it")
+                   help="target ms of one policy forward at the stage batch (default: the optimised env ms per "
+                        "stage chunk, measured at start); the model's width and depth are calibrated to it")
+    p.add_argument("--model-width", type=positive_int, default=None,
+                   help="fix the policy transformer's width (a multiple of 64); its depth is calibrated unless "
+                        "--model-depth is given too")
+    p.add_argument("--model-depth", type=positive_int, default=None,
+                   help="fix the policy transformer's depth in blocks (needs --model-width; nothing calibrated)")
+    p.add_argument("--behavior-like", action="store_true",
+                   help="reference backend: BEHAVIOR's reset and contact costs on (ReferenceConfig.behavior_like)")
     p.add_argument("--device", type=device, default="auto", help="policy device: cpu, cuda or auto (default: auto)")
     p.add_argument("--scaling", type=int_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")

@@ -34,10 +34,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...backends import make_factory
+from ...core.checks import check_number, check_positive_int
 from ...core.profile import RolloutProfile
 from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, REWARD, RENDER, TERMINATION
 from . import report
-from ...backends import make_factory
+from .policy import check_width
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
 SLIM_FIELDS = (
@@ -104,7 +106,8 @@ class BenchConfig:
     rounds: int = 6
     warmup: int = 1
     model_ms: float | None = None
-    denoise_steps: int | None = None
+    model_width: int | None = None
+    model_depth: int | None = None
     device: str = "cpu"
     scaling: tuple[int, ...] = ()
     baseline: bool = True
@@ -131,8 +134,18 @@ class BenchConfig:
             )
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
-        if self.model_ms is not None and not self.model_ms > 0:
-            raise ValueError(f"model_ms must be > 0, got {self.model_ms!r}")
+        if self.model_ms is not None:
+            check_number("model_ms", self.model_ms, 0.0, low_open=True, unit="of ms")
+        if self.model_width is not None:
+            check_width("model_width", self.model_width)
+        if self.model_depth is not None:
+            check_positive_int("model_depth", self.model_depth)
+            if self.model_width is None:
+                raise ValueError(f"model_depth={self.model_depth} needs model_width too (a width alone has its "
+                                 f"depth calibrated)")
+            if self.model_ms is not None:
+                raise ValueError(f"model_ms={self.model_ms} is a calibration target, and with model_width and "
+                                 f"model_depth both given nothing is calibrated")
         for p in self.scaling:
             if isinstance(p, bool) or not isinstance(p, int) or p < 1:
                 raise ValueError(f"scaling process counts must be ints >= 1, got {p!r}")
@@ -144,6 +157,8 @@ class BenchConfig:
         cores = os.cpu_count() or 1
         stages = args.stages
         options = backend_options(args)
+        if args.behavior_like:
+            options = behavior_like_options(args.backend) | options
         if args.quick and args.backend == "reference":
             options.setdefault("resolution", QUICK_RESOLUTION)
         default_p = max(stages, min(cores, 8) // stages * stages)
@@ -164,7 +179,8 @@ class BenchConfig:
             rounds=rounds,
             warmup=args.warmup,
             model_ms=args.model_ms,
-            denoise_steps=args.denoise_steps,
+            model_width=args.model_width,
+            model_depth=args.model_depth,
             device=device,
             scaling=tuple(args.scaling or ()),
             baseline=not args.no_baseline,
@@ -174,6 +190,19 @@ class BenchConfig:
             trace=args.trace,
             seed=args.seed,
         )
+
+
+def behavior_like_options(backend: str) -> dict[str, Any]:
+    """The ``ReferenceConfig`` fields that ``ReferenceConfig.behavior_like()`` turns on (BEHAVIOR's costs)."""
+    if backend != "reference":
+        raise ValueError(f"--behavior-like applies to the reference simulator, got --backend {backend}")
+    from dataclasses import fields
+
+    from ...backends.reference import ReferenceConfig
+
+    preset, plain = ReferenceConfig.behavior_like(), ReferenceConfig()
+    changed = (f.name for f in fields(preset))
+    return {name: getattr(preset, name) for name in changed if getattr(preset, name) != getattr(plain, name)}
 
 
 # --- measuring one row ---------------------------------------------------------------------------
@@ -309,19 +338,20 @@ def backend_spaces(profile: RolloutProfile, factory: Any, seed: int) -> tuple[li
 
 
 def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, dict[str, Any]]:
-    """Build the policy; size its forward to ``config.model_ms`` or to the optimised env ms per chunk.
+    """Build the policy, sized so one forward at the stage batch takes ``config.model_ms`` or the optimised
+    env ms per chunk; measure its T_model(batch) for batch 1..all envs.
 
-    The env ms per chunk is T_env of a short run of the all-optimisations row through the engine (a
-    one-step policy, one warm-up and two timed rounds), so it is what the pipeline sees with every worker
-    busy. The spaces come from one backend built here, or in a spawned process with the profile applied
-    where the backend needs that.
+    The env ms per chunk is T_env of a short run of the all-optimisations row through the engine (the
+    narrowest one-block policy, one warm-up and two timed rounds), so it is what the pipeline sees with every
+    worker busy. ``model_width`` / ``model_depth`` fix the size instead (a width alone: its depth is
+    calibrated). The spaces come from one backend built here, or in a spawned process with the profile
+    applied where the backend needs that.
     """
     import torch
 
-    from ...rollout.chunk import stack_obs
     from ...backends import isolate_sides
     from ...rollout.bootstrap import call_with_profile
-    from .policy import ChunkPolicy, calibrate_denoise_steps, time_forward_ms
+    from .policy import WIDTHS, ChunkPolicy, batch_of, calibrate_model_size, model_cost_curve, time_forward_ms
 
     all_row = next(r for r in rows if r.name == ALL_ROW)
     profile = all_row.profile
@@ -331,31 +361,38 @@ def calibrate(factory: Any, rows: list[Row], config: BenchConfig) -> tuple[Any, 
     obs, obs_space, act_space = call_with_profile(isolate_sides(config.backend), backend_spaces, profile, factory,
                                                   config.seed)
     stage_batch = profile.total_num_envs // profile.pipeline_stages
-    batch = stack_obs([obs[i % len(obs)] for i in range(stage_batch)], list(obs[0]))
-    policy = ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, device=config.device,
-                         seed=config.seed, denoise_steps=1)
-    env_ms = None
-    if config.denoise_steps is not None:
-        policy.denoise_steps = config.denoise_steps
-    else:
+    batch = batch_of(obs, stage_batch)
+
+    def build(width: int, depth: int) -> ChunkPolicy:
+        return ChunkPolicy(obs_space, act_space, chunk_size=config.chunk_size, width=width, depth=depth,
+                           device=config.device, seed=config.seed)
+
+    env_ms = target = None
+    width, depth = config.model_width, config.model_depth
+    if depth is None:
         if config.model_ms is None:
-            probe = run_engine_row(factory, all_row, policy, replace(config, rounds=2, warmup=1))
+            narrowest = build(WIDTHS[0], 1)
+            probe = run_engine_row(factory, all_row, narrowest, replace(config, rounds=2, warmup=1))
             env_ms = probe["t_env_ms"]
             if env_ms is None:
-                raise ValueError(f"calibration reads env worker spans, which executor={config.executor!r} "
-                                 f"does not give: pass --model-ms or --denoise-steps")
+                raise ValueError(f"calibration reads env worker spans, which executor={config.executor!r} does "
+                                 f"not give: pass --model-ms, or --model-width and --model-depth")
         target = config.model_ms if config.model_ms is not None else env_ms
-        calibrate_denoise_steps(policy, batch, target)
+        width, depth = calibrate_model_size(build, batch, target, widths=WIDTHS if width is None else (width,))
+    policy = build(width, depth)
     info = {
         "env_ms_per_stage_chunk": env_ms,
-        "target_model_ms": None if config.denoise_steps is not None else target,
-        "denoise_steps": policy.denoise_steps,
+        "target_model_ms": target,
+        "model_width": width,
+        "model_depth": depth,
+        "model_parameters": policy.num_parameters,
+        "model_tokens_per_sample": policy.tokens,
+        "model_dtype": str(policy.dtype).removeprefix("torch."),
         "forward_ms_at_stage_batch": time_forward_ms(policy, batch),
         "stage_batch": stage_batch,
         "policy_device": config.device,
         "policy_threads": torch.get_num_threads(),
-        "cuda_graph": policy.cuda_graph,
-        "cuda_graph_error": policy.graph_error,
+        "t_model_by_batch": model_cost_curve(policy, obs, profile.total_num_envs),
     }
     return policy, info
 
@@ -418,6 +455,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     bar = tqdm(total=1 + len(rows) + int(config.baseline) + len(sweep), desc="calibrate", unit="run",
                disable=not progress)
     policy, result["calibration"] = calibrate(factory, rows, config)
+    bar.write(report.format_model_cost(result["calibration"]))
     bar.update()
     for row in rows:
         bar.set_description(row.name)

@@ -1,21 +1,41 @@
-"""A real torch chunk policy for the benchmark: rgb + proprio in, a chunk of N actions out.
+"""A torch chunk policy for the benchmark that costs what a vision-language-action model costs.
 
-Shaped like a small vision-language-action policy (pi-05 on BEHAVIOR): a convolutional encoder per camera
-and an MLP over proprioception give a context vector; an action head refines a chunk of N actions from a
-fixed starting point over ``denoise_steps`` flow-matching-like iterations conditioned on the context.
-``denoise_steps`` sets the forward cost without changing memory; :func:`calibrate_denoise_steps` sizes it
-so one batched forward takes a target number of ms (by default the optimised env time per chunk).
+Shaped like the VLAs run on BEHAVIOR (pi-0 / pi-05: a transformer over image patch tokens and state
+tokens with an action-chunk head): every rgb camera image is cut into ``PATCH`` x ``PATCH`` pixel patches,
+each embedded as one token (a strided convolution, as a ViT stem does) with a learned position and camera
+embedding; proprioception is projected into ``PROPRIO_TOKENS`` tokens; ``chunk_size`` learned action
+query tokens follow. ``depth`` pre-norm transformer blocks of ``width`` (attention heads of ``HEAD_DIM``,
+4x MLP, torch's scaled-dot-product attention) run over all tokens, and a linear head reads one action from
+each query token. At 224 x 224 with three cameras that is 3 x 196 + 8 + 32 = 628 tokens per sample.
+
+Its cost is what matters here: compute-bound at these sizes, so a forward grows about linearly with the
+batch (bf16 on CUDA, float32 on CPU), as a real VLA's does, and splitting a batch over K pipeline stages
+costs about the same model time per round (``../shared/docs/anchors.md``, "Model cost vs batch on the
+H200"). :func:`calibrate_model_size` picks ``width`` and ``depth`` from measured forward times so that one
+forward at the pipeline's stage batch takes a target time; :func:`model_cost_curve` records T_model(batch).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-#: Channels of the camera encoder's convolutions (stride 2 each).
-ENCODER_CHANNELS = (16, 32, 64)
+from ...core.checks import check_int, check_number, check_positive_int
+
+#: Pixels per side of one image patch token.
+PATCH = 16
+#: Channels of one attention head; ``width`` is a multiple of it.
+HEAD_DIM = 64
+#: Tokens the proprioception vector is projected into.
+PROPRIO_TOKENS = 8
+#: Model widths :func:`calibrate_model_size` tries, narrow to wide (pi-0's language model is 2048 wide).
+WIDTHS = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
+#: Fewest blocks a calibrated model keeps (VLAs are deep); below that a narrower width is used.
+MIN_DEPTH = 4
+#: Most blocks a calibrated model gets.
+MAX_DEPTH = 96
 
 
 def camera_rgb_keys(observation_space: Any) -> list[str]:
@@ -28,11 +48,51 @@ def proprio_keys(observation_space: Any) -> list[str]:
     return sorted(k for k in observation_space.spaces if k == "proprio" or k.endswith("::proprio"))
 
 
-class ChunkPolicy:
-    """Batched torch policy: ``act(obs) -> actions [B, N, action_dim]`` (float64 numpy, in the action bounds).
+def check_width(name: str, width: Any) -> int:
+    """``width`` as an int: a positive multiple of ``HEAD_DIM``."""
+    width = check_positive_int(name, width)
+    if width % HEAD_DIM:
+        raise ValueError(f"{name} must be a multiple of {HEAD_DIM} (the attention head size), got {width}")
+    return width
 
-    Deterministic: the same observations give the same actions (no sampling), so process-partition runs
-    can be compared bit for bit with unpipelined ones.
+
+def _build_model(num_cameras: int, patches: int, proprio_dim: int, action_dim: int, chunk_size: int,
+                 width: int, depth: int) -> Any:
+    """The transformer (module docs), float32 on the current default device."""
+    import torch
+    from torch import nn
+
+    class VLALike(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.patch_embed = nn.Conv2d(3, width, PATCH, stride=PATCH)
+            self.position = nn.Parameter(0.02 * torch.randn(1, patches, width))
+            self.camera = nn.Parameter(0.02 * torch.randn(num_cameras, 1, width))
+            self.proprio = nn.Linear(proprio_dim, PROPRIO_TOKENS * width)
+            self.queries = nn.Parameter(0.02 * torch.randn(1, chunk_size, width))
+            block = nn.TransformerEncoderLayer(width, width // HEAD_DIM, 4 * width, dropout=0.0, activation="gelu",
+                                               batch_first=True, norm_first=True)
+            self.blocks = nn.TransformerEncoder(block, depth, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, action_dim)
+
+        def forward(self, images: Sequence[Any], proprio: Any) -> Any:
+            batch = proprio.shape[0]
+            tokens = [self.patch_embed(img).flatten(2).transpose(1, 2) + self.position + self.camera[c]
+                      for c, img in enumerate(images)]
+            tokens.append(self.proprio(proprio).view(batch, PROPRIO_TOKENS, width))
+            tokens.append(self.queries.expand(batch, -1, -1))
+            x = self.blocks(torch.cat(tokens, dim=1))
+            return torch.tanh(self.head(self.norm(x[:, -chunk_size:])))
+
+    return VLALike()
+
+
+class ChunkPolicy:
+    """Batched torch policy: ``act(obs) -> actions [B, chunk_size, action_dim]`` (float64 numpy, in bounds).
+
+    ``width`` (a multiple of ``HEAD_DIM``) and ``depth`` (transformer blocks) size the model; ``seed`` its
+    weights. Deterministic: the same observations give the same actions (no sampling).
     """
 
     def __init__(
@@ -40,18 +100,17 @@ class ChunkPolicy:
         observation_space: Any,
         action_space: Any,
         chunk_size: int = 32,
-        denoise_steps: int = 10,
-        hidden: int = 256,
+        width: int = 256,
+        depth: int = 4,
         device: str = "cpu",
         seed: int = 0,
-        cuda_graph: bool = True,
     ) -> None:
         import torch
-        from torch import nn
 
-        for name, value in (("chunk_size", chunk_size), ("denoise_steps", denoise_steps), ("hidden", hidden)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.chunk_size = check_positive_int("chunk_size", chunk_size)
+        self.width = check_width("width", width)
+        self.depth = check_positive_int("depth", depth)
+        seed = check_int("seed", seed, low=0)
         self.rgb_keys = camera_rgb_keys(observation_space)
         self.proprio_keys = proprio_keys(observation_space)
         if not self.rgb_keys or not self.proprio_keys:
@@ -59,41 +118,27 @@ class ChunkPolicy:
                 f"the policy needs '<camera>::rgb' and 'proprio' keys in the observation space, got keys "
                 f"{sorted(observation_space.spaces)}"
             )
-        self.chunk_size = chunk_size
-        self.denoise_steps = denoise_steps
+        height, image_width = observation_space[self.rgb_keys[0]].shape[:2]
+        patches = (height // PATCH) * (image_width // PATCH)
+        if patches == 0:
+            raise ValueError(f"rgb images of {height}x{image_width} pixels hold no {PATCH}x{PATCH} patch")
         self.device = torch.device(device)
+        #: bf16 on CUDA (as VLAs are served), float32 on CPU.
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         self.action_dim = int(np.prod(action_space.shape))
         self._low = np.asarray(action_space.low, dtype=np.float64).reshape(-1)
         self._high = np.asarray(action_space.high, dtype=np.float64).reshape(-1)
         proprio_dim = sum(int(np.prod(observation_space[k].shape)) for k in self.proprio_keys)
-        rgb_channels = observation_space[self.rgb_keys[0]].shape[-1]
-
-        gen = torch.Generator().manual_seed(seed)
-        torch.manual_seed(seed)
-        layers: list[Any] = []
-        c_in = min(rgb_channels, 3)
-        for c_out in ENCODER_CHANNELS:
-            layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.ReLU()]
-            c_in = c_out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
-        self.encoder = nn.Sequential(*layers)
-        self.proprio_mlp = nn.Sequential(nn.Linear(proprio_dim, hidden), nn.ReLU())
-        context_dim = ENCODER_CHANNELS[-1] * len(self.rgb_keys) + hidden
-        self.context = nn.Sequential(nn.Linear(context_dim, hidden), nn.ReLU())
-        chunk_dim = chunk_size * self.action_dim
-        self.head = nn.Sequential(
-            nn.Linear(chunk_dim + hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-            nn.Linear(hidden, chunk_dim),
-        )
-        self._start = torch.randn(1, chunk_dim, generator=gen)
-        self._modules = nn.ModuleList([self.encoder, self.proprio_mlp, self.context, self.head])
-        self._modules.to(self.device).eval()
-        self._start = self._start.to(self.device)
-        #: On CUDA the denoise loop is captured once per (batch, steps) and replayed as one CUDA graph, as
-        #: served VLA policies do; ``graph_error`` says why it fell back to eager launches, if it did.
-        self.cuda_graph = cuda_graph and self.device.type == "cuda"
-        self.graph_error: str | None = None
-        self._graphs: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+        #: Tokens per sample: image patches of every camera, proprioception, action queries.
+        self.tokens = len(self.rgb_keys) * patches + PROPRIO_TOKENS + self.chunk_size
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), self.device:
+            torch.manual_seed(seed)
+            model = _build_model(len(self.rgb_keys), patches, proprio_dim, self.action_dim, self.chunk_size,
+                                 self.width, self.depth)
+        self.model = model.to(dtype=self.dtype).eval()
+        #: Parameters of the model.
+        self.num_parameters = sum(p.numel() for p in self.model.parameters())
 
     def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Actions for a batched observation (key -> ``[B, ...]``): float64 ``[B, chunk_size, action_dim]``."""
@@ -102,85 +147,74 @@ class ChunkPolicy:
         batch = len(obs[self.proprio_keys[0]])
         if batch == 0:
             raise ValueError("obs must hold at least one env's observation, got an empty batch")
-        with torch.no_grad():
-            flat = [np.asarray(obs[k], dtype=np.float32).reshape(batch, -1) for k in self.proprio_keys]
-            proprio = torch.from_numpy(np.concatenate(flat, axis=1))
-            feats = []
-            for key in self.rgb_keys:
-                img = torch.from_numpy(np.ascontiguousarray(obs[key][..., :3])).to(self.device)
-                feats.append(self.encoder(img.permute(0, 3, 1, 2).float().div_(255.0)))
-            ctx = self.context(torch.cat([*feats, self.proprio_mlp(proprio.to(self.device))], dim=1))
-            x = self._denoise_graphed(ctx) if self.cuda_graph else self._denoise(ctx)
-            out = x.double().cpu().numpy()
-        out = out.reshape(batch, self.chunk_size, self.action_dim)
+        flat = [np.asarray(obs[k], dtype=np.float32).reshape(batch, -1) for k in self.proprio_keys]
+        with torch.inference_mode():
+            proprio = torch.from_numpy(np.concatenate(flat, axis=1)).to(self.device, self.dtype)
+            images = [torch.from_numpy(np.ascontiguousarray(obs[k][..., :3])).to(self.device)
+                      .permute(0, 3, 1, 2).to(self.dtype).div_(255.0) for k in self.rgb_keys]
+            out = self.model(images, proprio).float().cpu().numpy().astype(np.float64)
         return self._low + (out + 1.0) * 0.5 * (self._high - self._low)
-
-    def _denoise(self, ctx: Any) -> Any:
-        """``denoise_steps`` Euler steps of the action head from the fixed start, squashed to [-1, 1]."""
-        import torch
-
-        x = self._start.expand(ctx.shape[0], -1)
-        dt = 1.0 / self.denoise_steps
-        for _ in range(self.denoise_steps):
-            x = x + dt * self.head(torch.cat([x, ctx], dim=1))
-        return torch.tanh(x)
-
-    def _denoise_graphed(self, ctx: Any) -> Any:
-        import torch
-
-        key = (int(ctx.shape[0]), self.denoise_steps)
-        if key not in self._graphs:
-            try:
-                static_ctx = ctx.clone()
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    self._denoise(static_ctx)  # warm-up outside the capture
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    static_out = self._denoise(static_ctx)
-            except RuntimeError as exc:  # capture unsupported here: eager launches, reason kept
-                self.cuda_graph, self.graph_error = False, f"{type(exc).__name__}: {exc}"
-                return self._denoise(ctx)
-            self._graphs[key] = (graph, static_ctx, static_out)
-        graph, static_ctx, static_out = self._graphs[key]
-        static_ctx.copy_(ctx)
-        graph.replay()
-        return static_out
 
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         return self.act(obs)
 
 
-def time_forward_ms(policy: ChunkPolicy, obs: Mapping[str, np.ndarray], repeats: int = 5) -> float:
+def time_forward_ms(policy: Callable, obs: Mapping[str, np.ndarray], repeats: int = 5) -> float:
     """Best-of-``repeats`` wall ms of one batched forward (after one warm-up call; the minimum is the
     least disturbed by other load on the machine)."""
-    policy.act(obs)
+    policy(obs)
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
-        policy.act(obs)
+        policy(obs)
         samples.append((time.perf_counter() - start) * 1e3)
     return float(np.min(samples))
 
 
-def calibrate_denoise_steps(
-    policy: ChunkPolicy, obs: Mapping[str, np.ndarray], target_ms: float, max_steps: int = 8192
-) -> int:
-    """Denoise steps so one batched forward of ``obs`` takes about ``target_ms``; sets it on ``policy``.
+def calibrate_model_size(
+    build: Callable[[int, int], Callable],
+    obs: Mapping[str, np.ndarray],
+    target_ms: float,
+    widths: Sequence[int] = WIDTHS,
+    timer: Callable[[Callable, Mapping[str, np.ndarray]], float] = time_forward_ms,
+) -> tuple[int, int]:
+    """``(width, depth)`` whose forward of ``obs`` takes about ``target_ms``: the widest of ``widths`` that
+    holds at least ``MIN_DEPTH`` blocks in the target (wide models stay compute-bound at small batches).
 
-    Fits forward time = fixed + steps * per_step through a 1-step probe and a second point, twice (the
-    second point is the first estimate); at least 1 step, at most ``max_steps``.
+    Per width, ``timer(build(width, d), obs)`` at d = 1 and 2 gives the ms per block and the fixed ms; the
+    depth that fits is ``(target_ms - fixed) / per_block``, rounded, at most ``MAX_DEPTH``. Widths are tried
+    narrow to wide and the search stops at the first that fits fewer than ``MIN_DEPTH`` blocks; if even the
+    first does, it gets the depth that fits (at least 1).
     """
-    if not target_ms > 0:
-        raise ValueError(f"target_ms must be > 0, got {target_ms!r}")
-    policy.denoise_steps = 1
-    t1 = time_forward_ms(policy, obs)
-    steps = 33
-    for _ in range(2):
-        policy.denoise_steps = steps
-        per_step = max((time_forward_ms(policy, obs) - t1) / (steps - 1), 1e-4)
-        steps = min(max(int(round(1 + (target_ms - t1) / per_step)), 2), max_steps)
-    policy.denoise_steps = steps
-    return steps
+    target_ms = check_number("target_ms", target_ms, 0.0, low_open=True, unit="of ms")
+    if not widths:
+        raise ValueError("widths must name at least one width, got an empty sequence")
+    chosen: tuple[int, int] | None = None
+    for width in widths:
+        one, two = timer(build(width, 1), obs), timer(build(width, 2), obs)
+        per_block = max(two - one, 1e-6)
+        fits = (target_ms - max(one - per_block, 0.0)) / per_block
+        if fits < MIN_DEPTH:
+            if chosen is None:
+                chosen = (width, int(min(max(round(fits), 1), MAX_DEPTH)))
+            break
+        chosen = (width, int(min(round(fits), MAX_DEPTH)))
+    return chosen
+
+
+def batch_of(rows: Sequence[Mapping[str, np.ndarray]], size: int) -> dict[str, np.ndarray]:
+    """A batch of ``size`` observations cycling through ``rows`` (per-env observation dicts)."""
+    keys = list(rows[0])
+    return {k: np.stack([rows[i % len(rows)][k] for i in range(size)]) for k in keys}
+
+
+def model_cost_curve(policy: Callable, rows: Sequence[Mapping[str, np.ndarray]], max_batch: int,
+                     timer: Callable[[Callable, Mapping[str, np.ndarray]], float] = time_forward_ms
+                     ) -> list[dict[str, float]]:
+    """T_model(batch): ms of one forward for every batch 1..``max_batch`` (observations from ``rows``)."""
+    max_batch = check_positive_int("max_batch", max_batch)
+    curve = []
+    for size in range(1, max_batch + 1):
+        ms = timer(policy, batch_of(rows, size))
+        curve.append({"batch": size, "ms": ms, "ms_per_sample": ms / size})
+    return curve

@@ -166,8 +166,18 @@ def write_json(result: dict[str, Any], path: str | os.PathLike) -> Path:
     return path
 
 
+def format_model_cost(calibration: dict[str, Any]) -> str:
+    """One line: the policy's size and T_model(batch) over batch 1..all envs."""
+    curve = calibration["t_model_by_batch"]
+    points = ", ".join(f"{c['batch']}: {c['ms']:.1f}" for c in curve)
+    return (f"Policy: width {calibration['model_width']}, depth {calibration['model_depth']}, "
+            f"{calibration['model_parameters'] / 1e6:.1f}M parameters, {calibration['model_dtype']}; "
+            f"T_model ms by batch: {points}")
+
+
 def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Bar chart of end-to-end and simulator-only ms/step per row (+ the peer), and the scaling sweep."""
+    """Bar chart of end-to-end and simulator-only ms/step per row (+ the peer), the scaling sweep, and the
+    policy's T_model(batch) against a cost linear in the batch."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -177,8 +187,12 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
     if result.get("baseline"):
         rows.append(result["baseline"])
     scaling = result.get("scaling") or []
-    fig, axes = plt.subplots(1, 2 if scaling else 1, figsize=(14 if scaling else 9, 5), squeeze=False)
-    ax = axes[0][0]
+    calibration = result.get("calibration") or {}
+    curve = calibration.get("t_model_by_batch") or []
+    panels = 1 + bool(scaling) + bool(curve)
+    fig, axes = plt.subplots(1, panels, figsize=(9 + 5 * (panels - 1), 5), squeeze=False)
+    axes = list(axes[0])
+    ax = axes.pop(0)
     xs = range(len(rows))
     e2e = [r["ms_per_step"] for r in rows]
     sim = [r.get("sim_ms_per_step") or 0.0 for r in rows]
@@ -194,14 +208,33 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
     ax.set_title("ablation (labels: speedup vs stock)")
     ax.legend()
     if scaling:
-        ax2 = axes[0][1]
+        ax = axes.pop(0)
         procs = [s["processes"] for s in scaling]
-        ax2.plot(procs, [s["env_steps_per_s"] for s in scaling], "o-", label="measured")
-        ax2.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound (perfect overlap)")
-        ax2.set_xlabel("env processes")
-        ax2.set_ylabel("env-steps / s")
-        ax2.set_title(f"scaling ({scaling[0]['label']})")
-        ax2.legend()
+        ax.plot(procs, [s["env_steps_per_s"] for s in scaling], "o-", label="measured")
+        ax.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound (perfect overlap)")
+        ax.set_xlabel("env processes")
+        ax.set_ylabel("env-steps / s")
+        ax.set_title(f"scaling ({scaling[0]['label']})")
+        ax.legend()
+    if curve:
+        ax = axes.pop(0)
+        batches = [c["batch"] for c in curve]
+        ax.plot(batches, [c["ms"] for c in curve], "o-", label="measured forward")
+        full = curve[-1]
+        ax.plot(batches, [full["ms_per_sample"] * b for b in batches], "--", color="gray",
+                label="linear in batch (through the full batch)")
+        stage = calibration.get("stage_batch")
+        if stage:
+            ax.axvline(stage, color="C1", ls=":", label=f"stage batch ({stage})")
+        if calibration.get("target_model_ms"):
+            ax.axhline(calibration["target_model_ms"], color="C2", ls=":", label="calibration target (T_env)")
+        ax.set_xticks(batches if len(batches) <= 32 else batches[:: len(batches) // 16])
+        ax.set_xlabel("batch (envs)")
+        ax.set_ylabel("ms per forward")
+        ax.set_title(f"policy T_model(batch): width {calibration['model_width']}, depth "
+                     f"{calibration['model_depth']}, {calibration['model_dtype']}")
+        ax.set_ylim(0, None)
+        ax.legend(fontsize=8)
     m = result["machine"]
     gpu = m["gpu"]["name"] if m.get("gpu") else "no GPU"
     fig.suptitle(f"behavior1k-fast bench ({result['config']['backend']}): {m['cpu_model']}, "
