@@ -25,8 +25,8 @@ def _changed(a, b):
 def test_rows_apply_the_optimisations_cumulatively():
     rows = ablation.ablation_rows(processes=4, envs_per_process=2, stages=2, chunk_size=16)
     by = {r.name: r for r in rows}
-    assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
-                                      "process_serial", "process_overlap"]
+    assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
+                                      "process_serial", "process_overlap", "process_async"]
     assert by["stock"].profile == RolloutProfile.stock(num_env_processes=4, total_num_envs=8, chunk_size=16)
     assert _changed(by["stock"].profile, by["slim"].profile) <= set(ablation.SLIM_FIELDS)
     assert by["slim"].profile.obs_modalities == ("rgb", "proprio")
@@ -39,6 +39,9 @@ def test_rows_apply_the_optimisations_cumulatively():
         assert serial.profile.pipeline_stages == 2 and serial.profile.partition == partition
         assert overlap.profile == serial.profile
         assert overlap.overlap and not serial.overlap
+        asynchronous = by[f"{partition}_async"]
+        assert _changed(overlap.profile, asynchronous.profile) == {"schedule"} and asynchronous.overlap
+        assert overlap.profile.schedule == "barrier" and asynchronous.profile.schedule == "async"
     assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
     assert ablation.ALL_ROW in by
 
@@ -154,8 +157,8 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert isinstance(factory, OmniGibsonBackendFactory)
     assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
     names = [c[0] for c in calls]
-    assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
-                     "process_serial", "process_overlap", "hybrid_overlap", "hybrid_overlap"]
+    assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
+                     "process_serial", "process_overlap", "process_async", "hybrid_overlap", "hybrid_overlap"]
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)
     assert [p.num_env_processes for p in profiles[-2:]] == [1, 2]

@@ -150,7 +150,7 @@ class ChunkPolicy:
         flat = [np.asarray(obs[k], dtype=np.float32).reshape(batch, -1) for k in self.proprio_keys]
         with torch.inference_mode():
             proprio = torch.from_numpy(np.concatenate(flat, axis=1)).to(self.device, self.dtype)
-            images = [torch.from_numpy(np.ascontiguousarray(obs[k][..., :3])).to(self.device)
+            images = [torch.from_numpy(np.require(obs[k][..., :3], requirements=("C", "W"))).to(self.device)
                       .permute(0, 3, 1, 2).to(self.dtype).div_(255.0) for k in self.rgb_keys]
             out = self.model(images, proprio).float().cpu().numpy().astype(np.float64)
         return self._low + (out + 1.0) * 0.5 * (self._high - self._low)
