@@ -35,7 +35,7 @@ def test_goals_say_by_how_much_they_are_missed():
     assert goals["speedup_over_async_vector_env"]["met"]
     assert goals["speedup_over_async_vector_env"]["shortfall"] == ""
     text = report.format_goals(list(goals.values()))
-    assert "12.5x (goal >= 25x) -> missed by 2.00x" in text
+    assert "12.50x (goal >= 25x) -> missed by 2.00x (12.50x of 25x)" in text
     assert "-> met" in text
 
 

@@ -60,7 +60,7 @@ Semantics:
 - ``EnvironmentWrapper.step``/``reset`` pass every argument on to the wrapped env unchanged (upstream passes
   only named ones), so ``get_obs``, ``render``, ``env_indices`` and reset keywords reach a wrapped env.
 - Each patch skips with a reason on the layout it is not for: ``vector_env_step`` on main (no
-  ``VectorEnvironment`` of ``Environment``\ s), ``multi_scene_step`` on 1.1.1 and v3.7.
+  ``VectorEnvironment`` of ``Environment`` objects), ``multi_scene_step`` on 1.1.1 and v3.7.
 
 These patches are capabilities the engine needs on every profile (the stock path calls them with the
 default ``get_obs=True, render=True``); ``skip_intermediate_obs`` and ``pipeline_stages`` decide how

@@ -91,7 +91,7 @@ def check_goals(measured: dict[str, float | None]) -> list[dict[str, Any]]:
         elif met:
             gap = ""
         elif unit == "x":
-            gap = f"missed by {target / value:.2f}x ({value:.1f}x of {target:.0f}x)"
+            gap = f"missed by {target / value:.2f}x ({value:.2f}x of {target:g}x)"
         else:
             gap = f"missed by {100 * (target - value):.1f} points ({value:.1%} of {target:.0%})"
         out.append({"name": name, "what": what, "target": target, "unit": unit, "measured": value, "met": met,
@@ -103,8 +103,8 @@ def format_goals(goals: Sequence[dict[str, Any]]) -> str:
     lines = ["Goals (reported, not asserted):"]
     for g in goals:
         value = g["measured"]
-        shown = "n/a" if value is None else (f"{value:.1f}x" if g["unit"] == "x" else f"{value:.1%}")
-        target = f"{g['target']:.0f}x" if g["unit"] == "x" else f"{g['target']:.0%}"
+        shown = "n/a" if value is None else (f"{value:.2f}x" if g["unit"] == "x" else f"{value:.1%}")
+        target = f"{g['target']:g}x" if g["unit"] == "x" else f"{g['target']:.0%}"
         status = "met" if g["met"] else g["shortfall"]
         lines.append(f"  {g['what']}: {shown} (goal >= {target}) -> {status}")
     return "\n".join(lines)
