@@ -30,7 +30,7 @@ from .chunk import ChunkResult, check_chunk_actions, concat_results
 from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
 from .executors import Executor, InlineExecutor, ProcessExecutor
 from .plan import PartitionPlan
-from .policy import Policy, call_policy
+from .policy import Policy, call_policy, split_policy_output
 from .protocol import Chunk, Reset
 from .worker import WorkerSpec
 
@@ -203,6 +203,7 @@ class RolloutEngine:
                        tracing=get_profiler().enabled)
             for w in range(self.plan.num_processes)
         ]
+        self.auto_reset = auto_reset
         self._closed = True
         self._executor = make_executor(executor, specs, timeout_s, restart_workers, ray_actor_options)
         self.observation_space, self.action_space = self._executor.start()
@@ -210,6 +211,8 @@ class RolloutEngine:
         self.action_dim = int(np.prod(self.action_space.shape))
         self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.stages
         self._in_flight = [False] * self.plan.stages
+        #: Per stage in flight: (observations acted on, actions, extras), attached to its result in collect().
+        self._chunk_inputs: list[tuple | None] = [None] * self.plan.stages
         self._model_s = self._wait_s = 0.0
 
     # --- properties ---------------------------------------------------------------------------
@@ -284,8 +287,8 @@ class RolloutEngine:
         if self._in_flight[stage]:
             raise ChunkInFlightError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
 
-    def _submit(self, stage: int, actions: np.ndarray) -> None:
-        """Send a validated chunk to the workers of ``stage``."""
+    def _submit(self, stage: int, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> None:
+        """Send a validated chunk (and keep the policy's validated ``extras`` for it) to the workers of ``stage``."""
         offset = 0
         with self._guard():
             for s in self.plan.stage_slices(stage):
@@ -293,6 +296,7 @@ class RolloutEngine:
                 offset += len(s.local_envs)
                 self._executor.submit(s.worker, Chunk(s.local_envs, part, self.chunk_size))
         self._in_flight[stage] = True
+        self._chunk_inputs[stage] = (self._stage_obs[stage], actions, extras or {})
 
     def collect(self, stage: int) -> ChunkResult:
         """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global."""
@@ -313,6 +317,7 @@ class RolloutEngine:
             self._refresh_restarted()
         self._wait_s += time.perf_counter() - start
         result = concat_results(parts)
+        result.policy_obs, result.actions, result.extras = self._chunk_inputs[stage]
         result.obs = batch
         self._stage_obs[stage] = batch
         return result
@@ -335,8 +340,11 @@ class RolloutEngine:
 
         ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``), any
         callable on the stage's observation dict of numpy arrays, or a :class:`~.policy.PolicyProcess`;
-        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)``
-        receives every collected chunk (the trajectory data), while the other stages step.
+        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array), or ``(actions, extras)``
+        with ``extras`` a dict of ``[stage_size, ...]`` arrays or tensors (kept in ``result.extras``).
+        ``on_chunk(stage, result)`` receives every collected chunk (the trajectory data, with the
+        observations the policy saw and its actions and extras), while the other stages step;
+        :class:`~.trajectory.TrajectoryRecorder` gathers them into batches.
         ``overlap=False`` is the serial baseline: the driver waits for each stage's chunk before it runs the
         next forward, so nothing steps during a forward; the chunks and their order on every worker, hence
         the trajectories, are those of ``overlap=True``, only the timing differs. Any failure closes the
@@ -361,31 +369,32 @@ class RolloutEngine:
             total = num_rounds * stages
             if overlap:  # stage k's next chunk goes out right after its last one is collected
                 for k in range(stages):
-                    self._submit(k, self._forward(policy, k))
+                    self._submit(k, *self._forward(policy, k))
             for i in range(total):
                 k = i % stages
                 if not overlap:
-                    self._submit(k, self._forward(policy, k))
+                    self._submit(k, *self._forward(policy, k))
                 result = self.collect(k)
                 accounting.add(result)
                 if on_chunk is not None:
                     on_chunk(k, result)
                 if overlap and i + stages < total:
-                    self._submit(k, self._forward(policy, k))
+                    self._submit(k, *self._forward(policy, k))
             wall = time.perf_counter() - start
         except BaseException:
             self.close()
             raise
         return accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s)
 
-    def _forward(self, policy: Policy, stage: int) -> np.ndarray:
-        """The policy's validated chunk for ``stage`` (the one check of actions on their way in)."""
+    def _forward(self, policy: Policy, stage: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The policy's validated chunk and extras for ``stage`` (the one check of both on their way in)."""
         start = time.perf_counter()
         with get_profiler().section(MODEL_FORWARD, pipeline_stage=stage):
             out = call_policy(policy, self._stage_obs[stage])
         self._model_s += time.perf_counter() - start
-        return check_chunk_actions(out, self.plan.stage_size, self.action_dim, self.chunk_size,
-                                   argname=f"policy output for stage {stage}")
+        argname = f"policy output for stage {stage}"
+        actions, extras = split_policy_output(out, self.plan.stage_size, argname)
+        return check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size, argname), extras
 
     # --- lifecycle ----------------------------------------------------------------------------
     def _new_batch(self) -> dict[str, np.ndarray]:
