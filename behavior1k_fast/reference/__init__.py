@@ -11,12 +11,16 @@ from ..backends.reference import (
     ReferenceConfig,
     ReferenceFactory,
     ReferenceVectorEnv,
+    ReachFactory,
+    ReachVectorEnv,
 )
 
 __all__ = [
     "ReferenceConfig",
     "ReferenceVectorEnv",
     "ReferenceFactory",
+    "ReachFactory",
+    "ReachVectorEnv",
     "CAMERAS",
     "SUPPORTED_VISION_MODALITIES",
     "ACTION_DIM",

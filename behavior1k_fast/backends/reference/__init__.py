@@ -22,11 +22,14 @@ if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules:
 
 from .config import CAMERAS, SUPPORTED_VISION_MODALITIES, ReferenceConfig  # noqa: E402
 from .env import ACTION_DIM, STOCK_COSTS, ReferenceFactory, ReferenceVectorEnv  # noqa: E402
+from .reach import ReachFactory, ReachVectorEnv  # noqa: E402
 
 __all__ = [
     "ReferenceConfig",
     "ReferenceVectorEnv",
     "ReferenceFactory",
+    "ReachFactory",
+    "ReachVectorEnv",
     "CAMERAS",
     "SUPPORTED_VISION_MODALITIES",
     "ACTION_DIM",
