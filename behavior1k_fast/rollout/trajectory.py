@@ -34,7 +34,7 @@ overwritten by the next rollout.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -47,7 +47,8 @@ STEP_FIELDS = {"rewards": np.float64, "terminated": np.bool_, "truncated": np.bo
 
 @dataclass
 class Episodes:
-    """The episodes that ended in one batch, one row each (``M`` rows, in the order they ended)."""
+    """The episodes that ended in one batch, one row each (``M`` rows, in the order their chunks were
+    collected)."""
 
     #: int64 [M]: global env id.
     env: Any
@@ -212,15 +213,35 @@ class TrajectoryRecorder:
         return stats, batch.finish()
 
 
+class _Ended(NamedTuple):
+    """One row of :class:`Episodes`, as the chunk that ended the episode gives it."""
+
+    env: int
+    round: int
+    step: int
+    returns: float
+    lengths: int
+    success: Any
+    terminated: bool
+    truncated: bool
+    worker_restarted: bool
+    final_obs: dict
+
+
+#: dtype of each numeric column of :class:`Episodes`.
+_EPISODE_DTYPES = {"env": np.int64, "round": np.int64, "step": np.int64, "returns": np.float64,
+                   "lengths": np.int64, "terminated": bool, "truncated": bool, "worker_restarted": bool}
+
+
 class _Batch:
     """The buffers of one recorded rollout, filled chunk by chunk."""
 
     def __init__(self, recorder: TrajectoryRecorder, num_rounds: int):
         self.recorder = recorder
+        self.alloc = recorder._alloc
         engine = recorder.engine
         self.shape = (num_rounds, engine.num_envs)
         self.chunk_size = engine.chunk_size
-        alloc = recorder._alloc
         self.out: dict[str, Any] = {}
         self.views: dict[str, np.ndarray] = {}
         for key, space in engine.observation_space.spaces.items():
@@ -229,21 +250,25 @@ class _Batch:
         for name, dtype in STEP_FIELDS.items():
             self._allocate(name, self.shape + (self.chunk_size,), dtype)
         self.rounds_done = np.zeros(engine.num_stages, dtype=np.int64)
-        self.ended: list[tuple] = []  # (env, round, step, return, length, success, term, trunc, restarted, obs)
-        self.alloc = alloc
+        self.ended: list[_Ended] = []
+        self.extras_keys: set[str] | None = None
 
     def _allocate(self, name: str, shape: tuple[int, ...], dtype: Any) -> None:
-        self.out[name], self.views[name] = self.recorder._alloc.empty(shape, dtype)
+        self.out[name], self.views[name] = self.alloc.empty(shape, dtype)
 
     def add(self, stage: int, result: ChunkResult) -> None:
         """Write one collected chunk into its round's rows."""
         r = int(self.rounds_done[stage])
         self.rounds_done[stage] += 1
         ids = result.env_ids
-        if "actions" not in self.views:  # dtypes and shapes of actions and extras: from the first chunk
+        if self.extras_keys is None:  # dtypes and shapes of actions and extras: from the first chunk
+            self.extras_keys = set(result.extras)
             self._allocate("actions", self.shape + result.actions.shape[1:], result.actions.dtype)
             for key, value in result.extras.items():
                 self._allocate(f"extras/{key}", self.shape + value.shape[1:], value.dtype)
+        elif set(result.extras) != self.extras_keys:
+            raise ValueError(f"the policy's extras keys changed within a rollout: {sorted(self.extras_keys)} "
+                             f"then {sorted(result.extras)} (stage {stage}, round {r})")
         views = self.views
         for key, value in result.policy_obs.items():
             views[f"obs/{key}"][r, ids] = value
@@ -268,7 +293,7 @@ class _Batch:
             if final_obs is None:  # no auto-reset: the boundary observation is the terminal one
                 final_obs = {key: value[row] for key, value in result.obs.items()}
             step = int(np.argmax(done[row]))
-            self.ended.append((
+            self.ended.append(_Ended(
                 env, r, step, recorder._returns[env], recorder._lengths[env], final_info.get("success"),
                 bool(result.terminated[row, step]), bool(result.truncated[row, step]),
                 bool(info.get("worker_restarted", False)), final_obs,
@@ -282,25 +307,17 @@ class _Batch:
         engine = self.recorder.engine
         keys = engine.observation_space.spaces
         gather_boundary_obs(engine, {key: self.views[f"last_obs/{key}"] for key in keys})
-        columns = list(zip(*self.ended)) if self.ended else [()] * 10
-        wrap = self.alloc.wrap
-        success = columns[5]
-        final_obs = {
-            key: np.stack([o[key] for o in columns[9]]) if self.ended
-            else np.empty((0, *space.shape), space.dtype)
-            for key, space in keys.items()
-        }
+        ended, wrap = self.ended, self.alloc.wrap
+        success = [e.success for e in ended]
         episodes = Episodes(
-            env=wrap(np.array(columns[0], dtype=np.int64)),
-            round=wrap(np.array(columns[1], dtype=np.int64)),
-            step=wrap(np.array(columns[2], dtype=np.int64)),
-            returns=wrap(np.array(columns[3], dtype=np.float64)),
-            lengths=wrap(np.array(columns[4], dtype=np.int64)),
-            success=None if any(s is None for s in success) else wrap(np.array(success, dtype=bool)),
-            terminated=wrap(np.array(columns[6], dtype=bool)),
-            truncated=wrap(np.array(columns[7], dtype=bool)),
-            worker_restarted=wrap(np.array(columns[8], dtype=bool)),
-            final_obs={key: wrap(value) for key, value in final_obs.items()},
+            **{name: wrap(np.array([getattr(e, name) for e in ended], dtype=dtype))
+               for name, dtype in _EPISODE_DTYPES.items()},
+            success=None if None in success else wrap(np.array(success, dtype=bool)),
+            final_obs={
+                key: wrap(np.stack([e.final_obs[key] for e in ended]) if ended
+                          else np.empty((0, *space.shape), space.dtype))
+                for key, space in keys.items()
+            },
         )
         out = self.out
         return Trajectory(

@@ -245,3 +245,14 @@ def test_memory_per_round_matches_the_documented_formula():
     m = len(batch.episodes.env)
     assert m > 0 and batch.episodes.success is None  # 43 bytes per episode row without a success column
     assert batch.nbytes == 4 * per_round + m * (obs_bytes + 43) + 4 * obs_bytes
+
+
+def test_extras_whose_keys_change_within_a_rollout_are_an_error():
+    calls = []
+
+    def changing(obs):
+        calls.append(1)
+        return policy(obs), ({"value": value_of(obs)} if len(calls) < 3 else {"v": value_of(obs)})
+
+    with engine() as e, pytest.raises(ValueError, match=r"extras keys changed within a rollout: \['value'\] then \['v'\]"):
+        TrajectoryRecorder(e).rollout(changing, 3)
