@@ -101,6 +101,8 @@ class ActorCritic(nn.Module):
         self.critic = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
                                     nn.Linear(hidden, 1))
         self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))
+        #: Act with the mean action instead of sampling (evaluation).
+        self.deterministic = False
         with torch.no_grad():
             self.actor[-1].weight.mul_(0.01)
             self.actor[-1].bias.zero_()
@@ -115,7 +117,7 @@ class ActorCritic(nn.Module):
     def forward(self, obs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         x = self.features(obs)
         dist = self.distribution(x)
-        action = dist.sample()
+        action = dist.mean if self.deterministic else dist.sample()
         chunk = action[:, None, :].expand(-1, self.chunk_size, -1).contiguous()
         return chunk, {"logprob": dist.log_prob(action).sum(-1), "value": self.critic(x).squeeze(-1)}
 
@@ -175,9 +177,10 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
 
 
-def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None) -> dict[str, Any]:
-    """Train one policy; returns its learning curve (one entry per iteration). ``on_iteration(it, batch,
-    record)`` sees every recorded batch and the curve entry just added."""
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None
+          ) -> tuple[dict[str, Any], ActorCritic]:
+    """Train one policy; returns its learning curve (one entry per iteration) and the policy.
+    ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
@@ -209,66 +212,109 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
                 curve[key].append(value)
             if on_iteration is not None:
                 on_iteration(it, batch, entry)
-    return {"config": asdict(config), "profile": profile.to_dict(), **curve}
+    return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
 
 
-def final_success(run: dict[str, Any], fraction: float = 0.25) -> float:
-    """Episode-weighted success rate over the last ``fraction`` of a run's iterations."""
-    n = max(1, int(round(len(run["env_steps"]) * fraction)))
-    rates, counts = run["success_rate"][-n:], run["episodes"][-n:]
-    done = sum(c for r, c in zip(rates, counts) if r is not None)
-    return sum(r * c for r, c in zip(rates, counts) if r is not None) / done if done else float("nan")
+def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:
+    """Success rate and mean return of ``policy``'s mean actions over ``rounds`` rounds under
+    ``config.profile`` (seed ``config.seed + 1000``: episodes no training run saw)."""
+    policy.deterministic = True
+    try:
+        with RolloutEngine(make_factory(config), make_profile(config), seed=config.seed + 1000,
+                           executor=config.executor) as engine:
+            eps = TrajectoryRecorder(engine).rollout(policy, rounds)[1].episodes
+    finally:
+        policy.deterministic = False
+    return {"profile": config.profile, "episodes": int(len(eps.env)), "success_rate": float(eps.success.mean()),
+            "mean_return": float(eps.returns.mean()), "mean_length": float(eps.lengths.mean())}
+
+
+def _weighted(run: dict[str, Any], key: str, first: int) -> float:
+    """Episode-weighted mean of ``run[key]`` over iterations ``first`` to the end."""
+    values, counts = run[key][first:], run["episodes"][first:]
+    pairs = [(v, c) for v, c in zip(values, counts) if v is not None]
+    return sum(v * c for v, c in pairs) / sum(c for _, c in pairs)
+
+
+#: Measures of a learning curve compared across profiles: name -> (curve key, first iteration as a fraction).
+MEASURES = {
+    "final_success": ("success_rate", 0.75),  # the last quarter of the run: what was learned
+    "final_return": ("mean_return", 0.75),
+    "success_over_run": ("success_rate", 0.0),  # the whole run: how fast it was learned
+}
 
 
 def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per profile: final success rate per seed, mean and spread; the verdict (module docs of the README)."""
-    by_profile: dict[str, list[float]] = {}
-    for run in runs:
-        by_profile.setdefault(run["config"]["profile"], []).append(final_success(run))
-    summary = {
-        name: {"final_success": rates, "mean": float(np.mean(rates)), "spread": float(np.ptp(rates))}
-        for name, rates in by_profile.items()
-    }
-    noise = max(s["spread"] for s in summary.values())
-    means = [s["mean"] for s in summary.values()]
-    identical = [
-        (a["config"]["seed"], a["success_rate"] == b["success_rate"] and a["mean_return"] == b["mean_return"])
+    """Each measure per profile (per seed, mean, spread = max - min over seeds) and the verdict: two profiles
+    agree on a measure when their means differ by no more than the largest spread of one profile over seeds
+    (run-to-run noise). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
+    out: dict[str, Any] = {}
+    for measure, (key, start) in MEASURES.items():
+        by_profile: dict[str, list[float]] = {}
+        for run in runs:
+            first = int(len(run[key]) * start)
+            by_profile.setdefault(run["config"]["profile"], []).append(_weighted(run, key, first))
+        means = {name: float(np.mean(v)) for name, v in by_profile.items()}
+        noise = max(float(np.ptp(v)) for v in by_profile.values())
+        out[measure] = {
+            "per_seed": by_profile,
+            "mean": means,
+            "spread": {name: float(np.ptp(v)) for name, v in by_profile.items()},
+            "run_to_run_noise": noise,
+            "largest_difference_of_means": float(np.ptp(list(means.values()))),
+            "agree_within_noise": bool(np.ptp(list(means.values())) <= noise),
+        }
+    out["k1_skip_equals_stock"] = {
+        str(a["config"]["seed"]): all(a[k] == b[k] for k in ("env_steps", "success_rate", "mean_return", "value_loss"))
         for a in runs if a["config"]["profile"] == "k1_skip"
         for b in runs if b["config"]["profile"] == "stock" and b["config"]["seed"] == a["config"]["seed"]
-    ]
-    return {
-        "profiles": summary,
-        "run_to_run_noise": noise,
-        "largest_difference_of_means": float(np.ptp(means)),
-        "agree_within_noise": bool(np.ptp(means) <= noise),
-        "k1_skip_equals_stock_per_seed": dict((str(s), same) for s, same in identical),
     }
+    return out
+
+
+def smoothed(run: dict[str, Any], key: str, window: int = 5) -> np.ndarray:
+    """Episode-weighted moving average of ``run[key]`` over ``window`` iterations (NaN where no episode ended)."""
+    values = np.array([np.nan if v is None else v for v in run[key]], dtype=float)
+    counts = np.where(np.isnan(values), 0, np.array(run["episodes"], dtype=float))
+    kernel = np.ones(window)
+    total = np.convolve(np.nan_to_num(values) * counts, kernel, mode="same")
+    weight = np.convolve(counts, kernel, mode="same")
+    return np.divide(total, weight, out=np.full_like(total, np.nan), where=weight > 0)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
+    """Success rate and return vs env steps, one line per run (5-iteration moving average), and the verdict."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "tab:gray"}
+    colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "black"}
     styles = {"k2_skip": "-", "k1_skip": "-", "stock": ":"}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for run in result["runs"]:
         name, seed = run["config"]["profile"], run["config"]["seed"]
         steps = np.array(run["env_steps"]) / 1e3
         for ax, key in zip(axes, ("success_rate", "mean_return")):
-            values = np.array([np.nan if v is None else v for v in run[key]], dtype=float)
-            ax.plot(steps, values, styles[name], color=colors[name], alpha=0.8,
-                    label=f"{name} seed {seed}", linewidth=2.5 if name == "stock" else 1.3)
+            ax.plot(steps, smoothed(run, key), styles[name], color=colors[name], linewidth=1.4,
+                    label=name if seed == 0 else None)
     axes[0].set_ylabel("success rate (episodes ended per iteration)")
     axes[1].set_ylabel("episode return")
     for ax in axes:
         ax.set_xlabel("env steps (thousands of own actions)")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle("PPO on reference reach-and-touch: K=2 hybrid + skip-obs vs K=1 vs stock")
-    fig.tight_layout()
+    axes[0].legend(title=f"{len(result['runs']) // len(PROFILES)} seeds each", fontsize=8)
+    comparison = result["comparison"]
+    lines = []
+    for measure in MEASURES:
+        c = comparison[measure]
+        means = ", ".join(f"{name} {value:.2f}" for name, value in c["mean"].items())
+        lines.append(f"{measure}: {means} (noise {c['run_to_run_noise']:.2f}; "
+                     f"{'agree' if c['agree_within_noise'] else 'differ'})")
+    lines.append(f"k1_skip == stock, curve for curve: {all(comparison['k1_skip_equals_stock'].values())}")
+    fig.suptitle("PPO on the reference reach-and-touch task: K=2 hybrid + skip-obs, K=1 + skip-obs, stock")
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, family="monospace", va="bottom")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=110)
 
 
@@ -294,22 +340,29 @@ def main(argv: list[str] | None = None) -> int:
         config = PPOConfig(profile=args.profile, seed=args.seed, iterations=args.iterations)
         train(config, report(config))
         return 0
-    runs = []
+    runs, policies = [], {}
     for seed in range(args.seeds):
         for name in PROFILES:
             config = PPOConfig(profile=name, seed=seed, iterations=args.iterations)
-            runs.append(train(config, report(config)))
+            run, policies[name, seed] = train(config, report(config))
+            runs.append(run)
+    # The same trained policy under each profile: what the profile changes in the task itself.
+    cross = [
+        {"trained_under": trained, **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile))}
+        for trained in ("k2_skip", "k1_skip") for profile in ("k2_skip", "k1_skip")
+    ]
     result = {
         "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
         "runs": runs,
         "comparison": compare(runs),
+        "cross_evaluation": cross,
     }
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ppo_reach_cpu2.json").write_text(json.dumps(result, indent=1))
     plot(result, out / "ppo_reach_cpu2.png")
-    print(json.dumps(result["comparison"], indent=1))
+    print(json.dumps({"comparison": result["comparison"], "cross_evaluation": cross}, indent=1))
     return 0
 
 

@@ -35,7 +35,7 @@ def test_two_ppo_iterations_run_end_to_end_with_masked_steps_carrying_no_reward(
         batches.append(batch)
 
     torch.manual_seed(0)
-    run = ppo.train(config, on_iteration)
+    run, policy = ppo.train(config, on_iteration)
     assert len(batches) == 2 and run["env_steps"][-1] == sum(int(b.applied.sum()) for b in batches)
     for batch in batches:
         assert batch.actions.shape == (3, 4, 4, 11) and batch.rewards.shape == (3, 4, 4)
@@ -51,6 +51,8 @@ def test_two_ppo_iterations_run_end_to_end_with_masked_steps_carrying_no_reward(
     for key in ("success_rate", "mean_return", "policy_loss", "value_loss", "entropy"):
         assert len(run[key]) == 2 and np.isfinite(run[key]).all(), key
     assert run["profile"]["pipeline_stages"] == 2
+    evaluation = ppo.evaluate_policy(policy, config, rounds=2)
+    assert evaluation["episodes"] > 0 and 0.0 <= evaluation["success_rate"] <= 1.0 and not policy.deterministic
 
 
 def test_the_advantages_bootstrap_truncated_episodes_and_stop_at_terminated_ones():
