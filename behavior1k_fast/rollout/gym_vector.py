@@ -70,8 +70,9 @@ class EngineVectorEnv(VectorEnv):
         auto_reset: bool = True,
         **engine_kwargs: Any,
     ):
+        seed = check_int("seed", seed, low=0)
         self._engine_args = (factory, profile, dict(auto_reset=auto_reset, **engine_kwargs))
-        self.engine = self._start(check_int("seed", seed, low=0))
+        self.engine = self._start(seed)
         #: The running engine was built with this seed and has not been reset yet.
         self._fresh_seed: int | None = seed
         engine = self.engine
