@@ -249,7 +249,9 @@ class _Batch:
             self._allocate(f"last_obs/{key}", self.shape[1:] + tuple(space.shape), space.dtype)
         for name, dtype in STEP_FIELDS.items():
             self._allocate(name, self.shape + (self.chunk_size,), dtype)
-        self.rounds_done = np.zeros(engine.num_stages, dtype=np.int64)
+        #: Chunks recorded per env: an env's next chunk goes to this round (results may hold any subset of
+        #: envs: a stage, or one slice of it).
+        self.rounds_done = np.zeros(engine.num_envs, dtype=np.int64)
         self.ended: list[_Ended] = []
         self.extras_keys: set[str] | None = None
 
@@ -257,10 +259,10 @@ class _Batch:
         self.out[name], self.views[name] = self.alloc.empty(shape, dtype)
 
     def add(self, stage: int, result: ChunkResult) -> None:
-        """Write one collected chunk into its round's rows."""
-        r = int(self.rounds_done[stage])
-        self.rounds_done[stage] += 1
+        """Write one collected chunk into the rows of its envs, each at its env's next round."""
         ids = result.env_ids
+        r = self.rounds_done[ids]
+        self.rounds_done[ids] += 1
         if self.extras_keys is None:  # dtypes and shapes of actions and extras: from the first chunk
             self.extras_keys = set(result.extras)
             self._allocate("actions", self.shape + result.actions.shape[1:], result.actions.dtype)
@@ -268,7 +270,7 @@ class _Batch:
                 self._allocate(f"extras/{key}", self.shape + value.shape[1:], value.dtype)
         elif set(result.extras) != self.extras_keys:
             raise ValueError(f"the policy's extras keys changed within a rollout: {sorted(self.extras_keys)} "
-                             f"then {sorted(result.extras)} (stage {stage}, round {r})")
+                             f"then {sorted(result.extras)} (stage {stage}, round {int(r.max())})")
         views = self.views
         for key, value in result.policy_obs.items():
             views[f"obs/{key}"][r, ids] = value
@@ -279,7 +281,7 @@ class _Batch:
             views[name][r, ids] = getattr(result, name)
         self._account(r, ids, result)
 
-    def _account(self, r: int, ids: np.ndarray, result: ChunkResult) -> None:
+    def _account(self, r: np.ndarray, ids: np.ndarray, result: ChunkResult) -> None:
         """Running episode sums; a row for every episode that ended in this chunk."""
         recorder = self.recorder
         done = result.terminated | result.truncated
@@ -294,7 +296,7 @@ class _Batch:
                 final_obs = {key: value[row] for key, value in result.obs.items()}
             step = int(np.argmax(done[row]))
             self.ended.append(_Ended(
-                env, r, step, recorder._returns[env], recorder._lengths[env], final_info.get("success"),
+                env, int(r[row]), step, recorder._returns[env], recorder._lengths[env], final_info.get("success"),
                 bool(result.terminated[row, step]), bool(result.truncated[row, step]),
                 bool(info.get("worker_restarted", False)), final_obs,
             ))
@@ -303,7 +305,7 @@ class _Batch:
 
     def finish(self) -> Trajectory:
         if not (self.rounds_done == self.shape[0]).all():
-            raise RuntimeError(f"incomplete batch: rounds recorded per stage {self.rounds_done.tolist()}")
+            raise RuntimeError(f"incomplete batch: rounds recorded per env {self.rounds_done.tolist()}")
         engine = self.recorder.engine
         keys = engine.observation_space.spaces
         gather_boundary_obs(engine, {key: self.views[f"last_obs/{key}"] for key in keys})

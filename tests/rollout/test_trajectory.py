@@ -1,5 +1,7 @@
 """Policy extras travel with their chunk; TrajectoryRecorder batches hold exactly what the engine did."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -256,3 +258,34 @@ def test_extras_whose_keys_change_within_a_rollout_are_an_error():
 
     with engine() as e, pytest.raises(ValueError, match=r"extras keys changed within a rollout: \['value'\] then \['v'\]"):
         TrajectoryRecorder(e).rollout(changing, 3)
+
+
+def _rows(result, rows):
+    """The chunk result of some of ``result``'s envs (as a schedule that collects slice by slice gives it)."""
+    def part(value):
+        if isinstance(value, dict):
+            return {k: v[rows] for k, v in value.items()}
+        return [value[i] for i in rows] if isinstance(value, list) else value[rows]
+    return dataclasses.replace(result, **{f.name: part(getattr(result, f.name)) for f in dataclasses.fields(result)})
+
+
+def test_results_that_arrive_env_by_env_fill_the_same_batch(monkeypatch):
+    with engine() as e:
+        whole = TrajectoryRecorder(e).rollout(policy_with_extras, 4)[1]
+    with engine() as e:
+        rollout = e.rollout
+
+        def env_by_env(policy, num_rounds, *, on_chunk, **kw):
+            def split(stage, result):
+                for row in reversed(range(len(result.env_ids))):
+                    on_chunk(stage, _rows(result, [row]))
+            return rollout(policy, num_rounds, on_chunk=split, **kw)
+
+        monkeypatch.setattr(e, "rollout", env_by_env)
+        split = TrajectoryRecorder(e).rollout(policy_with_extras, 4)[1]
+    for name in ("actions", "rewards", "terminated", "truncated", "applied"):
+        np.testing.assert_array_equal(getattr(split, name), getattr(whole, name))
+    np.testing.assert_array_equal(split.obs["proprio"], whole.obs["proprio"])
+    np.testing.assert_array_equal(split.extras["value"], whole.extras["value"])
+    assert sorted(zip(split.episodes.env.tolist(), split.episodes.round.tolist())) == sorted(
+        zip(whole.episodes.env.tolist(), whole.episodes.round.tolist()))
