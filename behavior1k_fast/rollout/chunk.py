@@ -53,6 +53,12 @@ class ChunkResult:
     #: observations and boundary resets included (measured where the chunk runs; shared by all rows of
     #: one backend; 0 in a restarted worker's placeholder).
     env_seconds: np.ndarray | None = None
+    #: Set by the engine (``None`` / empty elsewhere): the boundary observations the chunk's actions were
+    #: chosen from (key -> ``[n, *shape]``), the chunk ``[n, N, action_dim]`` as sent, and the policy's
+    #: extras for it (key -> ``[n, ...]``; empty when the policy returned actions only).
+    policy_obs: dict[str, np.ndarray] | None = None
+    actions: np.ndarray | None = None
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def episode_ended(self) -> np.ndarray:

@@ -34,7 +34,7 @@ from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotRe
 from .executors import Executor, InlineExecutor, ProcessExecutor
 from .placement import Setting, check_placement
 from .plan import PartitionPlan
-from .policy import Policy, call_policy
+from .policy import Policy, call_policy, split_policy_output
 from .protocol import Chunk, Reset
 from .schedule import AsyncRun
 from .supervision import RestartPolicy, RestartRecord, Supervision, logger
@@ -268,6 +268,7 @@ class RolloutEngine:
                        tracing=get_profiler().enabled, env=envs[w])
             for w in range(self.plan.num_processes)
         ]
+        self.auto_reset = auto_reset
         self._closed = True
         self._executor = make_executor(executor, specs, supervision, ray_actor_options, placement)
         self.observation_space, self.action_space = self._executor.start()
@@ -275,6 +276,8 @@ class RolloutEngine:
         self.action_dim = int(np.prod(self.action_space.shape))
         self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.stages
         self._in_flight = [False] * self.plan.stages
+        #: Per stage in flight: (observations acted on, actions, extras), attached to its result in collect().
+        self._chunk_inputs: list[tuple | None] = [None] * self.plan.stages
         self._model_s = self._wait_s = 0.0
 
     # --- properties ---------------------------------------------------------------------------
@@ -354,8 +357,8 @@ class RolloutEngine:
         if self._in_flight[stage]:
             raise ChunkInFlightError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
 
-    def _submit(self, stage: int, actions: np.ndarray) -> None:
-        """Send a validated chunk to the workers of ``stage``."""
+    def _submit(self, stage: int, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> None:
+        """Send a validated chunk (and keep the policy's validated ``extras`` for it) to the workers of ``stage``."""
         offset = 0
         with self._guard():
             for s in self.plan.stage_slices(stage):
@@ -363,6 +366,7 @@ class RolloutEngine:
                 offset += len(s.local_envs)
                 self._executor.submit(s.worker, Chunk(s.local_envs, part, self.chunk_size))
         self._in_flight[stage] = True
+        self._chunk_inputs[stage] = (self._stage_obs[stage], actions, extras or {})
 
     def collect(self, stage: int) -> ChunkResult:
         """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global."""
@@ -383,6 +387,7 @@ class RolloutEngine:
             self._refresh_restarted()
         self._wait_s += time.perf_counter() - start
         result = concat_results(parts)
+        result.policy_obs, result.actions, result.extras = self._chunk_inputs[stage]
         result.obs = batch
         self._stage_obs[stage] = batch
         return result
@@ -406,8 +411,11 @@ class RolloutEngine:
 
         ``policy``: a torch module (called on a dict of tensors under ``torch.inference_mode``), any
         callable on the stage's observation dict of numpy arrays, or a :class:`~.policy.PolicyProcess`;
-        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array). ``on_chunk(stage, result)``
-        receives every collected chunk (the trajectory data), while the other stages step.
+        returns ``[stage_size, chunk_size, action_dim]`` actions (tensor or array), or ``(actions, extras)``
+        with ``extras`` a dict of ``[stage_size, ...]`` arrays or tensors (kept in ``result.extras``).
+        ``on_chunk(stage, result)`` receives every collected chunk (the trajectory data, with the
+        observations the policy saw and its actions and extras), while the other stages step;
+        :class:`~.trajectory.TrajectoryRecorder` gathers them into batches.
         ``overlap=False`` is the serial baseline: the driver waits for each stage's chunk before it runs the
         next forward, so nothing steps during a forward; the chunks and their order on every worker, hence
         the trajectories, are those of ``overlap=True``, only the timing differs. Any failure closes the
@@ -460,7 +468,7 @@ class RolloutEngine:
         arrived_ns = [time.perf_counter_ns()] * stages  # when each stage's observations reached the driver
 
         def submit(k: int) -> None:
-            self._submit(k, self._forward_stage(policy, k))
+            self._submit(k, *self._forward_stage(policy, k))
             waited_ns = time.perf_counter_ns() - arrived_ns[k]
             accounting.slice_wait[self.plan.stage_envs(k)] += waited_ns / 1e9
             get_profiler().add(SLICE_WAIT, arrived_ns[k], waited_ns, {"stage": k})
@@ -480,16 +488,19 @@ class RolloutEngine:
             if overlap and i + stages < total:
                 submit(k)
 
-    def _forward(self, policy: Policy, obs: dict[str, np.ndarray], batch: int, argname: str) -> np.ndarray:
-        """The policy's validated chunk for the ``batch`` envs of ``obs`` (the one check of actions on their
-        way in; ``argname`` names the output in its error)."""
+    def _forward(
+        self, policy: Policy, obs: dict[str, np.ndarray], batch: int, argname: str
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The policy's validated chunk and extras for the ``batch`` envs of ``obs`` (the one check of both on
+        their way in; ``argname`` names the output in its errors)."""
         start = time.perf_counter()
         with get_profiler().section(MODEL_FORWARD, batch=batch):
             out = call_policy(policy, obs)
         self._model_s += time.perf_counter() - start
-        return check_chunk_actions(out, batch, self.action_dim, self.chunk_size, argname=argname)
+        actions, extras = split_policy_output(out, batch, argname)
+        return check_chunk_actions(actions, batch, self.action_dim, self.chunk_size, argname), extras
 
-    def _forward_stage(self, policy: Policy, stage: int) -> np.ndarray:
+    def _forward_stage(self, policy: Policy, stage: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         return self._forward(policy, self._stage_obs[stage], self.plan.stage_size, f"policy output for stage {stage}")
 
     # --- lifecycle ----------------------------------------------------------------------------

@@ -1,12 +1,16 @@
 """Calling policies: in the driver, or in a process of their own (:class:`PolicyProcess`).
 
-A policy maps a batched observation dict (key -> ``[B, ...]``) to chunk actions ``[B, N, action_dim]``.
-The engine hands the same arrays to ``on_chunk`` and returns them from ``reset()``, so a policy must not be
-able to change them: any callable gets read-only views of the numpy arrays (no copy; writing into one
-raises ``ValueError``), and a ``torch.nn.Module``, since torch has no read-only tensors, gets tensors over
-copies of them, under ``torch.inference_mode()``. (A callable that turns the views into tensors with
-``torch.from_numpy`` gets PyTorch's warning about non-writable arrays: copy first, e.g. ``torch.tensor(x)``
-or ``np.array(x)``.) Tensors that come back are moved to CPU numpy arrays.
+A policy maps a batched observation dict (key -> ``[B, ...]``) to chunk actions ``[B, N, action_dim]``,
+or to ``(actions, extras)``: ``extras`` is a dict of arrays (or tensors) with the same leading batch
+dimension ``B``, the policy's own outputs for that chunk (e.g. ``logprob``, ``value``); the engine keeps
+them with the chunk they produced (:attr:`~.chunk.ChunkResult.extras`).
+The engine hands the same observation arrays to ``on_chunk`` and returns them from ``reset()``, so a policy
+must not be able to change them: any callable gets read-only views of the numpy arrays (no copy; writing
+into one raises ``ValueError``), and a ``torch.nn.Module``, since torch has no read-only tensors, gets
+tensors over copies of them, under ``torch.inference_mode()``. (A callable that turns the views into
+tensors with ``torch.from_numpy`` gets PyTorch's warning about non-writable arrays: copy first, e.g.
+``torch.tensor(x)`` or ``np.array(x)``.) Tensors that come back (actions and extras) are moved to CPU
+numpy arrays.
 """
 
 from __future__ import annotations
@@ -23,21 +27,54 @@ from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
 from .shutdown import close_on_sigterm, deferred_interrupts, release
 
-#: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim].
+#: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim], or to
+#: (actions, extras) with extras a dict of [B, ...] arrays or tensors.
 Policy = Callable[[dict[str, Any]], Any]
 
 
+def _to_numpy(value: Any) -> Any:
+    """A tensor as a CPU numpy array; anything else as it is."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        return value.detach().cpu().numpy()
+    return value
+
+
 def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
-    """One forward of ``policy`` on ``obs`` (see module docs); returns a numpy array or what it returned."""
+    """One forward of ``policy`` on ``obs`` (see module docs); returns what it returned (actions, or an
+    ``(actions, extras)`` pair), with tensors as numpy arrays."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(policy, torch.nn.Module):
         with torch.inference_mode():
             out = policy({k: torch.from_numpy(np.array(v)) for k, v in obs.items()})
     else:
         out = policy({k: _read_only(v) for k, v in obs.items()})
-    if hasattr(out, "detach") and hasattr(out, "cpu"):
-        out = out.detach().cpu().numpy()
-    return out
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping):
+        return _to_numpy(out[0]), {key: _to_numpy(value) for key, value in out[1].items()}
+    return _to_numpy(out)
+
+
+def split_policy_output(out: Any, batch: int, argname: str = "policy output") -> tuple[Any, dict[str, np.ndarray]]:
+    """``(actions, extras)`` of a :func:`call_policy` result for a batch of ``batch`` envs: ``extras`` is
+    ``{}`` when the policy returned actions only, else checked here (a dict of str -> numpy arrays of shape
+    ``[batch, ...]``). The actions are returned unchecked (the engine checks them against the chunk)."""
+    if not isinstance(out, tuple):
+        return out, {}
+    if len(out) != 2 or not isinstance(out[1], Mapping):
+        raise TypeError(
+            f"{argname} must be actions or an (actions, extras dict) pair, got a tuple of "
+            f"{len(out)} ({', '.join(type(o).__name__ for o in out)})"
+        )
+    actions, extras = out
+    for key, value in extras.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{argname}: extras keys must be str, got {key!r}")
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"{argname}: extras[{key!r}] must be an array or tensor, got {type(value).__name__}")
+        if value.ndim < 1 or value.shape[0] != batch:
+            raise ValueError(
+                f"{argname}: extras[{key!r}] must have a leading batch dimension of {batch}, got shape {value.shape}"
+            )
+    return actions, dict(extras)
 
 
 def _read_only(array: Any) -> Any:
@@ -64,7 +101,7 @@ class _PolicyServer:
         try:
             if not isinstance(request, Forward):
                 raise TypeError(f"the policy process does not serve {type(request).__name__} requests")
-            return Ok(np.asarray(call_policy(self.policy, request.obs)))
+            return Ok(call_policy(self.policy, request.obs))
         except Exception as exc:
             return Failure.from_exception(exc, request.command, ())
 
@@ -109,7 +146,8 @@ class PolicyProcess:
             self.close()
             raise
 
-    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> Any:
+        """The remote policy's output for ``obs``: actions, or ``(actions, extras)`` (numpy arrays)."""
         if self._closed:
             raise ClosedError("the policy process is closed")
         self._channel.send(Forward(dict(obs)))

@@ -52,6 +52,8 @@ class _Slice:
     arrived_ns: int = 0
     #: Order of its last chunk among all chunks sent (the oldest busy worker is waited on first).
     ticket: int = 0
+    #: What its chunk in flight was made from: (observations the policy saw, actions, extras) rows.
+    inputs: tuple = ()
 
 
 @dataclass
@@ -115,15 +117,16 @@ class AsyncRun:
             envs += len(batch[-1].local_envs)
         obs = {key: np.concatenate([s.obs[key] for s in batch]) for key in batch[0].obs}
         engine = self.engine
-        actions = engine._forward(self.policy, obs, envs, "policy output for an async batch")
+        actions, extras = engine._forward(self.policy, obs, envs, "policy output for an async batch")
         sent_ns = time.perf_counter_ns()
         profiler = get_profiler()
         offset = 0
         with engine._guard():
             for s in batch:
-                part = actions[offset : offset + len(s.local_envs)]
-                offset += len(s.local_envs)
-                engine._executor.submit(s.worker, Chunk(s.local_envs, part, engine.chunk_size))
+                rows = slice(offset, offset + len(s.local_envs))
+                offset = rows.stop
+                engine._executor.submit(s.worker, Chunk(s.local_envs, actions[rows], engine.chunk_size))
+                s.inputs = (s.obs, actions[rows], {key: value[rows] for key, value in extras.items()})
                 self.slice_wait[s.env_ids] += (sent_ns - s.arrived_ns) / 1e9
                 profiler.add(SLICE_WAIT, s.arrived_ns, sent_ns - s.arrived_ns, {"worker": s.worker, "stage": s.stage})
                 s.sent += 1
@@ -142,6 +145,7 @@ class AsyncRun:
                 s = self.busy[w].popleft()
                 result, obs = engine._executor.collect(w)
                 result.obs = obs
+                result.policy_obs, result.actions, result.extras = s.inputs
                 s.obs, s.arrived_ns = obs, time.perf_counter_ns()
                 self.accounting.add(result)
                 if self.on_chunk is not None:

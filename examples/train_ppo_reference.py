@@ -1,0 +1,376 @@
+"""PPO on the reference simulator's reach-and-touch task, through the rollout engine, in minutes on a CPU.
+
+    python examples/train_ppo_reference.py                 # K = 2 hybrid pipeline + skip-obs; prints the curve
+    python examples/train_ppo_reference.py --compare       # the three profiles x seeds -> JSON + PNG
+
+Task (``behavior1k_fast.reference.ReachFactory``): drive the base and arms until a grip point touches the
+red can (proprioception + the can's offset from each grip point; no images). Reward per own action: minus
+the grip-to-can distance in m, +5 on touching, which ends the episode; truncated after
+``PPOConfig.horizon`` (80) own actions.
+
+Policy: a small torch actor-critic (MLP 64-64, tanh). Each forward samples one action per env from a
+diagonal Gaussian and repeats it over the chunk of N steps (an open-loop chunk); it returns
+``(chunk, {"logprob", "value"})``, which the engine keeps with the chunk and
+:class:`~behavior1k_fast.rollout.TrajectoryRecorder` returns as ``[rounds, envs]`` arrays. PPO treats a
+chunk as one decision: its reward is the chunk's summed applied rewards (masked steps after an episode
+ended inside the chunk carry 0), discounted by gamma**N per chunk; a truncated episode is bootstrapped
+from the value of its final observation; GAE(lambda) over rounds.
+
+Profiles (``--profile``): ``k2_skip`` (hybrid partition, K = 2, on-demand observation; physics rescale
+``preserve_sim_time`` so every own action spans 1/30 s of simulated time as with K = 1), ``k1_skip`` (no
+pipeline, on-demand observation) and ``stock`` (``RolloutProfile.stock``: every optimisation off, skip-obs
+off and K = 1; modalities limited to proprioception, which is all the policy reads).
+
+``--compare`` trains every profile for ``--seeds`` seeds, compares the curves (:func:`compare`: a measure
+agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates the
+seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
+the task's), and writes ``ppo_reach_<machine>.json`` and ``.png`` under ``--out-dir`` (``cpu2`` on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from behavior1k_fast import RolloutProfile
+from behavior1k_fast.reference import ReachFactory, ReferenceConfig
+from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
+from behavior1k_fast.tools.bench import report
+
+#: Observation keys the policy reads.
+OBS_KEYS = ("proprio", "task::target")
+PROFILES = ("k2_skip", "k1_skip", "stock")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """One training run. Sizes in envs, rounds (one chunk per env each) and own actions."""
+
+    profile: str = "k2_skip"
+    seed: int = 0
+    iterations: int = 100
+    processes: int = 2
+    envs: int = 16
+    chunk_size: int = 8
+    rounds: int = 16
+    horizon: int = 80
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    lr: float = 1e-3
+    epochs: int = 8
+    minibatches: int = 4
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    #: Chunk rewards are divided by this before PPO (keeps values near 1).
+    reward_scale: float = 10.0
+    executor: str = "process"
+
+
+def make_profile(config: PPOConfig) -> RolloutProfile:
+    layout = dict(
+        num_env_processes=config.processes, total_num_envs=config.envs, chunk_size=config.chunk_size,
+        obs_modalities=("proprio",),
+    )
+    if config.profile == "k2_skip":
+        return RolloutProfile(pipeline_stages=2, partition="hybrid", physics_rescale="preserve_sim_time", **layout)
+    if config.profile == "k1_skip":
+        return RolloutProfile(pipeline_stages=1, **layout)
+    if config.profile == "stock":
+        return RolloutProfile.stock(**layout)
+    raise ValueError(f"profile must be one of {PROFILES}, got {config.profile!r}")
+
+
+def make_factory(config: PPOConfig) -> ReachFactory:
+    return ReachFactory(ReferenceConfig(num_objects=1, cameras=("head",), resolution=(16, 16), horizon=config.horizon))
+
+
+class ActorCritic(nn.Module):
+    """obs dict -> (chunk [B, N, A], {"logprob": [B], "value": [B]}) when called; :meth:`evaluate` for PPO."""
+
+    def __init__(self, obs_dim: int, action_dim: int, chunk_size: int, hidden: int = 64):
+        super().__init__()
+        self.chunk_size = chunk_size
+        self.actor = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                   nn.Linear(hidden, action_dim))
+        self.critic = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                    nn.Linear(hidden, 1))
+        self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))
+        #: Act with the mean action instead of sampling (evaluation).
+        self.deterministic = False
+        with torch.no_grad():
+            self.actor[-1].weight.mul_(0.01)
+            self.actor[-1].bias.zero_()
+
+    @staticmethod
+    def features(obs: dict) -> torch.Tensor:
+        return torch.cat([torch.as_tensor(obs[k]).float() for k in OBS_KEYS], dim=-1)
+
+    def distribution(self, x: torch.Tensor) -> torch.distributions.Normal:
+        return torch.distributions.Normal(self.actor(x), self.log_std.exp())
+
+    def forward(self, obs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        x = self.features(obs)
+        dist = self.distribution(x)
+        action = dist.mean if self.deterministic else dist.sample()
+        chunk = action[:, None, :].expand(-1, self.chunk_size, -1).contiguous()
+        return chunk, {"logprob": dist.log_prob(action).sum(-1), "value": self.critic(x).squeeze(-1)}
+
+    def evaluate(self, x: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dist = self.distribution(x)
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(x).squeeze(-1)
+
+
+def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
+    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``."""
+    gamma_chunk = config.gamma ** config.chunk_size
+    reward = batch.rewards.sum(axis=2) / config.reward_scale  # masked steps hold 0
+    done = (batch.terminated | batch.truncated).any(axis=2)
+    values = batch.extras["value"].astype(np.float64)
+    eps = batch.episodes
+    with torch.no_grad():
+        last_value = policy.critic(ActorCritic.features(batch.last_obs)).squeeze(-1).numpy()
+        cut = eps.truncated & ~eps.terminated  # time limit: the episode would have gone on
+        if cut.any():
+            final = ActorCritic.features({k: v[cut] for k, v in eps.final_obs.items()})
+            reward[eps.round[cut], eps.env[cut]] += gamma_chunk * policy.critic(final).squeeze(-1).numpy()
+    adv = np.zeros_like(reward)
+    running = np.zeros(reward.shape[1])
+    for r in reversed(range(reward.shape[0])):
+        next_value = last_value if r == reward.shape[0] - 1 else values[r + 1]
+        delta = reward[r] + gamma_chunk * next_value * ~done[r] - values[r]
+        running = delta + gamma_chunk * config.gae_lambda * ~done[r] * running
+        adv[r] = running
+    return adv, adv + values
+
+
+def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any, config: PPOConfig,
+               rng: np.random.Generator) -> dict[str, float]:
+    """``config.epochs`` epochs of clipped PPO over the batch's chunks; mean losses of the last epoch."""
+    adv, returns = advantages(batch, policy, config)
+    x = ActorCritic.features({k: v.reshape(-1, *v.shape[2:]) for k, v in batch.obs.items()})
+    action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
+    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1))
+    adv = torch.as_tensor(adv.reshape(-1), dtype=torch.float32)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    returns = torch.as_tensor(returns.reshape(-1), dtype=torch.float32)
+    n = len(adv)
+    for _ in range(config.epochs):
+        losses = []
+        for idx in np.array_split(rng.permutation(n), config.minibatches):
+            logprob, entropy, value = policy.evaluate(x[idx], action[idx])
+            ratio = (logprob - old_logprob[idx]).exp()
+            policy_loss = -torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx]).mean()
+            value_loss = (value - returns[idx]).pow(2).mean()
+            loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            optimizer.step()
+            losses.append((policy_loss.item(), value_loss.item(), entropy.mean().item()))
+    policy_loss, value_loss, entropy = np.mean(losses, axis=0)
+    return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
+
+
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None
+          ) -> tuple[dict[str, Any], ActorCritic]:
+    """Train one policy; returns its learning curve (one entry per iteration) and the policy.
+    ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added."""
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(config.seed)
+    profile = make_profile(config)
+    curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
+                                              "wall_s", "policy_loss", "value_loss", "entropy")}
+    start = time.perf_counter()
+    with RolloutEngine(make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
+        obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
+        policy = ActorCritic(obs_dim, engine.action_dim, config.chunk_size)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=1e-5)
+        recorder = TrajectoryRecorder(engine)
+        env_steps = 0
+        for it in range(config.iterations):
+            stats, batch = recorder.rollout(policy, config.rounds, reset=it == 0)
+            env_steps += int(stats.own_actions.sum())
+            losses = ppo_update(policy, optimizer, batch, config, rng)
+            eps = batch.episodes
+            entry = {
+                "env_steps": env_steps,
+                "success_rate": float(eps.success.mean()) if len(eps.env) else None,
+                "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
+                "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
+                "episodes": int(len(eps.env)),
+                "wall_s": time.perf_counter() - start,
+                **losses,
+            }
+            for key, value in entry.items():
+                curve[key].append(value)
+            if on_iteration is not None:
+                on_iteration(it, batch, entry)
+    return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
+
+
+def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:
+    """Success rate and mean return of ``policy``'s mean actions over ``rounds`` rounds under
+    ``config.profile`` (seed ``config.seed + 1000``: episodes no training run saw)."""
+    policy.deterministic = True
+    try:
+        with RolloutEngine(make_factory(config), make_profile(config), seed=config.seed + 1000,
+                           executor=config.executor) as engine:
+            eps = TrajectoryRecorder(engine).rollout(policy, rounds)[1].episodes
+    finally:
+        policy.deterministic = False
+    return {"profile": config.profile, "episodes": int(len(eps.env)), "success_rate": float(eps.success.mean()),
+            "mean_return": float(eps.returns.mean()), "mean_length": float(eps.lengths.mean())}
+
+
+def _weighted(run: dict[str, Any], key: str, first: int) -> float:
+    """Episode-weighted mean of ``run[key]`` over iterations ``first`` to the end."""
+    values, counts = run[key][first:], run["episodes"][first:]
+    pairs = [(v, c) for v, c in zip(values, counts) if v is not None]
+    return sum(v * c for v, c in pairs) / sum(c for _, c in pairs)
+
+
+#: Measures of a learning curve compared across profiles: name -> (curve key, first iteration as a fraction).
+MEASURES = {
+    "final_success": ("success_rate", 0.75),  # the last quarter of the run: what was learned
+    "final_return": ("mean_return", 0.75),
+    "success_over_run": ("success_rate", 0.0),  # the whole run: how fast it was learned
+}
+
+
+def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each measure per profile (per seed, mean, spread = max - min over seeds) and the verdict: two profiles
+    agree on a measure when their means differ by no more than the largest spread of one profile over seeds
+    (run-to-run noise). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
+    out: dict[str, Any] = {}
+    for measure, (key, start) in MEASURES.items():
+        by_profile: dict[str, list[float]] = {}
+        for run in runs:
+            first = int(len(run[key]) * start)
+            by_profile.setdefault(run["config"]["profile"], []).append(_weighted(run, key, first))
+        means = {name: float(np.mean(v)) for name, v in by_profile.items()}
+        noise = max(float(np.ptp(v)) for v in by_profile.values())
+        out[measure] = {
+            "per_seed": by_profile,
+            "mean": means,
+            "spread": {name: float(np.ptp(v)) for name, v in by_profile.items()},
+            "run_to_run_noise": noise,
+            "largest_difference_of_means": float(np.ptp(list(means.values()))),
+            "agree_within_noise": bool(np.ptp(list(means.values())) <= noise),
+        }
+    out["k1_skip_equals_stock"] = {
+        str(a["config"]["seed"]): all(a[k] == b[k] for k in ("env_steps", "success_rate", "mean_return", "value_loss"))
+        for a in runs if a["config"]["profile"] == "k1_skip"
+        for b in runs if b["config"]["profile"] == "stock" and b["config"]["seed"] == a["config"]["seed"]
+    }
+    return out
+
+
+def smoothed(run: dict[str, Any], key: str, window: int = 5) -> np.ndarray:
+    """Episode-weighted moving average of ``run[key]`` over ``window`` iterations (NaN where no episode ended)."""
+    values = np.array([np.nan if v is None else v for v in run[key]], dtype=float)
+    counts = np.where(np.isnan(values), 0, np.array(run["episodes"], dtype=float))
+    kernel = np.ones(window)
+    total = np.convolve(np.nan_to_num(values) * counts, kernel, mode="same")
+    weight = np.convolve(counts, kernel, mode="same")
+    return np.divide(total, weight, out=np.full_like(total, np.nan), where=weight > 0)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Success rate and return vs env steps, one line per run (5-iteration moving average), and the verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "black"}
+    styles = {"k2_skip": "-", "k1_skip": "-", "stock": ":"}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    for run in result["runs"]:
+        name, seed = run["config"]["profile"], run["config"]["seed"]
+        steps = np.array(run["env_steps"]) / 1e3
+        for ax, key in zip(axes, ("success_rate", "mean_return")):
+            ax.plot(steps, smoothed(run, key), styles[name], color=colors[name], linewidth=1.4,
+                    label=name if seed == 0 else None)
+    axes[0].set_ylabel("success rate (episodes ended per iteration)")
+    axes[1].set_ylabel("episode return")
+    for ax in axes:
+        ax.set_xlabel("env steps (thousands of own actions)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(title=f"{len(result['runs']) // len(PROFILES)} seeds each", fontsize=8)
+    comparison = result["comparison"]
+    lines = []
+    for measure in MEASURES:
+        c = comparison[measure]
+        means = ", ".join(f"{name} {value:.2f}" for name, value in c["mean"].items())
+        lines.append(f"{measure}: {means} (noise {c['run_to_run_noise']:.2f}; "
+                     f"{'agree' if c['agree_within_noise'] else 'differ'})")
+    lines.append(f"k1_skip == stock, curve for curve: {all(comparison['k1_skip_equals_stock'].values())}")
+    fig.suptitle("PPO on the reference reach-and-touch task: K=2 hybrid + skip-obs, K=1 + skip-obs, stock")
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, family="monospace", va="bottom")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", choices=PROFILES, default="k2_skip")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--iterations", type=int, default=PPOConfig.iterations)
+    parser.add_argument("--compare", action="store_true", help="run every profile for --seeds seeds; JSON + PNG")
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--out-dir", default="benchmarks/results")
+    args = parser.parse_args(argv)
+
+    def report(config: PPOConfig) -> Callable:
+        def show(it: int, batch: Any, entry: dict) -> None:
+            rate = "-" if entry["success_rate"] is None else f"{entry['success_rate']:.2f}"
+            ret = "-" if entry["mean_return"] is None else f"{entry['mean_return']:.1f}"
+            print(f"{config.profile} seed {config.seed} iter {it + 1:3d}  env steps {entry['env_steps']:7d}  "
+                  f"success {rate:>4}  return {ret:>6}  ({entry['wall_s']:.0f} s)", flush=True)
+        return show
+
+    if not args.compare:
+        config = PPOConfig(profile=args.profile, seed=args.seed, iterations=args.iterations)
+        train(config, report(config))
+        return 0
+    runs, policies = [], {}
+    for seed in range(args.seeds):
+        for name in PROFILES:
+            config = PPOConfig(profile=name, seed=seed, iterations=args.iterations)
+            run, policies[name, seed] = train(config, report(config))
+            runs.append(run)
+    # The same trained policy under each profile: what the profile changes in the task itself.
+    cross = [
+        {"trained_under": trained, **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile))}
+        for trained in ("k2_skip", "k1_skip") for profile in ("k2_skip", "k1_skip")
+    ]
+    machine = report.describe_machine("cpu")
+    result = {
+        "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine,
+        "runs": runs,
+        "comparison": compare(runs),
+        "cross_evaluation": cross,
+    }
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"ppo_reach_{report.machine_tag(machine)}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    plot(result, out / f"{stem}.png")
+    print(json.dumps({"comparison": result["comparison"], "cross_evaluation": cross}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
