@@ -253,3 +253,16 @@ def get_line(name: str) -> Line:
     if name not in _LINES:
         _LINES[name] = Line(name, None if name == PYPI else package_folder(name))
     return _LINES[name]
+
+
+def activate_line(name: str, monkeypatch: Any) -> Line:
+    """The :class:`Line` ``name``, active until ``monkeypatch`` undoes it (a test's ``line`` fixture); the
+    test skips with the reason where the line's texts are absent."""
+    import pytest
+
+    reason = missing_reason(name)
+    if reason:
+        pytest.skip(reason)
+    current = get_line(name)
+    current.activate(monkeypatch)
+    return current

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from ..upstream_lines import LINES, Line, get_line, missing_reason
+from ..upstream_lines import LINES, Line, activate_line
 
 #: (line, patch) -> the skip reason (a substring) the fast profile gets there; every other patch a test
 #: needs is applied.
@@ -61,12 +61,7 @@ def og():
 def line(request, og, monkeypatch) -> Line:
     """The upstream line this test runs on, active (its modules are the ones ``import omnigibson...`` finds)
     until the test ends. Skips with the reason where the line's texts are absent."""
-    reason = missing_reason(request.param)
-    if reason:
-        pytest.skip(reason)
-    current = get_line(request.param)
-    current.activate(monkeypatch)
-    return current
+    return activate_line(request.param, monkeypatch)
 
 
 @pytest.fixture

@@ -53,14 +53,9 @@ def line(request, og, monkeypatch):  # noqa: F811
     """The multi-line harness's ``line``, restricted to :data:`RLINF_LINES`: the line's upstream modules
     are active until the test ends; skips with the reason where its texts are absent. Requested by the
     ``seam`` and ``registry`` fixtures of the multi-line harness only."""
-    from tests.upstream_lines import get_line, missing_reason
+    from tests.upstream_lines import activate_line
 
-    reason = missing_reason(request.param)
-    if reason:
-        pytest.skip(reason)
-    current = get_line(request.param)
-    current.activate(monkeypatch)
-    return current
+    return activate_line(request.param, monkeypatch)
 
 
 @pytest.fixture

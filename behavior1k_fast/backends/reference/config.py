@@ -52,14 +52,6 @@ def _omnigibson_default_frequencies() -> Frequencies:
     return Frequencies(action_hz=30, rendering_hz=30, physics_hz=120)
 
 
-def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class ReferenceConfig:
     """One reference scene. Resolutions in pixels, frequencies in Hz, horizon in own actions per episode."""
@@ -87,12 +79,8 @@ class ReferenceConfig:
         if not isinstance(res, (tuple, list)) or len(res) != 2:
             raise TypeError(f"resolution must be a (height, width) pair, got {res!r}")
         for name, value in zip(("height", "width"), res):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"resolution {name} must be an int, got {value!r} in resolution={res!r}")
-            if not 1 <= value <= MAX_RESOLUTION:
-                raise ValueError(f"resolution {name} must be positive and at most {MAX_RESOLUTION} pixels, got "
-                                 f"{value!r} in resolution={res!r}")
-        object.__setattr__(self, "resolution", tuple(res))
+            check_int(f"resolution {name} (pixels)", value, 1, MAX_RESOLUTION)
+        object.__setattr__(self, "resolution", tuple(int(v) for v in res))
         if not isinstance(self.frequencies, Frequencies):
             raise TypeError(f"frequencies must be a behavior1k_fast.core.frequencies.Frequencies, got {self.frequencies!r}")
         if not self.frequencies.headless:
@@ -100,8 +88,8 @@ class ReferenceConfig:
                 f"frequencies={self.frequencies!r}: the reference simulator is headless, "
                 "so frequencies.headless must be True (action_hz == rendering_hz)"
             )
-        _check_int("num_objects", self.num_objects, 1, MAX_OBJECTS)
-        _check_int("horizon", self.horizon, 1)
+        check_int("num_objects", self.num_objects, 1, MAX_OBJECTS)
+        check_int("horizon", self.horizon, 1)
         cams = self.cameras
         if isinstance(cams, str) or not isinstance(cams, (tuple, list)):
             raise TypeError(f"cameras must be a sequence of camera names, got {cams!r}")

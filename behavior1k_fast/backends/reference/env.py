@@ -111,10 +111,8 @@ class ReferenceVectorEnv:
         profile: RolloutProfile | None = None,
         config: ReferenceConfig | None = None,
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        num_envs = check_positive_int("num_envs", num_envs)
+        seed = check_int("seed", seed, 0)
         profile = RolloutProfile() if profile is None else profile
         config = ReferenceConfig() if config is None else config
         if not isinstance(profile, RolloutProfile):
@@ -282,8 +280,7 @@ class ReferenceVectorEnv:
         self._check_open()
         env = int(check_env_indices([env], self.num_envs)[0])
         n = self.config.num_objects
-        if isinstance(obj, bool) or not isinstance(obj, (int, np.integer)) or not 0 <= obj < n:
-            raise ValueError(f"obj must be an object index in [0, {n}), got {obj!r}")
+        obj = check_int("obj", obj, 0, n - 1)
         pos = np.asarray(pos_env_frame, dtype=np.float64)
         if pos.shape != (3,) or not np.all(np.isfinite(pos)):
             raise ValueError(f"pos_env_frame must be 3 finite numbers, got {pos_env_frame!r}")

@@ -78,9 +78,10 @@ from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import wrapt
 
+from ...core.checks import check_positive_int
 from ...core.contract import check_env_indices
-from ..registry import Patch, PatchContext
 from ...core.profile import RolloutProfile
+from ..registry import Patch, PatchContext
 from ._util import bind, class_in, has_parameter, instance_override, raw_member
 
 
@@ -222,8 +223,7 @@ def _env_step(unobserved: Callable[[Any], ContextManager], wrapped, env, args, k
     a = bind(_env_step_signature, args, kwargs)
     _check_flags(a)
     n = a["n_render_iterations"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n_render_iterations must be an int >= 1, got {n!r}")
+    check_positive_int("n_render_iterations", n)
     if a["render"] is False and n != 1:
         raise ValueError(f"n_render_iterations={n} renders, which contradicts render=False")
     skip = contextlib.nullcontext() if a["get_obs"] else unobserved(env)

@@ -29,8 +29,9 @@ import contextlib
 import sys
 from typing import Any, Iterable, Iterator
 
-from ..registry import Patch, PatchContext, UpstreamLayoutError
+from ...core.checks import check_positive_int
 from ...core.profile import RolloutProfile
+from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ._util import LaunchAppPatch, class_in, raw_member, source_of
 
 #: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
@@ -140,8 +141,8 @@ class HeadlessViewportPatch(Patch):
                 return getattr(sensor, f"_image_{axis}") if sensor._viewport is None else original.fget(sensor)
 
             def setter(sensor, value):
-                if sensor._viewport is None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                    raise ValueError(f"image_{axis} must be a positive int of pixels, got {value!r}")
+                if sensor._viewport is None:
+                    check_positive_int(f"image_{axis}", value)
                 with absent_viewports([sensor]):
                     original.fset(sensor, value)
                 setattr(sensor, f"_image_{axis}", value)

@@ -214,6 +214,8 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
         procs = [s["processes"] for s in scaling]
         ax.plot(procs, [s["env_steps_per_s"] for s in scaling], "o-", label="measured")
         ax.plot(procs, [s["bound_env_steps_per_s"] for s in scaling], "x--", label="bound (perfect overlap)")
+        first = scaling[0]["env_steps_per_s"] / procs[0]
+        ax.plot(procs, [first * p for p in procs], ":", color="grey", label=f"linear from {procs[0]} process(es)")
         ax.set_xlabel("env processes")
         ax.set_ylabel("env-steps / s")
         ax.set_title(f"scaling ({scaling[0]['label']})")
