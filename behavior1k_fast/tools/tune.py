@@ -28,8 +28,8 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
    - ``round = max(C * X, K * T_m, X + T_m, W / cores)``: the busiest worker's stepping, the driver's K
      forwards, each stage's own env -> forward cycle (with K = 1: X + T_m, nothing overlaps), and the CPU
      work of a round spread over the free cores, W = P * C * mean chunk time (+ K * T_m * the policy's
-     threads when the policy runs on the CPU); free cores = the cores of this process's affinity minus the
-     1-minute load average when tune starts (other work on the machine), at least 1.
+     threads when the policy runs on the CPU); free cores = the cores of this process's affinity minus
+     what other work used of them over half a second when tune starts (psutil), at least 1.
    - predicted ms/step = round / chunk size; env-steps/s = N * 1000 / (ms/step).
 3. **Run** the ``--top`` best predicted layouts for real (plus the default layout, for the speedup over it):
    ``RolloutEngine(executor="process")`` with the calibrated policy, one warm-up round and ``--rounds``
@@ -408,6 +408,14 @@ def max_stage_batch_on_gpu(policy: Any, rows: Sequence[Mapping[str, Any]], max_b
                           "total_bytes": total}
 
 
+def free_cores(cores: int, window_s: float = 0.5) -> float:
+    """``cores`` minus the cores other work keeps busy (psutil's system-wide CPU use over ``window_s``, while
+    this process waits), at least 1."""
+    import psutil
+
+    return max(1.0, cores - psutil.cpu_percent(interval=window_s) / 100.0 * (os.cpu_count() or cores))
+
+
 def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     """Measure, predict, run the best, write YAML and JSON (module docs); the result."""
     import torch
@@ -433,7 +441,7 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     if bench.device == "cpu":
         torch.set_num_threads(policy_threads)
     max_n = max(config.total_envs)
-    cores_free = max(1.0, config.cores - os.getloadavg()[0])
+    cores_free = free_cores(config.cores)
     bar = tqdm(total=len(probes) + 1, desc="measure T_env", unit="run", disable=not progress)
 
     obs, obs_space, act_space = call_with_profile(isolate_sides(bench.backend), backend_spaces, base, factory,
