@@ -546,7 +546,9 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
 def summarize(runs: Sequence[Mapping[str, Any]], exhaustive: bool) -> dict[str, Any]:
     """Winner (most measured env-steps/s), the predicted pick (rank 1 among those run) and how they compare
     with each default layout and, for an exhaustive run, with the best of all run."""
-    measured = lambda r: r["measured_env_steps_per_s"]  # noqa: E731
+    def measured(run: Mapping[str, Any]) -> float:
+        return run["measured_env_steps_per_s"]
+
     winner = max(runs, key=measured)
     pick = min(runs, key=lambda r: r["predicted_rank"])
     defaults = [r for r in runs if r["is_default"]]
