@@ -8,7 +8,7 @@ from behavior1k_fast.tools.cli import build_parser, main
 
 def test_every_subcommand_is_wired_to_a_runner():
     parser = build_parser()
-    for command in ("doctor", "bench", "validate"):
+    for command in ("doctor", "bench", "validate", "tune"):
         args = parser.parse_args([command])
         assert args.command == command and callable(args.func)
 

@@ -1,0 +1,227 @@
+"""``behavior1k-fast tune``: layout enumeration, the pipeline model, the profile YAML, CLI input, one quick run."""
+
+import itertools
+import json
+
+import pytest
+
+from behavior1k_fast.core.profile import PARTITION_MODES, SCHEDULES, RolloutProfile
+from behavior1k_fast.rollout.plan import PartitionPlan
+from behavior1k_fast.tools import tune
+from behavior1k_fast.tools.cli import main
+from behavior1k_fast.tools.tune import (
+    Costs, Layout, default_layout, enumerate_layouts, expected_max, predict, profile_yaml, rank, summarize,
+)
+
+
+def plan_accepts(p, e, k, partition):
+    try:
+        PartitionPlan(p, e, k, partition)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("total, max_processes", [(4, 4), (4, 1), (6, 4), (8, 3), (12, 16)])
+def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, max_processes):
+    layouts = enumerate_layouts([total], max_processes)
+    assert len(set(layouts)) == len(layouts)
+    expected = set()
+    for p, k, partition, schedule in itertools.product(range(1, total + 1), range(1, total + 1), PARTITION_MODES,
+                                                       SCHEDULES):
+        if total % p or p > max_processes or not plan_accepts(p, total // p, k, partition):
+            continue
+        # one stage: both partitions run the same way; one process: no barrier for async to drop
+        if (k == 1 and partition == "process") or (p == 1 and schedule == "async"):
+            continue
+        expected.add(Layout(p, total // p, k, partition, schedule))
+    assert set(layouts) == expected
+    assert all(lay.processes <= max_processes and lay.total_envs == total for lay in layouts)
+
+
+def test_enumeration_leaves_out_stage_counts_the_partition_cannot_hold():
+    layouts = enumerate_layouts([4], 4)
+    assert not [lay for lay in layouts if lay.stages == 3]
+    # K = 4 in hybrid partition needs 4 envs per process; in process partition 4 processes
+    assert {(lay.processes, lay.partition) for lay in layouts if lay.stages == 4} == {(1, "hybrid"), (4, "process")}
+
+
+def test_enumeration_honours_stage_list_and_stage_batch_cap():
+    layouts = enumerate_layouts([8], 8, stages=(1, 2), max_stage_batch=4)
+    assert layouts and {lay.stages for lay in layouts} == {2}
+    assert enumerate_layouts([3], 1, stages=(2,)) == []
+
+
+def test_several_totals_compete_in_one_listing():
+    totals = {lay.total_envs for lay in enumerate_layouts([2, 4], 2)}
+    assert totals == {2, 4}
+
+
+def test_default_layout_is_the_profiles_defaults_over_most_processes_that_divide():
+    assert default_layout(6, 4) == Layout(3, 2, 1, "hybrid", "barrier")
+    assert default_layout(4, 1) == Layout(1, 4, 1, "hybrid", "barrier")
+    assert default_layout(7, 4) == Layout(1, 7, 1, "hybrid", "barrier")
+
+
+def test_expected_max_of_empirical_draws():
+    assert expected_max([1.0, 3.0], 1) == pytest.approx(2.0)
+    assert expected_max([1.0, 3.0], 2) == pytest.approx(1.0 * 0.25 + 3.0 * 0.75)
+    assert expected_max([3.0, 1.0, 2.0], 50) == pytest.approx(3.0, abs=1e-6)
+    assert expected_max([5.0], 7) == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="at least one sample"):
+        expected_max([], 2)
+
+
+COSTS = Costs(chunk_size=10, env_chunk_ms={(2, 2): [10.0, 30.0], (2, 1): [40.0, 40.0], (4, 1): [70.0, 90.0],
+                                           (1, 1): [20.0, 20.0]},
+              model_ms={1: 5.0, 2: 15.0, 4: 25.0}, cores=8)
+
+
+def test_hybrid_barrier_waits_for_the_expected_slowest_process():
+    pred = predict(Layout(2, 2, 2, "hybrid", "barrier"), COSTS)
+    x = 10.0 * 0.25 + 30.0 * 0.75  # the larger of two draws from {10, 30}
+    assert pred["t_env_stage_ms"] == pytest.approx(x)
+    assert pred["terms_ms"] == pytest.approx({"workers": 2 * x, "driver": 2 * 15.0, "stage_cycle": x + 15.0,
+                                              "cpu": 2 * 2 * 20.0 / 8})
+    assert pred["round_ms"] == pytest.approx(2 * x) and pred["limit"] == "workers"
+    assert pred["ms_per_step"] == pytest.approx(2 * x / 10)
+    assert pred["env_steps_per_s"] == pytest.approx(4 * 1e3 / (2 * x / 10))
+
+
+def test_async_replaces_the_barriers_max_by_the_mean():
+    barrier = predict(Layout(2, 2, 2, "hybrid", "barrier"), COSTS)
+    pred = predict(Layout(2, 2, 2, "hybrid", "async"), COSTS)
+    assert pred["t_env_stage_ms"] == pytest.approx(20.0)
+    assert pred["round_ms"] == pytest.approx(max(2 * 20.0, 2 * 15.0, 20.0 + 15.0))
+    assert pred["round_ms"] < barrier["round_ms"]
+
+
+def test_unpipelined_round_is_env_plus_model():
+    pred = predict(Layout(1, 4, 1), COSTS)
+    assert pred["round_ms"] == pytest.approx(80.0 + 25.0) and pred["limit"] == "stage_cycle"
+
+
+def test_process_partition_steps_one_chunk_per_round_and_runs_k_forwards():
+    pred = predict(Layout(2, 2, 2, "process", "barrier"), COSTS)
+    # one process per stage: its own chunk time, no max over processes; batch 2 per forward
+    assert pred["terms_ms"]["workers"] == pytest.approx(40.0)
+    assert pred["round_ms"] == pytest.approx(max(40.0, 2 * 15.0, 40.0 + 15.0))
+
+
+def test_cpu_work_over_free_cores_bounds_an_oversubscribed_layout():
+    costs = Costs(10, {(1, 1): [20.0]}, {1: 5.0, 4: 10.0}, cores=1.0, policy_cpu_threads=1)
+    pred = predict(Layout(4, 1, 1, "hybrid", "async"), costs)
+    assert pred["terms_ms"]["cpu"] == pytest.approx(4 * 20.0 + 10.0)
+    assert pred["limit"] == "cpu" and pred["round_ms"] == pytest.approx(90.0)
+
+
+def test_rank_orders_by_predicted_throughput():
+    layouts = enumerate_layouts([4], 4, stages=(1, 2))
+    costs = Costs(10, {(4, 1): [80.0], (4, 2): [41.0], (2, 1): [40.0], (2, 2): [21.0], (1, 1): [20.0]},
+                  {1: 5.0, 2: 10.0, 4: 20.0}, cores=16)
+    ranked = rank(layouts, costs)
+    rates = [pred["env_steps_per_s"] for _, pred in ranked]
+    assert rates == sorted(rates, reverse=True) and len(ranked) == len(layouts)
+
+
+def test_summary_names_the_measured_winner_and_compares_the_pick():
+    runs = [
+        {"name": "a", "predicted_rank": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
+         "prediction_error": 0.1},
+        {"name": "b", "predicted_rank": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
+         "prediction_error": -0.2},
+        {"name": "c", "predicted_rank": 5, "measured_env_steps_per_s": 60.0, "is_default": True,
+         "prediction_error": 0.0},
+    ]
+    out = summarize(runs, exhaustive=True)
+    assert out["winner"]["name"] == "b" and out["pick"]["name"] == "a"
+    assert out["pick_over_default"] == [pytest.approx(1.5)]
+    assert out["exhaustive"]["pick_vs_best"] == pytest.approx(0.9)
+    assert out["exhaustive"]["pick_within_5_percent"] is False
+    assert out["exhaustive"]["pick_over_default_at_least_1_2x"] is True
+    assert out["mean_abs_prediction_error"] == pytest.approx(0.1)
+    assert "exhaustive" not in summarize(runs, exhaustive=False)
+
+
+@pytest.mark.parametrize("layout", [Layout(2, 4, 2, "hybrid", "async"), Layout(4, 1, 2, "process", "barrier")])
+def test_profile_yaml_round_trips_with_rlinf_key_names(layout, tmp_path):
+    profile = layout.profile(RolloutProfile(chunk_size=16, obs_modalities=("rgb",)))
+    text = profile_yaml(profile, header="tuned\nsecond line")
+    path = tmp_path / "tuned.yaml"
+    path.write_text(text)
+    assert RolloutProfile.from_yaml(path) == profile
+    for key in ("pipeline_stage_num", "num_env_subprocess", "total_num_envs", "skip_intermediate_obs_in_chunk",
+                "num_action_chunks", "partition", "schedule", "obs_modalities"):
+        assert f"\n{key}:" in text, key
+    assert text.startswith("# tuned\n# second line\n")
+    assert "pipeline_stages:" not in text and "numba_cache_dir" not in text
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+
+def run_cli(argv):
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+BAD_INPUT = [
+    (["tune", "--envs", "0"], "argument --envs: expected comma-separated ints >= 1, got '0'"),
+    (["tune", "--top", "0"], "argument --top: must be an int >= 1, got 0"),
+    (["tune", "--max-processes", "x"], "argument --max-processes: expected an int, got 'x'"),
+    (["tune", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
+    (["tune", "--envs", "3", "--max-processes", "1", "--stages", "2"],
+     "no feasible layout for --envs 3 with at most 1 env processes and stages (2,)"),
+    (["tune", "--model-depth", "4"], "model_depth=4 needs model_width too"),
+    (["tune", "--model-width", "100"], "model_width must be a multiple of 64"),
+    (["tune", "--backend-config", "{tmp}/typo.yaml"], "did you mean 'resolution'?"),
+    (["tune", "--out-dir", "{tmp}/not_a_dir"], "is not a writable directory"),
+]
+
+
+@pytest.mark.parametrize("argv, text", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_code_2_before_any_work(argv, text, tmp_path, monkeypatch, capsys):
+    (tmp_path / "typo.yaml").write_text("resolutoin: 32\n")
+    (tmp_path / "not_a_dir").write_text("")
+
+    def heavy(*args, **kwargs):
+        raise AssertionError("heavy work started before the input was checked")
+
+    monkeypatch.setattr(tune, "run_tune", heavy)
+    code = run_cli([a.format(tmp=tmp_path) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("behavior1k-fast tune: error: ") and text.format(tmp=tmp_path) in err, err
+
+
+@pytest.mark.slow
+def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_path, capsys):
+    assert main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "2", "--top", "2",
+                 "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci"]) == 0
+    result = json.loads((tmp_path / "tune_ci.json").read_text())
+    assert result["complete"]
+    predicted = [tuple(p[k] for k in ("processes", "envs_per_process", "stages", "partition", "schedule"))
+                 for p in result["predicted"]]
+    assert sorted(predicted) == sorted(tuple(lay.to_dict()[k] for k in ("processes", "envs_per_process", "stages",
+                                                                      "partition", "schedule"))
+                                       for lay in enumerate_layouts([2], 2, (1, 2)))
+    rates = [p["predicted"]["env_steps_per_s"] for p in result["predicted"]]
+    assert rates == sorted(rates, reverse=True)
+    runs = result["runs"]
+    assert [r["predicted_rank"] for r in runs[:2]] == [1, 2]  # the best predicted run first
+    assert any(r["is_default"] for r in runs)
+    for r in runs:
+        assert r["measured_ms_per_step"] > 0 and r["predicted_ms_per_step"] > 0
+        assert r["prediction_error"] == pytest.approx(r["predicted_ms_per_step"] / r["measured_ms_per_step"] - 1)
+    winner = max(runs, key=lambda r: r["measured_env_steps_per_s"])
+    assert result["winner"]["name"] == winner["name"]
+    profile = RolloutProfile.from_yaml(tmp_path / "tune_ci.yaml")
+    assert (profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition,
+            profile.schedule) == (winner["processes"], winner["envs_per_process"], winner["stages"],
+                                  winner["partition"], winner["schedule"])
+    curve = result["model"]["t_model_by_batch"]
+    assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
+    assert winner["name"] in capsys.readouterr().out
