@@ -46,6 +46,25 @@ def test_rows_apply_the_optimisations_cumulatively():
     assert ablation.ALL_ROW in by
 
 
+def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp_path):
+    tuned = RolloutProfile.from_dict({"pipeline_stage_num": 2, "num_env_subprocess": 2, "total_num_envs": 8,
+                                      "partition": "process", "schedule": "async", "num_action_chunks": 16})
+    rows = ablation.ablation_rows(processes=4, envs_per_process=2, stages=2, chunk_size=16, tuned=tuned)
+    by = {r.name: r for r in rows}
+    row = by["tuned"]
+    assert rows[-1] is row and row.overlap and row.prev == "skip_obs"
+    layout = ("pipeline_stages", "num_env_processes", "total_num_envs", "partition", "schedule")
+    assert [getattr(row.profile, f) for f in layout] == [2, 2, 8, "process", "async"]
+    assert _changed(by["skip_obs"].profile, row.profile) <= set(ablation.TUNED_FIELDS)
+    assert row.label == "tuned: P=2 x E=4, K=2 process, async"
+    with pytest.raises(ValueError, match="--tuned layout has total_num_envs=8.*the bench runs 4 envs"):
+        ablation.BenchConfig(processes=2, envs_per_process=2, chunk_size=16, tuned=tuned)
+    path = tmp_path / "tune.yaml"
+    path.write_text("pipeline_stage_num: 2\nnum_env_subprocess: 2\ntotal_num_envs: 4\npartition: process\n")
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--tuned", str(path)))
+    assert config.tuned.partition == "process" and config.tuned.total_num_envs == 4
+
+
 def test_quick_defaults_and_layout_checks():
     config = ablation.BenchConfig.from_args(_parse("--quick", "--device", "cpu"))
     assert config.backend_options == {"resolution": ablation.QUICK_RESOLUTION}

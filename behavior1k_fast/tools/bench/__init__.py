@@ -45,6 +45,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scaling", type=int_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")
     p.add_argument("--no-baseline", action="store_true", help="skip the AsyncVectorEnv peer baseline")
+    p.add_argument("--tuned", metavar="PATH", default=None,
+                   help="a profile YAML written by `behavior1k-fast tune` for the same number of envs: its layout "
+                        "is one more row, with every optimisation on")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
     p.add_argument("--out-dir", default="benchmarks/results", help="where JSON and PNG go")
     p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (default: derived, e.g. cpu2)")

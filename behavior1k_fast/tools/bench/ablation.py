@@ -72,8 +72,17 @@ class Row:
     prev: str | None = None
 
 
-def ablation_rows(processes: int, envs_per_process: int, stages: int, chunk_size: int) -> list[Row]:
-    """The rows, in table order, for P = ``processes`` x E = ``envs_per_process`` envs and K = ``stages``."""
+#: Layout knobs a tuned profile (``behavior1k-fast tune``'s YAML) brings to the ``tuned`` row.
+TUNED_FIELDS = ("pipeline_stages", "num_env_processes", "total_num_envs", "partition", "schedule",
+                "async_min_batch", "async_max_wait_s")
+
+
+def ablation_rows(
+    processes: int, envs_per_process: int, stages: int, chunk_size: int, tuned: RolloutProfile | None = None
+) -> list[Row]:
+    """The rows, in table order, for P = ``processes`` x E = ``envs_per_process`` envs and K = ``stages``;
+    with ``tuned`` (a profile written by ``behavior1k-fast tune`` for the same number of envs) also a row
+    with every optimisation on in that layout."""
     stock = RolloutProfile.stock(
         num_env_processes=processes, total_num_envs=processes * envs_per_process, chunk_size=chunk_size
     )
@@ -92,6 +101,11 @@ def ablation_rows(processes: int, envs_per_process: int, stages: int, chunk_size
         rows.append(Row(f"{partition}_overlap", f"{tag}, overlap", piped, overlap=True, prev="skip_obs"))
         rows.append(Row(f"{partition}_async", f"{tag}, async", piped.replace(schedule="async"), overlap=True,
                         prev="skip_obs"))
+    if tuned is not None:
+        layout = skip.replace(**{name: getattr(tuned, name) for name in TUNED_FIELDS})
+        label = (f"tuned: P={layout.num_env_processes} x E={layout.envs_per_process}, K={layout.pipeline_stages} "
+                 f"{layout.partition}, {layout.schedule}")
+        rows.append(Row("tuned", label, layout, overlap=True, prev="skip_obs"))
     return rows
 
 
@@ -119,6 +133,8 @@ class BenchConfig:
     tag: str | None = None
     trace: bool = False
     seed: int = 0
+    #: A profile from ``behavior1k-fast tune`` (its layout becomes the ``tuned`` row), or ``None``.
+    tuned: RolloutProfile | None = None
 
     def __post_init__(self) -> None:
         for name in ("chunk_size", "rounds"):
@@ -142,6 +158,14 @@ class BenchConfig:
                                  f"model_depth both given nothing is calibrated")
         for p in self.scaling:
             check_positive_int("scaling process count", p)
+        if self.tuned is not None:
+            total = self.processes * self.envs_per_process
+            if self.tuned.total_num_envs != total or self.tuned.chunk_size != self.chunk_size:
+                raise ValueError(
+                    f"--tuned layout has total_num_envs={self.tuned.total_num_envs}, num_action_chunks="
+                    f"{self.tuned.chunk_size}; the bench runs {total} envs, chunk_size={self.chunk_size} (every row "
+                    f"must have the same envs and chunks: tune with --envs {total})"
+                )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BenchConfig":
@@ -182,6 +206,7 @@ class BenchConfig:
             tag=args.tag,
             trace=args.trace,
             seed=args.seed,
+            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned else None,
         )
 
 
@@ -411,7 +436,7 @@ def _baseline_row(factory: Any, policy: Callable, config: BenchConfig, total_env
 def plan_runs(config: BenchConfig) -> tuple[Any, list[Row], list[tuple[int, Row]]]:
     """The backend factory, the ablation rows and the scaling sweep ``(P, row)`` a run will measure."""
     factory = make_factory(config.backend, **config.backend_options)
-    rows = ablation_rows(config.processes, config.envs_per_process, config.stages, config.chunk_size)
+    rows = ablation_rows(config.processes, config.envs_per_process, config.stages, config.chunk_size, config.tuned)
     all_row = next(r for r in rows if r.name == ALL_ROW)
     sweep = [
         (p, replace(all_row, profile=all_row.profile.replace(num_env_processes=p,
@@ -478,7 +503,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     by_name = {r["name"]: r for r in measured}
     barrier = min((by_name[f"{p}_overlap"] for p in PARTITION_MODES), key=lambda r: r["ms_per_step"])
     asynchronous = min((by_name[f"{p}_async"] for p in PARTITION_MODES), key=lambda r: r["ms_per_step"])
-    best = min(barrier, asynchronous, key=lambda r: r["ms_per_step"])
+    best = min([barrier, asynchronous, *([by_name["tuned"]] if "tuned" in by_name else [])],
+               key=lambda r: r["ms_per_step"])
     result["best_row"] = best["name"]
     result["goals"] = report.check_goals({
         "speedup_stock_to_all": best["speedup_vs_stock"],
