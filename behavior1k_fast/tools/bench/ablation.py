@@ -463,7 +463,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     result: dict[str, Any] = {
         "complete": False,
         "machine": machine,
-        "config": dict(config.__dict__) | {"tag": tag, "all_row": ALL_ROW},
+        "config": dict(config.__dict__) | {"tag": tag, "all_row": ALL_ROW,
+                                           "tuned": config.tuned.to_dict() if config.tuned else None},
         "calibration": None,
         "rows": [],
         "baseline": None,
