@@ -23,8 +23,6 @@ import platform
 import time
 from pathlib import Path
 
-import numpy as np
-
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
 from behavior1k_fast.backends.reference.config import BEHAVIOR_CONTACT_ITERATIONS, BEHAVIOR_SETTLE_STEPS
 from behavior1k_fast.backends.reference.expert import expert_actions

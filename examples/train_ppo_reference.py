@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args(argv)
 
-    def report(config: PPOConfig) -> Callable:
+    def progress(config: PPOConfig) -> Callable:
         def show(it: int, batch: Any, entry: dict) -> None:
             rate = "-" if entry["success_rate"] is None else f"{entry['success_rate']:.2f}"
             ret = "-" if entry["mean_return"] is None else f"{entry['mean_return']:.1f}"
@@ -342,13 +342,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.compare:
         config = PPOConfig(profile=args.profile, seed=args.seed, iterations=args.iterations)
-        train(config, report(config))
+        train(config, progress(config))
         return 0
     runs, policies = [], {}
     for seed in range(args.seeds):
         for name in PROFILES:
             config = PPOConfig(profile=name, seed=seed, iterations=args.iterations)
-            run, policies[name, seed] = train(config, report(config))
+            run, policies[name, seed] = train(config, progress(config))
             runs.append(run)
     # The same trained policy under each profile: what the profile changes in the task itself.
     cross = [

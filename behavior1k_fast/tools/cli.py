@@ -16,7 +16,7 @@ from .argtypes import Parser, UsageError, fail
 COMMANDS = (doctor, bench, validate, tune)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(prog="behavior1k-fast", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"behavior1k_fast {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="{doctor,bench,validate,tune}")

@@ -8,8 +8,6 @@ import json
 import re
 import sys
 
-import pytest
-
 from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.tools import doctor
 

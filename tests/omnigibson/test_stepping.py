@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend
-from behavior1k_fast.patching import APPLIED, FAILED, SKIPPED, PatchError, PatchRegistry
+from behavior1k_fast.patching import FAILED, SKIPPED, PatchError, PatchRegistry
 from behavior1k_fast.rollout.chunk import run_chunk
 
 NEW_SIGNATURES = {
