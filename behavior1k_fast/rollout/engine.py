@@ -359,12 +359,9 @@ class RolloutEngine:
 
     def _submit(self, stage: int, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> None:
         """Send a validated chunk (and keep the policy's validated ``extras`` for it) to the workers of ``stage``."""
-        offset = 0
         with self._guard():
             for s in self.plan.stage_slices(stage):
-                part = actions[offset : offset + len(s.local_envs)]
-                offset += len(s.local_envs)
-                self._executor.submit(s.worker, Chunk(s.local_envs, part, self.chunk_size))
+                self._executor.submit(s.worker, Chunk(s.local_envs, actions[s.batch_rows], self.chunk_size))
         self._in_flight[stage] = True
         self._chunk_inputs[stage] = (self._stage_obs[stage], actions, extras or {})
 
@@ -377,12 +374,10 @@ class RolloutEngine:
         start = time.perf_counter()
         batch = self._new_batch()
         with self._guard():
-            parts, offset = [], 0
-            for s in self.plan.stage_slices(stage):
-                rows = slice(offset, offset + len(s.local_envs))
-                offset = rows.stop
-                result, _ = self._executor.collect(s.worker, {k: v[rows] for k, v in batch.items()})
-                parts.append(result)
+            parts = [
+                self._executor.collect(s.worker, {k: v[s.batch_rows] for k, v in batch.items()})[0]
+                for s in self.plan.stage_slices(stage)
+            ]
             self._in_flight[stage] = False
             self._refresh_restarted()
         self._wait_s += time.perf_counter() - start

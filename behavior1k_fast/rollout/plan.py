@@ -21,11 +21,13 @@ from ..core.profile import PARTITION_MODES, RolloutProfile
 
 @dataclass(frozen=True)
 class StageSlice:
-    """The envs one worker steps for one stage: local indices in that worker, and their global ids."""
+    """The envs one worker steps for one stage: local indices in that worker, their global ids, and their
+    rows in the stage's batch (its observations and actions)."""
 
     worker: int
     local_envs: tuple[int, ...]
     global_envs: tuple[int, ...]
+    batch_rows: slice
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,11 @@ class PartitionPlan:
             per_stage = self.num_processes // self.stages
             workers = range(stage * per_stage, (stage + 1) * per_stage)
             local = tuple(range(e))
-        return tuple(StageSlice(w, local, tuple(w * e + i for i in local)) for w in workers)
+        n = len(local)
+        return tuple(
+            StageSlice(w, local, tuple(w * e + i for i in local), slice(j * n, (j + 1) * n))
+            for j, w in enumerate(workers)
+        )
 
     def stage_envs(self, stage: int) -> np.ndarray:
         """Global env ids of ``stage`` in batch order."""

@@ -100,12 +100,10 @@ class AsyncRun:
         """Every slice, stage by stage, with its observation from the stage batches (after a reset)."""
         engine, out = self.engine, []
         for k in range(engine.plan.stages):
-            offset = 0
             for s in engine.plan.stage_slices(k):
-                rows = slice(offset, offset + len(s.local_envs))
-                offset = rows.stop
-                obs = {key: arr[rows].copy() for key, arr in engine._stage_obs[k].items()}
-                out.append(_Slice(k, s.worker, s.local_envs, np.asarray(s.global_envs), rows, obs, arrived_ns=now_ns))
+                obs = {key: arr[s.batch_rows].copy() for key, arr in engine._stage_obs[k].items()}
+                out.append(_Slice(k, s.worker, s.local_envs, np.asarray(s.global_envs), s.batch_rows, obs,
+                                  arrived_ns=now_ns))
         return out
 
     def _dispatch(self, min_batch: int) -> None:
