@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchOutcome, PatchRegistry, PatchReport
-from . import gpu, runtime, stepping, viewport
+from . import env_step, gpu, multi_scene_step, runtime, vector_env_step, viewport, wrapper_forwarding
 
 PATCHES: tuple = (
     gpu.GpuBindingPatch(),
@@ -20,10 +20,10 @@ PATCHES: tuple = (
     runtime.NumbaCacheDirPatch(),
     *runtime.KERNEL_CACHE_PATCHES,
     viewport.HeadlessViewportPatch(),
-    stepping.EnvironmentStepPatch(),
-    stepping.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
-    stepping.VectorEnvironmentStepPatch(),
-    stepping.EnvironmentWrapperForwardingPatch(),
+    env_step.EnvironmentStepPatch(),
+    multi_scene_step.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
+    vector_env_step.VectorEnvironmentStepPatch(),
+    wrapper_forwarding.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitThreadCapsPatch(),
     gpu.KitRendererGpuPatch(),

@@ -32,7 +32,8 @@ from typing import Any, Iterable, Iterator
 from ...core.checks import check_positive_int
 from ...core.profile import RolloutProfile
 from ..registry import Patch, PatchContext, UpstreamLayoutError
-from ._util import LaunchAppPatch, class_in, raw_member, source_of
+from ._util import LaunchAppPatch
+from .layout import class_in, raw_member, source_of
 
 #: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
 LENS_KEYS = ("focal_length", "focus_distance", "fstop", "horizontal_aperture", "clipping_range")
