@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
@@ -191,6 +191,8 @@ class OmniGibsonBackendFactory:
 
     config: Mapping[str, Any]
     headless: bool = True
+    #: The patch set every process that builds this backend applies first (``core.contract.patch_set_of``).
+    patch_set: ClassVar[str] = "behavior1k_fast.patching.omnigibson"
 
     def build_config(self, profile: RolloutProfile, num_envs: int | None = None) -> dict:
         """The env config the worker builds: slimmed, rescaled for ``profile.pipeline_stages``, no auto-reset,

@@ -9,8 +9,7 @@ import inspect
 import sys
 from typing import Any, Callable, Iterator
 
-from ..registry import Patch, PatchContext, UpstreamLayoutError
-from ...core.profile import RolloutProfile
+from ..registry import Knobs, Patch, PatchContext, UpstreamLayoutError
 from .layout import source_of
 
 
@@ -67,11 +66,11 @@ class LaunchAppPatch(Patch):
         """Why upstream's launch already does this (feature detection), or ``None``."""
         return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         def launch_app(wrapped, instance, args, kwargs):
             return self.launch(module, profile, lambda: wrapped(*args, **kwargs))
 
         ctx.wrap(module, "_launch_app", launch_app)
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, module: Any, profile: Knobs, start: Callable[[], Any]) -> Any:
         raise NotImplementedError

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..registry import Patch, PatchContext
-from ...core.profile import RolloutProfile
+from ..registry import Knobs, Patch, PatchContext
 from .layout import class_in, has_parameter, raw_member
 
 
@@ -51,13 +50,14 @@ class NewKeywordsPatch(Patch):
 
     owner: str
     methods: tuple[MethodPatch, ...]
+    knobs = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.targets = tuple(f"{cls.owner}.{method.attr}" for method in cls.methods)
         cls.upstream_file = cls.module.replace(".", "/") + ".py"
 
-    def wanted(self, profile: RolloutProfile) -> bool:
+    def wanted(self, profile: Knobs) -> bool:
         return True
 
     def methods_for(self, module: Any) -> tuple[MethodPatch, ...]:
@@ -77,7 +77,7 @@ class NewKeywordsPatch(Patch):
             return f"upstream {self.owner} already has them: {taken}"
         return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         cls = class_in(module, self.owner)
         for method in self.methods_for(module):
             ctx.wrap(cls, method.attr, self.wrapper_for(method), adapter=method.signature)

@@ -87,6 +87,7 @@ class KitThreadCapsPatch(LaunchAppPatch):
     """Carb tasking, TBB and PhysX worker thread caps on the Kit command line at launch."""
 
     name = "kit_thread_caps"
+    knobs = tuple(KIT_THREAD_SETTINGS)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return any(getattr(profile, knob) is not None for knob in KIT_THREAD_SETTINGS)
@@ -104,6 +105,7 @@ class GcAfterLaunchPatch(LaunchAppPatch):
     """``gc.enable()`` right after the app started (Kit disables Python's garbage collector)."""
 
     name = "gc_after_launch"
+    knobs = ("gc_enable",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.gc_enable
@@ -118,6 +120,7 @@ class TextureStreamingBudgetPatch(LaunchAppPatch):
     """Sets the RTX texture-streaming memory budget (fraction of GPU memory) right after launch."""
 
     name = "texture_streaming_budget"
+    knobs = ("texture_streaming_budget",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.texture_streaming_budget is not None
@@ -140,6 +143,7 @@ class IntraOpThreadsPatch(Patch):
 
     name = "intra_op_threads"
     module = None
+    knobs = ("intra_op_threads",)
     targets = INTRA_OP_ENV_VARS + ("torch.set_num_threads",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
@@ -166,6 +170,7 @@ class NumbaCacheDirPatch(Patch):
 
     name = "numba_cache_dir"
     module = None
+    knobs = ("numba_cache", "numba_cache_dir")
     targets = ("NUMBA_CACHE_DIR",) + NUMBA_PRELOAD
 
     def wanted(self, profile: RolloutProfile) -> bool:
@@ -185,6 +190,8 @@ class NumbaCacheDirPatch(Patch):
 
 class NumbaKernelCachePatch(Patch):
     """``cache=True`` for the numba kernels of one controller module (numpy controller backend)."""
+
+    knobs = ("numba_cache", "numba_cache_dir")
 
     def __init__(self, name: str, module: str, targets: tuple[str, ...], upstream_file: str | None) -> None:
         self.name = name

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
+from ...core.contract import patch_set_of
 from ...rollout.bootstrap import bootstrap_process
 
 
@@ -27,7 +28,7 @@ class BackendGymEnv(gymnasium.Env):
         import multiprocessing
 
         if multiprocessing.parent_process() is not None:
-            bootstrap_process(profile)
+            bootstrap_process(profile, patch_set=patch_set_of(factory))
         self.backend = factory(1, seed, profile)
         self.observation_space = self.backend.observation_space
         self.action_space = self.backend.action_space
