@@ -59,6 +59,9 @@ RLINF_ALIASES = {
     "num_env_subprocess": "num_env_processes",
     "num_action_chunks": "chunk_size",
 }
+#: Fields :meth:`RolloutProfile.to_yaml` always writes (the layout), default or not.
+_YAML_LAYOUT_KEYS = ("skip_intermediate_obs", "pipeline_stages", "num_env_processes", "total_num_envs", "chunk_size",
+                     "partition", "schedule")
 
 
 def _default_numba_cache_dir() -> str:
@@ -225,6 +228,21 @@ class RolloutProfile:
             raise TypeError(f"{where} must hold a mapping of profile keys (or name an existing profile file), got "
                             f"{type(data).__name__} {data!r}")
         return cls.from_dict(data or {})
+
+    def to_yaml(self, path: str | os.PathLike | None = None, header: str = "") -> str:
+        """This profile as YAML that :meth:`from_yaml` reads back equal: the layout keys and every field that
+        differs from ``RolloutProfile()``, under RLinf's key names where RLinf has the key; ``header`` as
+        comment lines first. Written to ``path`` when given; the text either way."""
+        import yaml
+
+        defaults = RolloutProfile().to_dict()
+        rlinf = {ours: theirs for theirs, ours in RLINF_ALIASES.items()}
+        data = {rlinf.get(k, k): v for k, v in self.to_dict().items() if k in _YAML_LAYOUT_KEYS or v != defaults[k]}
+        text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
