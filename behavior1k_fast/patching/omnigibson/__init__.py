@@ -35,10 +35,13 @@ PATCHES: tuple = (
     vector_env_step.VectorEnvironmentStepPatch(),
     wrapper_forwarding.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
+    runtime.KitLaunchArgvPatch(),
     runtime.KitThreadCapsPatch(),
+    runtime.KitDescriptorSetsPatch(),
     gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),
+    runtime.RenderQualityPatch(),
 )
 
 #: The module whose import marks a process that runs the simulator.
