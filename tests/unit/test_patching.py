@@ -504,3 +504,30 @@ def test_the_rollout_layer_hard_wires_no_patch_set():
 
     names = imported_names(bootstrap)
     assert not any("patching" in name for name in names), names
+
+
+class TopLevelLaunch(Patch):
+    """A patch of the simulator package's own module (as ``render_quality`` patches ``omnigibson.launch``)."""
+
+    name = "top_level_launch"
+    module = "fakeog"
+    targets = ("launch",)
+    knobs = ()
+
+    def wanted(self, profile):
+        return True
+
+    def install(self, module, profile, ctx):
+        ctx.wrap(module, "launch", lambda wrapped, instance, args, kwargs: "patched " + wrapped())
+
+
+def test_a_patch_of_the_simulator_package_itself_and_process_settings_both_apply_at_its_import(upstream, monkeypatch):
+    monkeypatch.delenv("B1KF_TEST_THREADS", raising=False)
+    (upstream / "__init__.py").write_text(RECORDS_ENV_AT_IMPORT + "def launch():\n    return 'launched'\n")
+    reg = PatchRegistry([EnvVar(), TopLevelLaunch()], simulator="fakeog")
+    assert set(reg.apply(FAST).states.values()) == {PENDING}
+    fakeog = importlib.import_module("fakeog")
+    assert fakeog.SEEN == "1" and fakeog.launch() == "patched launched"
+    assert set(reg.status().states.values()) == {APPLIED}
+    assert type(fakeog.__loader__).__name__ != "_CallbackLoader"  # upstream's loader is back on the module
+    reg.revert()
