@@ -379,7 +379,7 @@ class PatchRegistry:
                 self._profile = profile
                 if simulator and not self._runs_simulator:
                     self._simulator_runs("")
-                return self.report()
+                return self.status()
             previous = self._profile
             if previous is not None:
                 self._undo()
@@ -399,13 +399,13 @@ class PatchRegistry:
         self._profile, self._knobs, self._runs_simulator = profile, knobs, simulator
         for patch in self._patches.values():
             self._record(patch, self._settle(patch), "")
-        return self.report()
+        return self.status()
 
     def _record(self, patch: Patch, outcome: PatchOutcome, when: str) -> None:
         """Record an outcome; a failure rolls back every patch of the profile and raises PatchError."""
         self._outcomes[patch.name] = outcome
         if outcome.state == FAILED:
-            report = self.report()
+            report = self.status()
             self._undo()
             raise PatchError(
                 f"patch {patch.name!r} failed{when} ({outcome.reason}); every patch of this profile was rolled back",
@@ -531,7 +531,7 @@ class PatchRegistry:
             reverted = tuple(
                 PatchOutcome(o.name, REVERTED, "original restored" if o.state == APPLIED else "no longer waits for its import",
                              o.targets)
-                for o in self.report().outcomes if o.state in (APPLIED, PENDING)
+                for o in self.status().outcomes if o.state in (APPLIED, PENDING)
             )
             self._undo()
             return PatchReport(None, reverted)
@@ -547,13 +547,12 @@ class PatchRegistry:
                 self._before_import = None
 
     # --- introspection ----------------------------------------------------------------------------
-    def report(self) -> PatchReport:
+    def status(self) -> PatchReport:
         """The current state: the applied profile and its outcomes (``profile=None``: nothing applied)."""
         with self._lock:
             outcomes = tuple(self._outcomes[n] for n in self._patches if n in self._outcomes)
             return PatchReport(self._profile, outcomes, dict(self._knobs))
 
-    status = report
 
     def plan(self, profile: Any, process: str = "auto") -> PatchReport:
         """What ``apply(profile, process)`` would do to this process, without changing anything.
