@@ -11,7 +11,7 @@ Measures per row (ms are wall ms; a step is one own action of every env, so ms/s
   termination, render and observation-read spans (profiler) over the timed rounds / its chunks.
   ``sim_ms_per_step``: that worker's simulator time per step. (Peer baseline: driver time blocked in
   ``AsyncVectorEnv.step``, median per chunk.) ``t_env_worker_ms``: the busiest env worker's wall time per
-  chunk around its whole chunk stepping (``RolloutStats.env_seconds_per_worker``), which also counts
+  chunk around its whole chunk stepping (``RolloutStats.env_wall_seconds_per_worker``), which also counts
   what the spans leave out: the chunk loop's bookkeeping, boundary resets, the backend's unspanned code.
 - ``t_model_ms``: one batched forward for one stage (mean over the engine's forwards; peer: median).
 - ``bound_ms_per_step = max(C * T_env, K * T_model, T_env + T_model) / N`` with C the chunks a worker
@@ -286,7 +286,7 @@ def run_engine_row(
         "prev": row.prev, "overlap": row.overlap, "partition": row.profile.partition,
         "profile": row.profile.to_dict(), "processes": row.profile.num_env_processes,
         "envs_per_process": row.profile.envs_per_process, "t_env_source": "busiest env worker's stage spans",
-        "t_env_worker_ms": float(stats.env_seconds_per_worker.max()) * 1e3 / worker_chunks,
+        "t_env_worker_ms": float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
     }
 
 
