@@ -248,6 +248,8 @@ class RolloutEngine:
         supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
                                   RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
+        if self.profile.schedule == "lookahead":  # issue 21: the workers serve it, the driver side is not here yet
+            raise NotImplementedError("schedule='lookahead' is not driven by this engine yet (issue 21)")
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
         self.chunk_size = self.profile.chunk_size
@@ -425,6 +427,8 @@ class RolloutEngine:
         check_bool("reset", reset)
         check_bool("overlap", overlap)
         schedule = check_choice("schedule", self.profile.schedule if schedule is None else schedule, SCHEDULES)
+        if schedule == "lookahead":
+            raise NotImplementedError("schedule='lookahead' is not driven by this engine yet (issue 21)")
         if schedule == "async" and not overlap:
             raise ValueError("overlap=False is the barrier schedule's serial baseline; schedule='async' overlaps")
         self._check_open()

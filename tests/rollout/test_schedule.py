@@ -73,7 +73,7 @@ def test_async_waiting_is_traced_per_slice():
 
 
 def test_schedule_settings_are_checked_before_anything_runs():
-    with pytest.raises(ValueError, match=r"schedule must be one of \('barrier', 'async'\), got 'eager'"):
+    with pytest.raises(ValueError, match=r"schedule must be one of \('barrier', 'async', 'lookahead'\), got 'eager'"):
         RolloutProfile(schedule="eager")
     with pytest.raises(ValueError, match="async_max_wait_s must be a finite number"):
         RolloutProfile(async_max_wait_s=-1)
