@@ -4,7 +4,8 @@ the schedule's rules, one global step of every backend after the other.
 
 Rules (K = 1: every env of every backend is selected at every global step unless said otherwise):
 
-- chunk 0 is chosen from the reset observations (every env reset once first), with no committed actions;
+- chunk 0 is chosen from the reset observations (every env reset once first), its committed actions all
+  zeros;
 - in chunk c each backend runs step ``t = 0 .. N - 1`` for its live envs; after step ``N - d - 1`` (the lead,
   rendered and read there with on-demand observation, every step without it) every env that ended since the
   last lead is reset, in one call per backend; then the policy chooses chunk c + 1 from the lead

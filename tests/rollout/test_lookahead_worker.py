@@ -3,6 +3,7 @@ a lead, its episode rule, and the in-process reference run (``lookahead_referenc
 
 import pickle
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -51,6 +52,27 @@ def ref_policy(obs, committed):
     steps = np.arange(1, REF_CHUNK + 1)[None, :, None]
     tail = committed.astype(np.float64).sum(axis=1)[:, None, :]
     return np.sin(3.0 * p + 0.4 * steps + 0.5 * tail).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class UnpicklableInfoFactory:
+    """Point masses whose step infos carry a lambda (which does not pickle) from global step ``at`` on."""
+
+    at: int
+
+    def __call__(self, num_envs, seed, profile):
+        backend = PointMassFactory()(num_envs, seed, profile)
+        step = backend.step
+
+        def step_with_bad_info(actions, env_indices=None, get_obs=True, render=True):
+            out = step(actions, env_indices, get_obs, render)
+            if backend.global_steps >= self.at:
+                for info in out[4]:
+                    info["bad"] = lambda: None
+            return out
+
+        backend.step = step_with_bad_info
+        return backend
 
 
 def ref_factory(horizon=7):
@@ -515,3 +537,15 @@ def test_a_failure_is_the_last_reply_to_a_lead_chunk(links, fail_at, replies):
         link.send(Reset((0, 1)))  # the next reply answers the next request
         infos, _ = unwrap(link.receive(), 0)
         assert len(infos) == 2
+
+
+def test_an_end_reply_that_does_not_pickle_becomes_the_failure_and_the_worker_serves_on(links):
+    (link,) = links(ProcessLink, specs(UnpicklableInfoFactory(at=5), 1, 2, N, 3))
+    link.send(Chunk((0, 1), np.zeros((2, N, 2), np.float32), N, 3))
+    lead, obs = unwrap(link.receive(), 0)  # the lead carries no infos
+    assert isinstance(lead, ChunkLead) and obs is None
+    end = link.receive()
+    assert isinstance(end, Failure) and end.command == "chunk" and "pickle" in end.message.lower()
+    link.send(Reset((0, 1)))
+    infos, _ = unwrap(link.receive(), 0)
+    assert len(infos) == 2
