@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError, WorkerHungError
+from .errors import WorkerDiedError, WorkerHungError, exit_detail, exit_if_reimporting_main
 from .protocol import Close, Command, Failure, Ok, Reply, Request
 
 #: Seconds between checks that the owner process is still alive.
@@ -126,7 +126,11 @@ class ProcessChannel:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
         with _SPAWN_LOCK, _environment(env or {}):
-            self.proc.start()
+            try:
+                self.proc.start()
+            except RuntimeError:
+                exit_if_reimporting_main()  # a script without the main-module guard (errors.py)
+                raise
         #: ``time.monotonic()`` when the process was started.
         self.started = time.monotonic()
         child.close()
@@ -179,10 +183,7 @@ class ProcessChannel:
             except (EOFError, ConnectionResetError):
                 pass
         self.proc.join(OWNER_CHECK_PERIOD_S * 10)
-        code = self.proc.exitcode
-        detail = f"pid {self.proc.pid} exit code {code}"
-        if code is not None and code < 0:
-            detail += f" ({signal.Signals(-code).name})"
+        detail = exit_detail(self.proc.pid, self.proc.exitcode)
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
 
 
