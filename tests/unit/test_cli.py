@@ -88,6 +88,7 @@ BAD_INPUT = [
     (["validate", "--seed", "-3"], "argument --seed: must be an int >= 0, got -3"),
     (["validate", "--reward-atol", "-1"], "argument --reward-atol: must be a finite number >= 0, got -1.0"),
     (["validate", "--min-psnr", "nan"], "argument --min-psnr: must be a finite number > 0, got nan"),
+    (["validate", "--min-terminations", "3"], "min_terminations must be an int in [0, 2], got 3"),
     (["validate", "--json", "{files}/absent_dir/report.json"], "absent_dir': No such file or directory"),
     (["validate", "--json", "{files}"], "is a directory, expected a file path"),
     (["validate", "--backend-config", "{files}/typo.yaml"], "did you mean 'resolution'?"),
