@@ -8,7 +8,7 @@ from behavior1k_fast.tools.cli import build_parser, main
 
 def test_every_subcommand_is_wired_to_a_runner():
     parser = build_parser()
-    for command in ("doctor", "bench", "validate", "tune"):
+    for command in ("doctor", "bench", "validate", "tune", "selftest"):
         args = parser.parse_args([command])
         assert args.command == command and callable(args.func)
 
@@ -42,8 +42,8 @@ def run_cli(argv):
 
 @pytest.fixture
 def no_heavy_work(monkeypatch):
-    """Any bench or validate run that gets past the input checks fails the test."""
-    from behavior1k_fast.tools import validate
+    """Any bench, validate or selftest run that gets past the input checks fails the test."""
+    from behavior1k_fast.tools import selftest, validate
     from behavior1k_fast.tools.bench import ablation
 
     def heavy(*args, **kwargs):
@@ -51,6 +51,7 @@ def no_heavy_work(monkeypatch):
 
     monkeypatch.setattr(ablation, "run_bench", heavy)
     monkeypatch.setattr(validate, "validate", heavy)
+    monkeypatch.setattr(selftest, "run_selftest", heavy)
 
 
 @pytest.fixture
@@ -119,6 +120,9 @@ def test_missing_simulator_and_missing_cuda_are_usage_errors(monkeypatch, no_hea
            "'omnigibson'" in capsys.readouterr().err
     assert run_cli(["validate", "--backend", "omnigibson"]) == 2
     assert "needs OmniGibson" in capsys.readouterr().err
+    assert run_cli(["selftest"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("behavior1k-fast selftest: error: backend 'omnigibson' needs OmniGibson") and err.count("\n") == 1
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert run_cli(["bench", "--device", "cuda"]) == 2
     assert "--device cuda: CUDA is not available here" in capsys.readouterr().err
