@@ -84,6 +84,7 @@ BAD_INPUT = [
     (["bench", "--backend-config", "{files}/broken.yaml"], "broken.yaml': invalid YAML at line 2, column 1"),
     (["bench", "--backend-config", "{files}/absent.yaml"], "absent.yaml': No such file or directory"),
     (["bench", "--out-dir", "{files}/not_a_dir"], "--out-dir='{files}/not_a_dir' is not a writable directory"),
+    (["bench", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
     (["validate", "--chunks", "0"], "argument --chunks: must be an int >= 1, got 0"),
     (["validate", "--num-envs", "-1"], "argument --num-envs: must be an int >= 1, got -1"),
     (["validate", "--seed", "-3"], "argument --seed: must be an int >= 0, got -3"),

@@ -77,10 +77,12 @@ def check_runs(args: argparse.Namespace) -> Any:
     from ...rollout.plan import PartitionPlan
     from ..argtypes import check_device, usage_errors
     from .ablation import BenchConfig, plan_runs
+    from .policy import check_image_size
 
     with usage_errors():
         check_installed(args.backend)
         config = BenchConfig.from_args(args)
+        check_image_size("--resolution", config.backend_options.get("resolution"))
         check_device(config.device)
         check_writable_dir("--out-dir", config.out_dir)
         factory, rows, sweep = plan_runs(config)
