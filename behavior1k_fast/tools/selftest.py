@@ -57,10 +57,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     from .argtypes import positive_int
 
     p = subparsers.add_parser("selftest", help="field test on a real BEHAVIOR-1K install: seam checks, validate, "
-                              "bench; one JSON report", description=__doc__.split("\n\n")[0],
-                              formatter_class=argparse.RawDescriptionHelpFormatter,
-                              epilog="examples:\n  behavior1k-fast selftest\n"
-                                     "  behavior1k-fast selftest --backend-config my_task.yaml --out report.json")
+                              "bench; one JSON report", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="behavior1k_fast_selftest.json",
                    help="the report file (default: behavior1k_fast_selftest.json)")
     p.add_argument("--chunks", type=positive_int, default=4, help="validate: action chunks (default: 4)")

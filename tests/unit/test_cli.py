@@ -1,4 +1,6 @@
 import json
+import re
+import shlex
 
 import pytest
 
@@ -11,6 +13,30 @@ def test_every_subcommand_is_wired_to_a_runner():
     for command in ("doctor", "bench", "validate", "tune", "selftest"):
         args = parser.parse_args([command])
         assert args.command == command and callable(args.func)
+
+
+@pytest.mark.parametrize("command", [[], ["doctor"], ["bench"], ["validate"], ["tune"], ["selftest"]])
+def test_help_is_plain_text_with_examples_that_parse(command, capsys):
+    from behavior1k_fast.tools.cli import EXAMPLES
+
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert "``" not in out and not re.search(r":[a-z]+:`", out), out
+    examples = out.split("\nexamples:\n", 1)[1].splitlines()
+    expected = [lines[0] for lines in EXAMPLES.values()] if not command else EXAMPLES[command[0]]
+    assert [line.strip() for line in examples] == expected
+    parser = build_parser()
+    for line in expected:
+        argv = shlex.split(line)[1:]
+        assert parser.parse_args(argv).command == argv[0]
+
+
+def test_plain_drops_rest_markup():
+    from behavior1k_fast.tools.cli import plain
+
+    assert plain("``a b``: :class:`~x.y.Z`, :func:`.f` and :mod:`p.q`") == "a b: Z, f and p.q"
 
 
 def test_version_flag(capsys):
