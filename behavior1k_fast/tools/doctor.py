@@ -113,11 +113,21 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
-    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, kit_thread_args
+    """The thread settings of ``profile``; ``above_cores``: each Kit thread cap larger than the cores this
+    process may use, as ``{knob, setting, value, usable_cores}`` (Kit starts that many workers per simulator
+    process: on a small machine they only contend)."""
+    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, KIT_THREAD_SETTINGS, kit_thread_args
 
     torch = sys.modules.get("torch")
+    usable = _cpu()["usable"] or os.cpu_count() or 1
+    above = [
+        {"knob": knob, "setting": setting, "value": getattr(profile, knob), "usable_cores": usable}
+        for knob, setting in KIT_THREAD_SETTINGS.items()
+        if getattr(profile, knob) is not None and getattr(profile, knob) > usable
+    ]
     return {
         "kit_args": kit_thread_args(profile),
+        "above_cores": above,
         "intra_op_threads": profile.intra_op_threads,
         "env": {var: os.environ.get(var) for var in (*INTRA_OP_ENV_VARS, USD_THREAD_ENV_VAR)},
         "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
@@ -222,6 +232,9 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
     threads = report["threads"]
     lines += ["", "Threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]
+    lines += [f"  {'':<21} {cap['setting'].rsplit('/', 1)[-1]}={cap['value']} is more than the {cap['usable_cores']} "
+              f"usable cores here: set {cap['knob']}: {cap['usable_cores']} (or lower) in the profile"
+              for cap in threads["above_cores"]]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]
     cpu, gpu = report["cpu"], report["gpu"]
