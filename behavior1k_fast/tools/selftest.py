@@ -167,7 +167,7 @@ def bench_profiles(chunk_size: int) -> dict[str, RolloutProfile]:
 def bench_step(factory: Any, rounds: int, chunk_size: int, seed: int, executor: str
                ) -> tuple[str, str, dict[str, Any]]:
     from ..rollout import RolloutEngine
-    from .bench.resources import ResourceMonitor
+    from .measure.resources import ResourceMonitor
 
     rows = {}
     for name, profile in bench_profiles(chunk_size).items():

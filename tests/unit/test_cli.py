@@ -89,8 +89,8 @@ def files(tmp_path):
 
 
 BAD_INPUT = [
-    (["bench", "--stages", "0"], "argument --stages: must be an int >= 1, got 0"),
-    (["bench", "--stages", "-2"], "argument --stages: must be an int >= 1, got -2"),
+    (["bench", "--pipeline-stages", "0"], "argument --pipeline-stages/--stages: must be an int >= 1, got 0"),
+    (["bench", "--stages", "-2"], "argument --pipeline-stages/--stages: must be an int >= 1, got -2"),
     (["bench", "--rounds", "-1"], "argument --rounds: must be an int >= 1, got -1"),
     (["bench", "--processes", "two"], "argument --processes: expected an int, got 'two'"),
     (["bench", "--warmup", "-1"], "argument --warmup: must be an int >= 0, got -1"),
@@ -111,6 +111,7 @@ BAD_INPUT = [
     (["bench", "--backend-config", "{files}/absent.yaml"], "absent.yaml': No such file or directory"),
     (["bench", "--out-dir", "{files}/not_a_dir"], "--out-dir='{files}/not_a_dir' is not a writable directory"),
     (["bench", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
+    (["tune", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
     (["validate", "--chunks", "0"], "argument --chunks: must be an int >= 1, got 0"),
     (["validate", "--num-envs", "-1"], "argument --num-envs: must be an int >= 1, got -1"),
     (["validate", "--seed", "-3"], "argument --seed: must be an int >= 0, got -3"),
