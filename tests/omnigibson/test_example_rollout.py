@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from ..examples.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "omnigibson_rollout.py"
 ENV_CONFIG = ROOT / "examples" / "configs" / "behavior_task.yaml"
 PROFILE = ROOT / "examples" / "configs" / "fast_2env.yaml"
 
 
 def load_example():
-    if "omnigibson_rollout" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("omnigibson_rollout", EXAMPLE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["omnigibson_rollout"]
+    return load_script("omnigibson_rollout")
 
 
 @pytest.fixture
