@@ -161,7 +161,7 @@ class EngineVectorEnv(VectorEnv):
             )
         resetting = self._ended.copy()  # NEXT_STEP: this step resets them
         self._fresh_seed = None
-        stages = range(engine.num_stages)
+        stages = range(engine.pipeline_stages)
         for k in stages:
             engine.submit(k, actions[engine.stage_envs(k)])
         results = [engine.collect(k) for k in stages]
