@@ -14,7 +14,8 @@ each passed / failed / skipped with its seconds and details, in one JSON report 
    ``examples/configs/behavior_task.yaml`` of the checkout) with the task's episodes cut to
    ``--episode-steps`` own actions (``task.termination_config.max_steps``), so that every env ends
    episodes inside the run; at least two ends are required. Random actions seldom finish a BEHAVIOR task,
-   so terminations are reported but not required (validate requires one on the reference simulator).
+   so terminations are reported but not required (validate's OmniGibson default; it requires one on the
+   reference simulator).
 4. ``bench``: one env worker of 2 envs, ``--rounds`` rounds of chunks of ``--chunk-size`` random actions
    under the stock profile and the fast profile (every optimisation, K = 2 hybrid pipeline): ms per step (a
    step is one own action of every env), the speedup, and peak GPU memory (NVML, where ``pynvml`` imports)
@@ -27,7 +28,6 @@ Sim one line and exit code 2 (a usage error, before anything runs).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import platform
 import subprocess
@@ -134,23 +134,13 @@ def seam_step(tests: Path, timeout_s: float) -> tuple[str, str, dict[str, Any]]:
     return (PASSED if counts[PASSED] else SKIPPED), summary, details
 
 
-def episode_config(config: dict, episode_steps: int) -> dict:
-    """A copy of env ``config`` whose task ends episodes after ``episode_steps`` own actions (timeout)."""
-    out = copy.deepcopy(config)
-    task = out.setdefault("task", {})
-    task["termination_config"] = {**(task.get("termination_config") or {}), "max_steps": episode_steps}
-    return out
-
-
 def validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: int, seed: int
                   ) -> tuple[str, str, dict[str, Any]]:
+    from ..backends.omnigibson.config import cut_episodes
     from . import validate
 
-    thresholds = validate.Thresholds(**validate.DEFAULT_THRESHOLDS["omnigibson"], min_episode_ends=2,
-                                     min_terminations=0)
     report = validate.validate(backend="omnigibson", num_envs=NUM_ENVS, chunks=chunks, chunk_size=chunk_size,
-                               seed=seed, thresholds=thresholds,
-                               backend_options={"config": episode_config(config, episode_steps)})
+                               seed=seed, backend_options={"config": cut_episodes(config, episode_steps)})
     summary = (f"{report.episodes_ended} episode ends ({report.terminations} terminated), max |delta reward| "
                f"{report.max_abs_reward_delta:.3g}, min PSNR {report.frame_min_psnr_db:.1f} dB")
     if report.failures:

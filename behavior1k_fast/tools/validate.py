@@ -12,9 +12,11 @@ do not exercise a task's termination).
 The actions are fixed-seed uniform random chunks, except on the reference simulator, where the scripted
 expert (``backends.reference.expert``) drives the even envs to success. Its actions depend on the state,
 so they are found first in a physics-only rehearsal on a third backend of the same seed, then both sides
-replay them; the episode horizon defaults to the run's length (M x N own actions), so the random envs are
-truncated at the last step. The default run (2 envs, 6 chunks of 32) thus ends one episode by success
-and one by timeout.
+replay them. The episode horizon defaults to the run's length (M x N own actions: the reference
+``horizon``, OmniGibson's ``task.termination_config.max_steps``; a value the config sets is kept), so the
+random envs are truncated at the last step. The default run (2 envs, 6 chunks of 32) thus ends one
+episode by success and one by timeout on the reference simulator, and every episode by timeout on
+OmniGibson, where no termination is required by default (random actions seldom finish a BEHAVIOR task).
 
 On the reference simulator both sides run in this process. With ``--backend omnigibson`` each side runs
 in its own spawned process (one Isaac Sim per process, patches applied there before the simulator starts).
@@ -33,10 +35,12 @@ import numpy as np
 from ..core.checks import check_int, check_number, check_positive_int
 from ..core.profile import RolloutProfile
 
-#: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact).
+#: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact), and
+#: the episodes the run must end by termination (random actions seldom finish a BEHAVIOR task, so on
+#: OmniGibson timeouts are the ends a run can count on: module docs).
 DEFAULT_THRESHOLDS = {
-    "reference": {"reward_atol": 0.0, "state_atol": 0.0, "min_psnr_db": None},
-    "omnigibson": {"reward_atol": 1e-4, "state_atol": 1e-3, "min_psnr_db": 30.0},
+    "reference": {"reward_atol": 0.0, "state_atol": 0.0, "min_psnr_db": None, "min_terminations": 1},
+    "omnigibson": {"reward_atol": 1e-4, "state_atol": 1e-3, "min_psnr_db": 30.0, "min_terminations": 0},
 }
 
 
@@ -329,11 +333,15 @@ def validate(
 
 
 def run_backend_options(backend: str, options: dict[str, Any] | None, chunks: int, chunk_size: int) -> dict:
-    """``make_factory`` options of the run: on the reference simulator the horizon defaults to the run's
-    length, ``chunks * chunk_size`` own actions (module docs)."""
+    """``make_factory`` options of the run: the episode horizon defaults to the run's length, ``chunks *
+    chunk_size`` own actions (module docs)."""
+    from ..backends.omnigibson.config import cut_episodes, episode_max_steps
+
     options = dict(options or {})
     if backend == "reference":
         options.setdefault("horizon", chunks * chunk_size)
+    elif isinstance(options.get("config"), dict) and episode_max_steps(options["config"]) is None:
+        options["config"] = cut_episodes(options["config"], chunks * chunk_size)
     return options
 
 
@@ -360,8 +368,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="min boundary-frame PSNR in dB (default: exact on reference, 30 dB on omnigibson)")
     p.add_argument("--min-episode-ends", type=nonnegative_int, default=2,
                    help="episodes the run must end, else exit 1 (default: 2)")
-    p.add_argument("--min-terminations", type=nonnegative_int, default=1,
-                   help="of them ended by termination, not timeout (default: 1)")
+    p.add_argument("--min-terminations", type=nonnegative_int, default=None,
+                   help="of them ended by termination, not timeout (default: 1 on reference, 0 on omnigibson)")
     p.add_argument("--json", default=None, help="also write the report as JSON to this path")
     add_backend_arguments(p)
     p.set_defaults(func=run)
@@ -380,11 +388,10 @@ def run(args: argparse.Namespace) -> int:
         check_installed(args.backend)
         limits = dict(DEFAULT_THRESHOLDS[args.backend])
         for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
-                           ("min_psnr_db", args.min_psnr)):
+                           ("min_psnr_db", args.min_psnr), ("min_terminations", args.min_terminations)):
             if value is not None:
                 limits[key] = value
-        thresholds = Thresholds(**limits, min_episode_ends=args.min_episode_ends,
-                                min_terminations=args.min_terminations)
+        thresholds = Thresholds(**limits, min_episode_ends=args.min_episode_ends)
         options = backend_options(args)
         factory = make_factory(args.backend, **run_backend_options(args.backend, options, args.chunks,
                                                                   args.chunk_size))

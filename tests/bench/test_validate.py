@@ -75,10 +75,21 @@ def test_a_run_that_ends_too_few_episodes_fails():
     assert (timeouts_only.episodes_ended, timeouts_only.terminations) == (2, 0) and not timeouts_only.passed
 
 
-def test_the_reference_horizon_defaults_to_the_run_length_unless_given():
+def test_the_episode_horizon_defaults_to_the_run_length_unless_the_config_sets_one():
     assert v.run_backend_options("reference", {"resolution": 32}, 6, 32) == {"resolution": 32, "horizon": 192}
     assert v.run_backend_options("reference", {"horizon": 7}, 6, 32) == {"horizon": 7}
-    assert v.run_backend_options("omnigibson", {"config": {}}, 6, 32) == {"config": {}}
+    config = {"task": {"type": "BehaviorTask", "termination_config": {"max_pose_dist": 1.0}}}
+    cut = v.run_backend_options("omnigibson", {"config": config}, 6, 32)["config"]
+    assert cut == {"task": {"type": "BehaviorTask", "termination_config": {"max_pose_dist": 1.0, "max_steps": 192}}}
+    assert config["task"]["termination_config"] == {"max_pose_dist": 1.0}  # the caller's config is not changed
+    given = {"task": {"termination_config": {"max_steps": 40}}}
+    assert v.run_backend_options("omnigibson", {"config": given}, 6, 32) == {"config": given}
+
+
+def test_on_omnigibson_timeouts_suffice_by_default():
+    """Random actions seldom finish a BEHAVIOR task: the OmniGibson default needs ends, not terminations."""
+    assert v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"]).min_terminations == 0
+    assert v.Thresholds(**v.DEFAULT_THRESHOLDS["reference"]).min_terminations == 1
 
 
 def test_episode_ends_inside_chunks_agree():
@@ -117,7 +128,7 @@ def test_psnr_threshold_decides_frame_agreement_off_the_reference_sim():
     rng = np.random.default_rng(0)
     frame = rng.integers(0, 256, size=(16, 16, 3), dtype=np.uint8)
     near = np.clip(frame.astype(int) + rng.integers(-2, 3, size=frame.shape), 0, 255).astype(np.uint8)
-    limits = v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"], min_episode_ends=0, min_terminations=0)
+    limits = v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"], min_episode_ends=0)
     proprio = np.zeros(3)
     ok = v.compare(_trajectory(frame, proprio), _trajectory(near, proprio), limits, backend="omnigibson",
                    num_envs=1, chunks=1, chunk_size=4, seed=0)
