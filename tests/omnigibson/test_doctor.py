@@ -37,9 +37,10 @@ PLAN = {
     "1.1.1": {
         "numba_cache_joint_controller": NOT_NEEDED, "numba_cache_ik_controller": NOT_NEEDED,
         "numba_cache_osc_controller": NOT_NEEDED, "multi_scene_step": NOT_NEEDED, "kit_launch_argv": NOT_NEEDED,
+        "multi_scene_vector_env": NOT_NEEDED,
     },
     "v3.7": {"viewer_camera_off": ALREADY, "numba_cache_ik_controller": ALREADY, "multi_scene_step": NOT_NEEDED,
-             "kit_launch_argv": NOT_NEEDED},
+             "kit_launch_argv": NOT_NEEDED, "multi_scene_vector_env": NOT_NEEDED},
     "main": {"headless_viewport": ALREADY, "vector_env_step": NOT_NEEDED, "kit_launch_argv": ALREADY},
 }
 
