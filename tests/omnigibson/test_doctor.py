@@ -111,7 +111,7 @@ def test_doctor_shows_the_launch_settings_with_their_values(og, capsys, tmp_path
     run_doctor("--profile", str(path))
     out = capsys.readouterr().out
     assert "--/rtx/descriptorSets=50000" in out and "/rtx/reflections/enabled=False (changes pixels)" in out
-    assert "Kit argv[0] kept      no (upstream as is)" in out
+    assert "Kit argv[0] fix       off (upstream as is)" in out
 
 
 def test_bad_profile_exits_2_naming_the_key(capsys, tmp_path):
