@@ -240,7 +240,8 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  {'':<21} {cap['setting'].rsplit('/', 1)[-1]}={cap['value']} is more than the {cap['usable_cores']} "
               f"usable cores here: set {cap['knob']}: {cap['usable_cores']} (or lower) in the profile"
               for cap in threads["above_cores"]]
-    lines += [f"  {'Kit argv[0] kept':<21} {'yes' if threads['keep_launch_argv0'] else 'no (upstream as is)'}",
+    lines += [f"  {'Kit argv[0] fix':<21} "
+              f"{'on (where _launch_app clears sys.argv)' if threads['keep_launch_argv0'] else 'off (upstream as is)'}",
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]
