@@ -173,11 +173,14 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_run(config: RunConfig) -> None:
     """What can fail on this machine before a run (raise inside :func:`~..argtypes.usage_errors`): the backend
-    is installed, the device exists, ``out_dir`` is writable."""
+    is installed, the images hold the benchmark policy's patches, the device exists, ``out_dir`` is
+    writable."""
     from ...backends import check_installed
     from ...core.checks import check_writable_dir
     from ..argtypes import check_device
+    from .policy import check_image_size
 
     check_installed(config.backend)
+    check_image_size("--resolution", config.backend_options.get("resolution"))
     check_device(config.device)
     check_writable_dir("--out-dir", config.out_dir)
