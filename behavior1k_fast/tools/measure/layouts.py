@@ -99,7 +99,7 @@ def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_st
                     except ValueError:
                         continue
                     for schedule in SCHEDULES:
-                        if schedule == "async" and p == 1:
+                        if (schedule == "async" and p == 1) or schedule == "lookahead":  # issue 21: driver pending
                             continue
                         out.append(Layout(p, n // p, k, partition, schedule))
     return out
