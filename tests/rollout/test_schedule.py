@@ -99,8 +99,7 @@ def test_a_worker_stuck_in_an_async_rollout_is_caught_by_its_progress():
 
 
 def test_each_schedule_of_the_profile_has_one_driver_module_registered_under_its_name():
-    # issue 21: the workers serve 'lookahead' already; its driver module lands with the schedule itself
-    assert sorted(SCHEDULE_CLASSES) == sorted(set(SCHEDULES) - {"lookahead"})
+    assert sorted(SCHEDULE_CLASSES) == sorted(SCHEDULES)
     for name, cls in SCHEDULE_CLASSES.items():
         assert cls.name == name and cls.__module__.startswith("behavior1k_fast.rollout.schedules.")
     with pytest.raises(ValueError, match="schedule='eager' has no driver"):
