@@ -5,7 +5,8 @@ groups their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them
 worker's backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in
 hybrid partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
 
-:meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``): stage k's chunk
+:meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``, and
+``lookahead``, a pipeline in time: one stage, each chunk chosen while the last one ends): stage k's chunk
 is sent to its workers asynchronously and the driver runs the policy for the next stage while they step, so
 with K >= 2 the forward pass of one stage overlaps env stepping of the others. In hybrid partition the other
 slices of a process hold their last action while a stage steps (the backend contract);
@@ -509,7 +510,9 @@ class RolloutEngine:
         failure closes the engine before it is raised. With ``auto_reset=False`` nothing resets an ended
         episode here: drive the engine with :meth:`submit` / :meth:`collect` and :meth:`reset`
         (``env_ids``) instead. ``schedule``: one of :mod:`.schedules` (``"barrier"``: stage by stage, as
-        above; ``"async"``: slice by slice, no barrier across processes); ``None``: the profile's.
+        above; ``"async"``: slice by slice, no barrier across processes; ``"lookahead"``: the next chunk
+        chosen from lead observations, the policy input holding the committed actions under
+        :data:`~.policy.COMMITTED_KEY`); ``None``: the profile's.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")

@@ -6,7 +6,8 @@
   have a reply (or died), reads one reply and stops a worker; nothing else. Boundary observations come back
   through shared memory for processes, in the replies otherwise.
 - The :class:`Supervisor` is the executor the engine talks to, the same over every transport: the
-  pending-reply queue of each worker (replies in request order), the deadlines and hang detection (each
+  pending-reply queue of each worker (replies in request order; a chunk with a lead owes two, its LEAD and
+  its END, :func:`reply_parts`), the deadlines and hang detection (each
   reply waited for in the one loop :func:`~.supervision.wait_for_replies`, watched by a
   :class:`~.supervision.ReplyWatch`), the restart budget and respawn, and the placeholder results.
 
@@ -14,8 +15,9 @@ A dead worker is detected at once (process sentinel / actor error): :class:`~.er
 hung one (past its deadline, or without progress inside a chunk) is stopped and reported as
 :class:`~.errors.WorkerHungError` (:mod:`.supervision`). With a restart policy (``restart_workers``) the
 worker is replaced instead, within the policy's budget, by a fresh worker whose envs are all reset; every
-request that was pending on it then yields a placeholder result: the reset observation, zero rewards,
-``truncated`` at the first step, no action applied, ``info["worker_restarted"] = True``.
+reply that was pending on it then is a placeholder: the reset observation, zero rewards, ``truncated`` at
+the first step, no action applied, ``info["worker_restarted"] = True`` (a pending LEAD: every row's episode
+ended before the lead, its lead observation the reset one).
 
 A new transport is a :class:`~.transport.Transport` subclass (in this module, or a module of its own like
 :mod:`.ray_executor` when it imports something heavy) and a branch of :func:`make_executor`. Where a

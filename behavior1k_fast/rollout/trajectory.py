@@ -25,7 +25,8 @@ global id order (row ``e`` is env ``e`` whatever its stage), ``N`` steps per chu
 
 Memory per round, in bytes: ``E * (obs_bytes + N * action_dim * action_itemsize + extras_bytes + 11 * N)``
 (``obs_bytes``, ``extras_bytes``: one env's observation and extras; 11 = float64 reward + three bools per
-step), plus ``obs_bytes + 44`` per episode that ends (43 without ``success``), and ``E * obs_bytes`` once
+step; under ``lookahead`` plus ``d * action_dim * action_itemsize`` of committed actions), plus
+``obs_bytes + 44`` per episode that ends (43 without ``success``), and ``E * obs_bytes`` once
 per batch (``last_obs``).
 :attr:`Trajectory.nbytes` gives the total of a batch.
 

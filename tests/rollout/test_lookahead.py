@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
+from behavior1k_fast.core.tracing import SLICE_WAIT, WAIT, get_profiler
 from behavior1k_fast.rollout import (
     ClosedError,
     RolloutEngine,
@@ -145,6 +146,25 @@ def test_the_recorder_keeps_the_lead_observation_the_committed_actions_the_chunk
         np.testing.assert_array_equal(batch.actions[:, env], run["actions"])
         np.testing.assert_array_equal(batch.rewards[:, env], run["rewards"])
     np.testing.assert_array_equal(batch.last_obs["proprio"], boundary)  # the last chunk ends at a boundary
+
+
+def test_stall_and_slice_wait_are_in_the_stats_and_the_trace():
+    profiler = get_profiler()
+    was = profiler.enabled
+    profiler.enabled = True
+    profiler.clear()
+    try:
+        # inline workers wait for every chunk while the driver runs the policy: each chunk after the first
+        with RolloutEngine(PointMassFactory(), profile(3), executor="inline") as engine:
+            stats = engine.rollout(blind_policy, 3)
+        stalls = [s for s in profiler.spans if s[0] == WAIT and (s[5] or {}).get("command") == "stall"]
+        waits = [s for s in profiler.spans if s[0] == SLICE_WAIT]
+    finally:
+        profiler.enabled = was
+        profiler.clear()
+    assert len(stalls) == P * 3  # every worker, before each of its 3 chunks (the first: since its reset)
+    assert stats.stall_seconds_per_worker.shape == (P,) and np.all(stats.stall_seconds_per_worker > 0)
+    assert len(waits) == P * 3 and stats.slice_wait_seconds.shape == (P * E,)
 
 
 def test_auto_lead_runs_with_one_policy_input_shape_and_reports_the_lead_it_chose():
