@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
-from behavior1k_fast.core.tracing import SLICE_WAIT, WAIT, get_profiler
+from behavior1k_fast.core.tracing import SLICE_WAIT, WAIT
 from behavior1k_fast.rollout import (
     ClosedError,
     RolloutEngine,
@@ -19,32 +19,21 @@ from behavior1k_fast.rollout.policy import COMMITTED_KEY
 from behavior1k_fast.rollout.schedules.lookahead import Lookahead
 
 from .faulty import FaultyFactory
-from .helpers import assert_gone, assert_same_trajectories, our_segments, record
+from .helpers import assert_gone, assert_same_trajectories, our_segments, record, traced
 from .lookahead_reference import lookahead_profile, run_lookahead
 from .pointmass import PointMassFactory
-
-N = 6
-#: Episode lengths (own actions) of a backend's envs: they end before and after every lead tested.
-LENGTHS = (4, 6, 9, 13)
-P, E = 2, 4
-
-
-def reference_policy(obs, committed):
-    """Deterministic, row-independent, and dependent on the committed actions."""
-    p = obs["proprio"].astype(np.float64)
-    steps = np.arange(1, N + 1)[None, :, None]
-    tail = committed.astype(np.float64).sum(axis=1)[:, None, :]
-    return np.tanh(-0.7 * p[:, None, :2] + 0.05 * steps * p[:, None, 2:] + 0.3 * tail).astype(np.float32)
+from .test_lookahead_worker import LENGTHS, E, N, P, pm_policy
 
 
 def engine_policy(obs):
-    """``reference_policy`` on the engine's policy input (the committed actions under their key)."""
-    return reference_policy({k: v for k, v in obs.items() if k != COMMITTED_KEY}, obs[COMMITTED_KEY])
+    """``pm_policy`` (deterministic, row-independent, dependent on the committed actions) on the engine's
+    policy input (the committed actions under their key)."""
+    return pm_policy({k: v for k, v in obs.items() if k != COMMITTED_KEY}, obs[COMMITTED_KEY])
 
 
 def blind_policy(obs):
     """Ignores the committed actions (any policy of the other schedules)."""
-    return reference_policy(obs, np.zeros((len(obs["proprio"]), 0, 2)))
+    return pm_policy(obs, np.zeros((len(obs["proprio"]), 0, 2)))
 
 
 def profile(lead, **kw):
@@ -102,7 +91,7 @@ def test_a_lead_gives_each_env_the_trajectory_of_the_in_process_reference(execut
     rounds = 6
     factory = PointMassFactory(episode_lengths=LENGTHS)
     got, stats = run_engine(factory, lead, rounds, executor)
-    ref = run_lookahead(factory, reference_policy, processes=P, envs_per_process=E, chunk_size=N,
+    ref = run_lookahead(factory, pm_policy, processes=P, envs_per_process=E, chunk_size=N,
                         lead_steps=lead, rounds=rounds)
     assert sorted(got) == sorted(ref)
     for env, run in got.items():
@@ -134,7 +123,7 @@ def test_no_chunk_is_chosen_from_a_previous_episode():
 def test_the_recorder_keeps_the_lead_observation_the_committed_actions_the_chunk_and_its_rewards():
     rounds, lead = 5, 3
     factory = PointMassFactory(episode_lengths=LENGTHS)
-    ref = run_lookahead(factory, reference_policy, processes=P, envs_per_process=E, chunk_size=N,
+    ref = run_lookahead(factory, pm_policy, processes=P, envs_per_process=E, chunk_size=N,
                         lead_steps=lead, rounds=rounds)
     with RolloutEngine(factory, profile(lead), executor="inline") as engine:
         _, batch = TrajectoryRecorder(engine).rollout(engine_policy, rounds)
@@ -149,19 +138,11 @@ def test_the_recorder_keeps_the_lead_observation_the_committed_actions_the_chunk
 
 
 def test_stall_and_slice_wait_are_in_the_stats_and_the_trace():
-    profiler = get_profiler()
-    was = profiler.enabled
-    profiler.enabled = True
-    profiler.clear()
-    try:
-        # inline workers wait for every chunk while the driver runs the policy: each chunk after the first
-        with RolloutEngine(PointMassFactory(), profile(3), executor="inline") as engine:
-            stats = engine.rollout(blind_policy, 3)
+    # inline workers wait for every chunk while the driver runs the policy
+    with traced() as profiler, RolloutEngine(PointMassFactory(), profile(3), executor="inline") as engine:
+        stats = engine.rollout(blind_policy, 3)
         stalls = [s for s in profiler.spans if s[0] == WAIT and (s[5] or {}).get("command") == "stall"]
         waits = [s for s in profiler.spans if s[0] == SLICE_WAIT]
-    finally:
-        profiler.enabled = was
-        profiler.clear()
     assert len(stalls) == P * 3  # every worker, before each of its 3 chunks (the first: since its reset)
     assert stats.stall_seconds_per_worker.shape == (P,) and np.all(stats.stall_seconds_per_worker > 0)
     assert len(waits) == P * 3 and stats.slice_wait_seconds.shape == (P * E,)
