@@ -126,21 +126,38 @@ def test_rank_orders_by_predicted_throughput():
 
 def test_summary_names_the_measured_winner_and_compares_the_pick():
     runs = [
-        {"name": "a", "predicted_rank": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
-         "prediction_error": 0.1},
-        {"name": "b", "predicted_rank": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
-         "prediction_error": -0.2},
-        {"name": "c", "predicted_rank": 5, "measured_env_steps_per_s": 60.0, "is_default": True,
-         "prediction_error": 0.0},
+        {"name": "a", "predicted_rank": 1, "run_order": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
+         "prediction_error": 0.1, "corrected_error": 0.1},
+        {"name": "b", "predicted_rank": 2, "run_order": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
+         "prediction_error": -0.2, "corrected_error": -0.05},
+        {"name": "c", "predicted_rank": 5, "run_order": None, "measured_env_steps_per_s": 60.0, "is_default": True,
+         "prediction_error": 0.0, "corrected_error": 0.0},
     ]
-    out = summarize(runs, exhaustive=True)
+    out = summarize(runs, exhaustive=True, top=1)
+    # the pick is what tune without --exhaustive writes: the best measured of the first --top it selected
     assert out["winner"]["name"] == "b" and out["pick"]["name"] == "a"
+    assert summarize(runs, exhaustive=True, top=2)["pick"]["name"] == "b"
+    assert out["mean_abs_corrected_error"] == pytest.approx(0.05)
     assert out["pick_over_default"] == [pytest.approx(1.5)]
     assert out["exhaustive"]["pick_vs_best"] == pytest.approx(0.9)
     assert out["exhaustive"]["pick_within_5_percent"] is False
     assert out["exhaustive"]["pick_over_default_at_least_1_2x"] is True
     assert out["mean_abs_prediction_error"] == pytest.approx(0.1)
-    assert "exhaustive" not in summarize(runs, exhaustive=False)
+    assert "exhaustive" not in summarize(runs, exhaustive=False, top=1)
+
+
+def test_feedback_corrects_a_family_by_its_measured_ratio_and_others_by_all_runs():
+    feedback = tune.Feedback()
+    hybrid, process = Layout(2, 2, 2, "hybrid", "barrier"), Layout(2, 2, 2, "process", "barrier")
+    assert feedback.factor(hybrid) == 1.0  # nothing measured yet
+    feedback.add(hybrid, predicted_ms=10.0, measured_ms=12.0)
+    feedback.add(Layout(4, 1, 2, "hybrid", "barrier"), predicted_ms=10.0, measured_ms=14.0)
+    assert feedback.factor(hybrid) == pytest.approx(1.3)  # median of its family
+    assert feedback.factor(process) == pytest.approx(1.3)  # no run of its family: all runs
+    feedback.add(process, predicted_ms=10.0, measured_ms=9.0)
+    assert feedback.factor(process) == pytest.approx(0.9)
+    assert feedback.factor(Layout(2, 2, 1)) == pytest.approx(1.2)  # one stage: median of all three
+    assert tune.family(Layout(2, 2, 1, "hybrid", "async")) == ("one stage", "async")
 
 
 @pytest.mark.parametrize("layout", [Layout(2, 4, 2, "hybrid", "async"), Layout(4, 1, 2, "process", "barrier")])

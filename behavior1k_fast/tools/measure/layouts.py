@@ -74,15 +74,18 @@ class Layout:
 
 
 def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_stages: Sequence[int] | None = None,
-                      max_stage_batch: int | None = None) -> list[Layout]:
+                      max_stage_batch: int | None = None, base: RolloutProfile | None = None) -> list[Layout]:
     """Every distinct feasible layout for each total of envs, in a fixed order.
 
     P divides the total and is at most ``max_processes``; K is any of ``pipeline_stages`` (default: every K up to
-    the total) for which :class:`~behavior1k_fast.rollout.plan.PartitionPlan` accepts the layout; a stage
-    batch (total / K) above ``max_stage_batch`` is left out. Layouts that run the same way are listed once:
+    the total) for which :class:`~behavior1k_fast.rollout.plan.PartitionPlan` accepts the layout; the
+    schedule is any of :data:`~behavior1k_fast.core.profile.SCHEDULES` that ``base`` (default:
+    ``RolloutProfile()``) accepts with the layout; a stage batch (total / K) above ``max_stage_batch`` is left
+    out. Layouts that run the same way are listed once:
     K = 1 in hybrid partition only (one stage: the partitions do not differ), and ``async`` only with more
     than one process (one process has no barrier to drop).
     """
+    base = base or RolloutProfile()
     out = []
     for n in total_envs:
         for p in range(1, min(n, max_processes) + 1):
@@ -101,7 +104,12 @@ def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_st
                     for schedule in SCHEDULES:
                         if schedule == "async" and p == 1:
                             continue
-                        out.append(Layout(p, n // p, k, partition, schedule))
+                        layout = Layout(p, n // p, k, partition, schedule)
+                        try:
+                            layout.profile(base)
+                        except ValueError:
+                            continue
+                        out.append(layout)
     return out
 
 
