@@ -40,7 +40,6 @@ two): tiny model, 16-pixel camera, few iterations, one seed, a low target.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -55,7 +54,8 @@ from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_ppo_reference.py"
+#: The folder of ``train_ppo_reference.py``, the PPO this benchmark uses as a library.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Layout -> the semantics whose samples to target it shares.
 SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid", "process_k2": "fresh",
              "lookahead": "lookahead", "double_buffer_peer": "fresh"}
@@ -66,13 +66,12 @@ MODALITIES = ("rgb", "proprio")
 
 
 def load_ppo() -> Any:
-    """``examples/train_ppo_reference.py`` as a module (registered under its name, as its dataclasses need)."""
-    if "train_ppo_reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("train_ppo_reference", EXAMPLE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["train_ppo_reference"]
+    """``examples/train_ppo_reference.py`` as a module (its folder joins ``sys.path``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    import train_ppo_reference
+
+    return train_ppo_reference
 
 
 def layout_profiles(processes: int, envs: int, chunk_size: int) -> tuple[dict[str, RolloutProfile], dict[str, str]]:
