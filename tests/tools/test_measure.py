@@ -130,3 +130,15 @@ def test_a_peer_sub_env_batches_one_envs_spaces_over_its_envs():
     assert env.backend is None  # in the process that owns the vector env nothing is built
     assert env.action_space.shape == (2, 8, 3)
     env.close()
+
+
+@pytest.mark.parametrize("processes, buffers", [(3, 2), (2, 3), (4, 0)])
+def test_a_peer_refuses_buffers_that_do_not_split_its_processes(processes, buffers):
+    from behavior1k_fast.core.profile import RolloutProfile
+    from behavior1k_fast.tools.bench.peers import run_peer
+
+    def factory(*args):
+        raise AssertionError("no sub-env is built for a refused layout")
+
+    with pytest.raises(ValueError, match=f"buffers={buffers} must be 1 or 2 and divide processes={processes}"):
+        run_peer(factory, RolloutProfile(), lambda obs: None, (None, None), processes, 1, buffers, rounds=1)

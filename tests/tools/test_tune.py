@@ -227,11 +227,19 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     rates = [p["predicted"]["env_steps_per_s"] for p in result["predicted"]]
     assert rates == sorted(rates, reverse=True)
     runs = result["runs"]
-    assert [r["predicted_rank"] for r in runs[:2]] == [1, 2]  # the best predicted run first
+    assert runs[0]["predicted_rank"] == 1 and runs[0]["run_order"] == 1  # the best predicted runs first
+    # the first run's prediction has nothing to correct it; the second is corrected by the first's error
+    assert runs[0]["corrected_ms_per_step"] == pytest.approx(runs[0]["predicted_ms_per_step"])
+    first_ratio = runs[0]["measured_ms_per_step"] / runs[0]["predicted_ms_per_step"]
+    assert runs[1]["run_order"] == 2
+    assert runs[1]["corrected_ms_per_step"] == pytest.approx(runs[1]["predicted_ms_per_step"] * first_ratio)
     assert any(r["is_default"] for r in runs)
     for r in runs:
         assert r["measured_ms_per_step"] > 0 and r["predicted_ms_per_step"] > 0
         assert r["prediction_error"] == pytest.approx(r["predicted_ms_per_step"] / r["measured_ms_per_step"] - 1)
+        assert r["corrected_error"] == pytest.approx(r["corrected_ms_per_step"] / r["measured_ms_per_step"] - 1)
+        assert r["measured_ms_per_step_min"] <= r["measured_ms_per_step"] <= r["measured_ms_per_step_max"]
+    assert result["load"]["before"]["cores"] >= 1 and result["load"]["after"] is not None
     winner = max(runs, key=lambda r: r["measured_env_steps_per_s"])
     assert result["winner"]["name"] == winner["name"]
     profile = RolloutProfile.from_yaml(tmp_path / "tune_ci.yaml")
