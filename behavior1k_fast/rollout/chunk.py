@@ -52,7 +52,7 @@ class ChunkResult:
     #: float64 ``[n]``: wall seconds the env's backend spent stepping this chunk, its masked-env terminal
     #: observations and boundary resets included (measured where the chunk runs; shared by all rows of
     #: one backend; 0 in a restarted worker's placeholder).
-    env_seconds: np.ndarray | None = None
+    env_wall_seconds: np.ndarray | None = None
     #: Set by the engine (``None`` / empty elsewhere): the boundary observations the chunk's actions were
     #: chosen from (key -> ``[n, *shape]``), the chunk ``[n, N, action_dim]`` as sent, and the policy's
     #: extras for it (key -> ``[n, ...]``; empty when the policy returned actions only).
@@ -144,7 +144,7 @@ def run_chunk(
         for j, row in enumerate(ended):
             infos[row] = {**reset_infos[j], "final_observation": obs[row], "final_info": infos[row]}
             obs[row] = reset_obs[j]
-    env_seconds = time.perf_counter() - start_wall
+    env_wall_seconds = time.perf_counter() - start_wall
     result = ChunkResult(
         env_ids=env_indices,
         obs=None,
@@ -155,7 +155,7 @@ def run_chunk(
         infos=infos,
         global_steps=np.full(n, taken, dtype=np.int64),
         sim_seconds=np.full(n, backend.sim_time - start_time, dtype=np.float64),
-        env_seconds=np.full(n, env_seconds, dtype=np.float64),
+        env_wall_seconds=np.full(n, env_wall_seconds, dtype=np.float64),
     )
     return obs, result
 
@@ -194,5 +194,5 @@ def concat_results(results: Sequence[ChunkResult]) -> ChunkResult:
         infos=[i for r in results for i in r.infos],
         global_steps=np.concatenate([r.global_steps for r in results]),
         sim_seconds=np.concatenate([r.sim_seconds for r in results]),
-        env_seconds=np.concatenate([r.env_seconds for r in results]),
+        env_wall_seconds=np.concatenate([r.env_wall_seconds for r in results]),
     )

@@ -14,7 +14,7 @@ from behavior1k_fast.rollout.errors import ClosedError
 from behavior1k_fast.rollout.supervision import (
     RestartBudget,
     RestartPolicy,
-    StallWatch,
+    ReplyWatch,
     StepTimes,
     Supervision,
 )
@@ -123,25 +123,25 @@ def test_auto_stall_limit_follows_the_median_step_time_above_a_floor():
     assert times.stall_limit(None) is None and times.stall_limit(2.5) == 2.5
     for seconds in (4.0, 8.0, 400.0):  # 4 steps per chunk: 1, 2 and 100 s per step
         times.add(ChunkResult(np.arange(1), None, *[np.zeros((1, 4))] * 4, global_steps=np.array([4]),
-                              env_seconds=np.array([seconds])))
+                              env_wall_seconds=np.array([seconds])))
     assert supervision.STALL_FACTOR * 2.0 > supervision.STALL_FLOOR_S  # the median (2 s) decides here
     assert times.stall_limit("auto") == supervision.STALL_FACTOR * 2.0
 
 
-def test_stall_watch_restarts_its_clock_whenever_the_worker_finishes_a_step(monkeypatch):
+def test_reply_watch_restarts_its_stall_clock_whenever_the_worker_finishes_a_step(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(supervision.time, "monotonic", lambda: clock[0])
     progress = supervision.ChunkProgress.create()
     try:
         progress.begin(4)
-        watch = StallWatch(progress, 5.0, 0, [0], "chunk")
+        watch = ReplyWatch(0, [0], "chunk", None, progress=progress, stall_s=5.0)
         for t in range(1, 4):
             clock[0] += 4.0
             progress.step(t)
-            watch()  # a step finished within the limit each time: no stall
+            watch.check()  # a step finished within the limit each time: no stall
         clock[0] += 5.0
         with pytest.raises(WorkerHungError, match="last step finished: 3 of 4 of its chunk"):
-            watch()
+            watch.check()
     finally:
         progress.buffers.close()
         progress.buffers.unlink()

@@ -46,7 +46,7 @@ class ChunkGymEnv(gymnasium.Env):
     the process that owns the ``AsyncVectorEnv`` (which builds one env to read the spaces) no backend is
     built and nothing is applied; in a worker process the profile is applied first, as in an engine worker.
     ``step`` returns the chunk's summed reward, never ends (episodes end and reset inside), and reports
-    the wall seconds of the chunk stepping as ``info["env_seconds"]`` and the actions its envs took (an env
+    the wall seconds of the chunk stepping as ``info["env_wall_seconds"]`` and the actions its envs took (an env
     whose episode ended inside the chunk holds for the rest of it) as ``info["own_actions"]``.
     """
 
@@ -71,7 +71,7 @@ class ChunkGymEnv(gymnasium.Env):
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
         result = step_chunk(self.backend, np.asarray(action, dtype=np.float64),
                             skip_intermediate_obs=self.skip_intermediate_obs)
-        info = {"env_seconds": float(result.env_seconds[0]), "own_actions": int(result.applied.sum())}
+        info = {"env_wall_seconds": float(result.env_wall_seconds[0]), "own_actions": int(result.applied.sum())}
         return result.obs, float(result.rewards.sum()), False, False, info
 
     def close(self) -> None:
@@ -117,7 +117,7 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
         def receive(b: int, timed: bool) -> None:
             obs[b], _, _, _, info = venvs[b].step_wait()
             if timed:
-                env_s[b * per_buffer:(b + 1) * per_buffer] += info["env_seconds"]
+                env_s[b * per_buffer:(b + 1) * per_buffer] += info["env_wall_seconds"]
                 taken[0] += int(np.sum(info["own_actions"]))
 
         def rollout(count: int, timed: bool) -> None:
