@@ -84,14 +84,17 @@ def layout_profiles(processes: int, envs: int, chunk_size: int) -> tuple[dict[st
         "hybrid_k2": fast.replace(pipeline_stages=2, partition="hybrid", physics_rescale="preserve_sim_time"),
         "process_k2": fast.replace(pipeline_stages=2, partition="process"),
     }
+    from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES
+
     missing = {}
-    if "lookahead" in SCHEDULES:
+    if "lookahead" in SCHEDULES and "lookahead" in SCHEDULE_CLASSES:
         try:
             profiles["lookahead"] = fast.replace(schedule="lookahead", lookahead_steps="auto")
         except (TypeError, ValueError) as exc:
             missing["lookahead"] = f"the profile refuses it: {exc}"
     else:
-        missing["lookahead"] = f"not on this branch: core.profile.SCHEDULES is {SCHEDULES}"
+        missing["lookahead"] = (f"not in this version: profile schedules {SCHEDULES}, engine drivers "
+                                f"{sorted(SCHEDULE_CLASSES)}")
     return profiles, missing
 
 

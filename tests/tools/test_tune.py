@@ -22,6 +22,17 @@ def plan_accepts(p, e, k, partition):
     return True
 
 
+def runnable(layout):
+    """The engine has a driver for the layout's schedule and the profile accepts the layout."""
+    from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES
+
+    try:
+        layout.profile(RolloutProfile())
+    except ValueError:
+        return False
+    return layout.schedule in SCHEDULE_CLASSES
+
+
 @pytest.mark.parametrize("total, max_processes", [(4, 4), (4, 1), (6, 4), (8, 3), (12, 16)])
 def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, max_processes):
     layouts = enumerate_layouts([total], max_processes)
@@ -34,7 +45,8 @@ def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, m
         # one stage: both partitions run the same way; one process: no barrier for async to drop
         if (k == 1 and partition == "process") or (p == 1 and schedule == "async"):
             continue
-        expected.add(Layout(p, total // p, k, partition, schedule))
+        if runnable(Layout(p, total // p, k, partition, schedule)):
+            expected.add(Layout(p, total // p, k, partition, schedule))
     assert set(layouts) == expected
     assert all(lay.processes <= max_processes and lay.total_envs == total for lay in layouts)
 
@@ -249,3 +261,20 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     curve = result["calibration"]["t_model_by_batch"]
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
     assert winner["name"] in capsys.readouterr().out
+
+
+def test_a_lead_hides_the_forward_up_to_all_but_one_step_of_the_chunk():
+    from behavior1k_fast.tools.measure.pipeline import pipeline_round
+
+    # K = 1, X = 40, T_m = 30: no lead, nothing overlaps; a lead of 25 ms leaves 5 ms of the forward exposed
+    assert pipeline_round(40.0, 30.0, 1, 1).round_ms == pytest.approx(70.0)
+    lead = pipeline_round(40.0, 30.0, 1, 1, lead_ms=25.0)
+    assert lead.terms_ms["stage_cycle"] == pytest.approx(45.0) and lead.limit == "stage_cycle"
+    assert pipeline_round(40.0, 30.0, 1, 1, lead_ms=35.0).round_ms == pytest.approx(40.0)  # env-bound
+
+
+def test_the_space_lists_only_schedules_the_engine_can_run():
+    from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES
+
+    listed = {lay.schedule for lay in enumerate_layouts([4], 4)}
+    assert listed == {s for s in SCHEDULES if s in SCHEDULE_CLASSES}
