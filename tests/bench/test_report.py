@@ -121,3 +121,17 @@ def test_scaling_list_rejects_bad_values(value):
 
     with pytest.raises(argparse.ArgumentTypeError, match="comma-separated ints"):
         int_list(value)
+
+
+def test_left_out_rows_are_grouped_by_reason():
+    text = report.format_left_out({"a": "P is odd", "b": "P is odd", "c": "E is 1"})
+    assert text.splitlines() == ["left out a, b: P is odd", "left out c: E is 1"]
+
+
+def test_the_headline_names_the_budget_the_rows_and_the_ratio():
+    line = report.format_headline({"process_budget": 8, "best_engine_row": "hybrid_overlap",
+                                   "best_peer": "peer_double_buffer", "speedup": 1.16})
+    assert line == ("Process budget 8: engine best hybrid_overlap is 1.16x the best fair peer "
+                    "peer_double_buffer")
+    assert "no fair peer ran" in report.format_headline({"process_budget": 1, "best_engine_row": "skip_obs",
+                                                          "best_peer": None, "speedup": None})

@@ -2,17 +2,23 @@
 
 Rows (same layout P x E, chunk N, same policy): ``stock`` -> ``+ slim`` -> ``+ skip intermediate obs`` ->
 ``+ pipeline`` with K stages, in hybrid and in process partition, each without and with overlap of the
-policy forward and env stepping. ``hybrid_overlap`` is the all-optimisations row.
+policy forward and env stepping, and async. ``hybrid_overlap`` is the all-optimisations row (the policy
+is calibrated on it). A row whose layout the partition plan cannot hold is left out, with the reason.
 
-Each row is one :func:`~..measure.runs.run_engine_row`, measured into a :class:`~..measure.record.RowMeasure`
-(its docs say what every field is): end-to-end ms per step, T_env (the busiest env worker's simulator
-spans per chunk; the peer baseline: driver time blocked in ``AsyncVectorEnv.step``, median per chunk),
+The process budget (``BenchConfig.process_budget``) bounds every layout. Where it holds a wider layout
+than the bench's (the most processes that divide the envs), the engine's K = 1 and pipeline rows run
+there too (``budget_rows``), and the peers (:mod:`.peers`) run at both; the headline is the best engine
+row against the best fair peer within the budget (:func:`plan_runs`, :func:`run_bench`).
+
+Each run is one :func:`~..measure.runs.run_engine_row` (or :func:`~.peers.run_peer_row`), measured into a
+:class:`~..measure.record.RowMeasure` (its docs say what every field is): end-to-end ms per step, T_env
+(the busiest env worker's simulator spans per chunk; a peer's: its busiest sub-env's chunk stepping),
 T_model (one batched forward for one stage), the pipeline model's bound
 (:func:`~..measure.pipeline.pipeline_round`: ``max(C * T_env, K * T_model, T_env + T_model) / N`` with C
 the chunks a worker steps per round, K in hybrid partition and 1 in process partition) and the pipeline
-efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env.
+efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env. Every
+run is repeated ``repeats`` times, interleaved; a row is its median run.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -231,16 +237,16 @@ def plan_runs(config: BenchConfig) -> Plan:
             e = total // p
             where = "" if p == config.processes else f"@P{p}xE{e}"
             profile = skip.profile.replace(num_env_processes=p, total_num_envs=total)
-            peers.append(Peer(f"peer_chunk{where}", f"gymnasium AsyncVectorEnv, chunk step, {p} procs x {e} envs",
+            peers.append(Peer(f"peer_chunk{where}", f"gymnasium AsyncVectorEnv, chunk step, {p} x {e} envs",
                               profile, p, e, 1))
             if p % 2 == 0:
                 peers.append(Peer(f"peer_double_buffer{where}",
-                                  f"two AsyncVectorEnvs alternated, 2 x {p // 2} procs x {e} envs", profile, p, e, 2))
+                                  f"two AsyncVectorEnvs alternated, 2 x {p // 2} x {e} envs", profile, p, e, 2))
             else:
                 left_out[f"peer_double_buffer{where}"] = f"a double buffer needs an even process count, got {p}"
         stock = RolloutProfile.stock(num_env_processes=total, total_num_envs=total, chunk_size=config.chunk_size)
         outside = ", outside the process budget" if total > budget else ""
-        peers.append(Peer("peer_stock", f"gymnasium AsyncVectorEnv, stock profile, {total} procs x 1 env{outside}",
+        peers.append(Peer("peer_stock", f"gymnasium AsyncVectorEnv, stock profile, {total} x 1 env{outside}",
                           stock, total, 1, 1, fair=False))
     reference = next(r for r in rows if r.name in (ALL_ROW, "process_overlap"))
     sweep = [(p, replace(reference, profile=reference.profile.replace(
@@ -375,7 +381,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     table = result["rows"] + result["budget_rows"] + result["peers"]
     print(report.format_table(table))
     if plan.left_out:
-        print("left out: " + "; ".join(f"{name}: {why}" for name, why in plan.left_out.items()))
+        print(report.format_left_out(plan.left_out))
     if result["scaling"]:
         print(report.format_scaling(result["scaling"]))
     print(report.format_headline(result["headline"]))

@@ -53,6 +53,14 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def format_left_out(left_out: dict[str, str]) -> str:
+    """One line per reason: the rows the layout cannot hold, grouped by why."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in left_out.items():
+        by_reason.setdefault(why, []).append(name)
+    return "\n".join(f"left out {', '.join(names)}: {why}" for why, names in by_reason.items())
+
+
 def format_headline(headline: dict[str, Any]) -> str:
     """One line: the engine's best row against the best fair peer at the process budget."""
     if headline["best_peer"] is None:
