@@ -45,8 +45,9 @@ class Handler(Protocol):
     def ready(self) -> Any:
         """Payload of the INIT reply."""
 
-    def handle(self, request: Request) -> Reply:
-        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`)."""
+    def handle(self, request: Request) -> Reply | Iterator[Reply]:
+        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`). A request
+        answered more than once (a chunk with a lead) gives an iterator of its replies, a failure last."""
 
     def close(self) -> None: ...
 
@@ -84,14 +85,16 @@ def serve(conn: Any, owner_pid: int, build: Callable[[], Handler], env_ids: Sequ
                 return
             if isinstance(request, Close):
                 return
-            reply = handler.handle(request)
-            try:
-                conn.send(reply)
-            except (BrokenPipeError, ConnectionResetError):
-                return  # the owner closed its end: nobody reads the reply
-            except Exception as exc:  # e.g. an info value that does not pickle
-                if not _send_quietly(conn, Failure.from_exception(exc, request.command, handler.env_ids)):
-                    return
+            answer = handler.handle(request)
+            for reply in (answer,) if isinstance(answer, (Ok, Failure)) else answer:
+                try:
+                    conn.send(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the owner closed its end: nobody reads the reply
+                except Exception as exc:  # e.g. an info value that does not pickle
+                    if not _send_quietly(conn, Failure.from_exception(exc, request.command, handler.env_ids)):
+                        return
+                    break  # a failure is the last reply to its request
     finally:
         handler.close()
 
