@@ -166,6 +166,7 @@ class RolloutEngine:
         supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
                                   RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
+        schedule_class(self.profile.schedule)  # a schedule without a driver here (lookahead) fails before any work
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
         self.chunk_size = self.profile.chunk_size

@@ -227,7 +227,8 @@ def render_text(report: dict[str, Any]) -> str:
     threads = report["threads"]
     render = " ".join(f"{path}={value}" for path, value in threads["render_settings"].items())
     lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}",
-              f"  {'Kit argv[0] kept':<21} {'yes' if threads['keep_launch_argv0'] else 'no (upstream as is)'}",
+              f"  {'Kit argv[0] fix':<21} "
+              f"{'on (where _launch_app clears sys.argv)' if threads['keep_launch_argv0'] else 'off (upstream as is)'}",
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]

@@ -278,7 +278,7 @@ def test_bad_lookahead_settings_are_one_line_errors_naming_the_values(kw, exc, t
 
 def test_the_engine_refuses_the_lookahead_schedule_before_starting_workers():
     # The driver side of the schedule is not in the engine yet: it must not run another schedule instead.
-    with pytest.raises(NotImplementedError, match="schedule='lookahead'"):
+    with pytest.raises(ValueError, match=r"^schedule='lookahead' has no driver in this version"):
         RolloutEngine(PointMassFactory(), lookahead_profile(1, 2, N, 2), executor="inline")
     assert omnigibson_patches.active_profile() is None
 

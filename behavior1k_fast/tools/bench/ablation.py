@@ -50,6 +50,8 @@ SLIM_FIELDS = (
     "numba_cache",
     "gc_enable",
     "texture_streaming_budget",
+    "rtx_descriptor_sets",
+    "keep_launch_argv0",
 )
 #: The row with every optimisation on.
 ALL_ROW = "hybrid_overlap"
