@@ -103,7 +103,7 @@ BAD_INPUT = [
     (["bench", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
     (["bench", "--tag", "a/b"], "argument --tag: expected a name without '/', got 'a/b'"),
     (["bench", "--resolution", "0"], "argument --resolution: must be an int >= 1, got 0"),
-    (["bench", "--stages", "3", "--processes", "2", "--envs-per-process", "3"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
+    (["bench", "--stages", "3", "--processes", "2", "--envs-per-process", "2"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
     (["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7"], "stages=7 is impossible"),
     (["bench", "--backend-config", "{files}/typo.yaml"],
      "unknown reference config key 'resolutoin'; did you mean 'resolution'?"),

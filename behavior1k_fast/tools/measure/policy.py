@@ -122,6 +122,8 @@ class ChunkPolicy:
         self.width = check_width("width", width)
         self.depth = check_positive_int("depth", depth)
         seed = check_int("seed", seed, low=0)
+        #: One env's observation and action spaces, as given.
+        self.observation_space, self.action_space = observation_space, action_space
         self.rgb_keys = camera_rgb_keys(observation_space)
         self.proprio_keys = proprio_keys(observation_space)
         if not self.rgb_keys or not self.proprio_keys:
