@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchRegistry, PatchReport
-from . import env_step, gpu, multi_scene_step, runtime, vector_env_step, viewport, wrapper_forwarding
+from . import env_step, gpu, multi_scene_step, runtime, vector_env, vector_env_step, viewport, wrapper_forwarding
 
 PATCHES: tuple = (
     gpu.GpuBindingPatch(),
@@ -33,6 +33,7 @@ PATCHES: tuple = (
     env_step.EnvironmentStepPatch(),
     multi_scene_step.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
     vector_env_step.VectorEnvironmentStepPatch(),
+    vector_env.MultiSceneVectorEnvironmentPatch(),  # main: a VectorEnvironment over the multi-scene Environment
     wrapper_forwarding.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitLaunchArgvPatch(),
