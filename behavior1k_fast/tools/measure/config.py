@@ -228,11 +228,14 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_run(config: RunConfig) -> None:
     """What can fail on this machine before a run (raise inside :func:`~..argtypes.usage_errors`): the backend
-    is installed, the device exists. A command checks its ``out_dir`` last (:func:`check_out_dir`)."""
+    is installed, the images hold the benchmark policy's patches, the device exists. A command checks its
+    ``out_dir`` last (:func:`check_out_dir`)."""
     from ...backends import check_installed
     from ..argtypes import check_device
+    from .policy import check_image_size
 
     check_installed(config.backend)
+    check_image_size("--resolution", config.backend_options.get("resolution"))
     check_device(config.device)
 
 
