@@ -62,6 +62,10 @@ def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp
     assert row.label == "tuned: P=2 x E=4, K=2 process, async"
     with pytest.raises(ValueError, match="--tuned layout has total_num_envs=8.*the bench runs 4 envs"):
         ablation.BenchConfig(processes=2, envs_per_process=2, chunk_size=16, tuned=tuned)
+    lookahead = RolloutProfile(schedule="lookahead", lookahead_steps="auto", num_env_processes=4, total_num_envs=8,
+                               chunk_size=16)
+    row = ablation.ablation_rows(4, 2, 2, 16, tuned=lookahead)[-1]
+    assert (row.profile.schedule, row.profile.lookahead_steps, row.profile.pipeline_stages) == ("lookahead", "auto", 1)
     path = tmp_path / "tune.yaml"
     path.write_text("pipeline_stage_num: 2\nnum_env_subprocess: 2\ntotal_num_envs: 4\npartition: process\n")
     config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--tuned", str(path)))

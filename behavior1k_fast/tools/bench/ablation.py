@@ -58,7 +58,7 @@ ALL_ROW = "hybrid_overlap"
 
 #: Layout knobs a tuned profile (``behavior1k-fast tune``'s YAML) brings to the ``tuned`` row.
 TUNED_FIELDS = ("pipeline_stages", "num_env_processes", "total_num_envs", "partition", "schedule",
-                "async_min_batch", "async_max_wait_s")
+                "async_min_batch", "async_max_wait_s", "lookahead_steps")
 
 
 def ablation_rows(
