@@ -105,7 +105,7 @@ def run_engine_row(factory: Any, row: Row, policy: Callable, config: RunConfig,
         t_env_source="busiest env worker's stage spans",
         t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
         partition=profile.partition, overlap=row.overlap, prev=row.prev, profile=profile.to_dict(),
-        **usage_fields(usage, pids, profile.total_num_envs),
+        lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
     )
 
 
