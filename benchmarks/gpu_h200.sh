@@ -12,8 +12,9 @@
 # ./behavior1k_fast_results), then are copied into benchmarks/results/ here.
 #   bench: validate, then bench at a process budget of 8 (16 envs: P = 8 x E = 2) with default and BEHAVIOR-like costs
 #   train: time_to_train (samples to target and seconds per sample on this machine), then bench at a budget of 16
+#   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
 set -uo pipefail
-part="${1:?usage: gpu_h200.sh bench|train}"
+part="${1:?usage: gpu_h200.sh bench|train|budgets}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -40,6 +41,11 @@ case "$part" in
       --out-dir "$OUT" --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200.log"
     timeout 190 $cli bench --max-processes 16 --repeats 2 --out-dir "$OUT" --tag h200-p16 2>&1 | grep -v 'run/s' \
       | tee "$OUT/bench_h200-p16.log" ;;
-  *) echo "usage: gpu_h200.sh bench|train" >&2; exit 2 ;;
+  budgets)
+    timeout 330 $cli bench --max-processes 8 --out-dir "$OUT" --tag h200-p8 2>&1 | tail -n 40 > "$OUT/bench_h200-p8.log"
+    timeout 230 $cli bench --max-processes 16 --repeats 1 --out-dir "$OUT" --tag h200-p16 2>&1 | tail -n 40 \
+      > "$OUT/bench_h200-p16.log"
+    tail -n 25 "$OUT"/bench_h200-p*.log ;;
+  *) echo "usage: gpu_h200.sh bench|train|budgets" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
