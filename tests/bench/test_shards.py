@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutStats
 from behavior1k_fast.tools.bench import register
 from behavior1k_fast.tools.bench.shards import (
@@ -113,6 +114,26 @@ def test_more_engines_than_gpus_is_a_one_line_error_before_any_work(tmp_path, ca
     assert code == 2 and "\n" not in err
     assert "--shards 4 needs 4 GPUs (one engine per GPU), this machine shows 2" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tuned_profile_gives_every_engine_its_layout(tmp_path):
+    tuned = RolloutProfile(num_env_processes=3, total_num_envs=12, pipeline_stages=2, partition="hybrid",
+                           schedule="async", chunk_size=32)
+    path = tmp_path / "tuned.yaml"
+    tuned.to_yaml(path)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--shards", "1,2", "--tuned", str(path)])
+    config = ShardsConfig.from_args(args)
+    assert (config.processes, config.envs_per_process, config.pipeline_stages) == (3, 4, 2)
+    profile = engine_row(config).profile
+    assert (profile.num_env_processes, profile.total_num_envs, profile.pipeline_stages, profile.schedule) == (
+        3, 12, 2, "async")
+    assert profile.skip_intermediate_obs  # every optimisation on, in the tuned layout
+    bad = parser.parse_args(["bench", "--quick", "--device", "cpu", "--shards", "1,2", "--tuned", str(path),
+                             "--chunk-size", "16"])
+    with pytest.raises(ValueError, match="num_action_chunks=32, the run has --chunk-size 16"):
+        ShardsConfig.from_args(bad)
 
 
 def test_engines_bind_their_workers_to_their_own_gpu_only_on_cuda():

@@ -318,8 +318,14 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
         "calibration": None, "shards": [], "skipped": [], "goals": [],
     }
     started = not ray.is_initialized()
-    if started:  # a Ray instance of its own (not a cluster found here); a logical CPU per engine actor
-        ray.init(address="local", num_cpus=max(cores, config.shards[-1]), include_dashboard=False,
+    if started:  # a Ray instance of its own (not a cluster found here): a logical CPU per engine actor, the
+        # GPUs torch sees (told, not detected: an actor asking for an undetected GPU would wait for ever)
+        gpus = 0
+        if config.device == "cuda":
+            import torch
+
+            gpus = torch.cuda.device_count()
+        ray.init(address="local", num_cpus=max(cores, config.shards[-1]), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=progress)
     bar = tqdm(total=1 + len(config.shards), desc="calibrate", unit="run", disable=not progress)
     try:
