@@ -93,6 +93,7 @@ def test_efficiency_is_against_g_times_the_one_engine_figure(shards_result):
         (["--shards", "1,4,2"], ["ascending", "got 1,4,2"]),
         (["--shards", "1,2", "--device", "cuda:1"], ["--device cuda:1", "pass --device cuda"]),
         (["--shards", "1,2", "--executor", "ray"], ["--executor ray"]),
+        (["--shards", "1,2", "--scaling", "1,2"], ["--scaling", "does not go with --shards"]),
     ],
 )
 def test_bad_shards_input_is_a_one_line_error_before_any_work(extra, words, tmp_path, capsys):

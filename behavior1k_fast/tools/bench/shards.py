@@ -107,6 +107,9 @@ class ShardsConfig(RunConfig):
     def from_args(cls, args: argparse.Namespace) -> "ShardsConfig":
         from .ablation import BenchConfig
 
+        for option, given in (("--scaling", args.scaling), ("--trace", args.trace)):
+            if given:
+                raise ValueError(f"{option} is an option of bench's ablation; it does not go with --shards")
         # bench's run options and default layout (its layout options cleared: only its defaults are read)
         bench = BenchConfig.from_args(argparse.Namespace(**{**vars(args), "processes": None,
                                                             "envs_per_process": None, "tuned": None}))
