@@ -8,6 +8,7 @@ error (exit 2) before any work."""
 import argparse
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from behavior1k_fast.tools.bench.shards import (
 from behavior1k_fast.tools.cli import main
 from behavior1k_fast.tools.measure.record import RowMeasure
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAYOUT = ["--processes", "1", "--envs-per-process", "2", "--pipeline-stages", "2"]
 
 
@@ -84,6 +86,32 @@ def test_efficiency_is_against_g_times_the_one_engine_figure(shards_result):
     (goal,) = result["goals"]
     assert goal["name"] == "shard_efficiency" and goal["measured"] == two["efficiency"]
     assert goal["met"] == (goal["measured"] >= 0.9)
+
+
+@pytest.mark.slow
+def test_engines_on_a_two_node_cluster_run_one_per_node(tmp_path):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        other = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--shards", "1,2", *LAYOUT,
+                                  "--out-dir", str(tmp_path), "--tag", "nodes"])
+        assert args.func(args) == 0
+        assert ray.is_initialized()  # the run used the cluster it found and left it connected
+        nodes = {cluster.head_node.node_id, other.node_id}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    one, two = json.loads((tmp_path / "shards_nodes.json").read_text())["shards"]
+    assert set(one["engine_nodes"]) <= nodes
+    assert sorted(two["engine_nodes"]) == sorted(nodes)  # a logical CPU per node: one engine actor on each
+    assert two["merged_stats"]["own_actions"] == [v for p in two["engine_stats"] for v in p["own_actions"]]
 
 
 @pytest.mark.parametrize(
@@ -176,7 +204,7 @@ def fake_part(engine, envs, wall, actions):
         chunk_size=actions, rounds=1, own_actions=int(own.sum()), wall_s=wall, model_s=0.1, t_model_ms=100.0,
         t_env_ms=None, t_env_source="none", cpu_seconds=wall * envs, peak_rss_mib_per_env_process=1.0,
         driver_peak_rss_mib=1.0, gpu_mib_per_env=10.0, policy_gpu_mib=100.0)
-    return {"engine": engine, "gpu": str(engine), "stats": stats, "measure": measure, "gpu_used_mib": 500.0 + engine}
+    return {"engine": engine, "node": f"node{engine}", "gpu": str(engine), "stats": stats, "measure": measure, "gpu_used_mib": 500.0 + engine}
 
 
 def test_a_g_whose_cores_bind_says_so_and_is_compared_per_env_too():

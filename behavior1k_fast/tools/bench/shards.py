@@ -18,13 +18,15 @@ Per G the result holds: env-steps/s of the job (every env's own actions over the
 time), the efficiency against G x the G = 1 figure (and per env, for a G run at fewer envs), CPU cores per
 env (busy: CPU seconds of every engine and its workers over wall time and envs; host: cores over envs),
 GPU memory per GPU (device-wide in use, from torch, with NVML's per-process split into policy and env
-workers where present), the merged and per-engine stats, and each engine's
+workers where present), the Ray node of every engine, the merged and per-engine stats, and each engine's
 :class:`~..measure.record.RowMeasure`. Where the host's cores bind before the GPUs (cores / G per engine
 hold fewer env processes than P under the core rule: a GPU policy keeps no core, a CPU one keeps one), the
 run says so and runs that G at the largest P the cores allow. Writes ``shards_<machine>.json`` (rewritten
 after every G with ``"complete": false``) and ``shards_<machine>.png`` to ``--out-dir``.
 
 ``--device cpu``: the G engines share the CPU and ask Ray for no GPU (the code path, not a scaling figure).
+Ray: a local instance of the run's own, or the cluster this process is already connected to
+(``ray.init(address=...)`` first), where Ray places the engine actors on its nodes.
 """
 
 from __future__ import annotations
@@ -200,7 +202,9 @@ class ShardEngine:
         self.run.warm_up(self.policy)
 
     def timed(self) -> dict[str, Any]:
-        """The timed rounds: this engine's stats and row measure, and what its GPU holds right after them."""
+        """The timed rounds: this engine's stats and row measure, the Ray node it ran on, its GPU and what that
+        GPU holds right after them."""
+        import ray
         import torch
 
         stats, measure = self.run.timed(self.policy)
@@ -208,8 +212,9 @@ class ShardEngine:
         if torch.cuda.is_available():
             free, total = torch.cuda.mem_get_info()
             used = (total - free) / 2**20
-        return {"engine": self.index, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "stats": stats,
-                "measure": measure, "gpu_used_mib": used}
+        return {"engine": self.index, "node": ray.get_runtime_context().get_node_id(),
+                "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "stats": stats, "measure": measure,
+                "gpu_used_mib": used}
 
     def close(self) -> None:
         self.run.close()
@@ -275,6 +280,7 @@ def shard_entry(count: int, processes: int, wanted: int, cores: int, parts: Sequ
         "cpu_cores_busy_per_env": sum(m.cpu_seconds for m in measures) / wall / envs,
         "host_cores_per_env": cores / envs,
         "max_gpu_used_mib": max(used) if used else None,
+        "engine_nodes": [p["node"] for p in parts],
         "gpu_mib_per_gpu": gpus,
         "merged_stats": merged.to_dict(),
         "engine_stats": [p["stats"].to_dict() for p in parts],
