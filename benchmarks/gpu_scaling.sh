@@ -11,6 +11,8 @@
 #   2. there, call 1, carry [".ray"]:            bash benchmarks/gpu_scaling.sh --install-ray
 #      (Ray into /tmp/ray-site, which stays while the machine stays warm: make call 2 right after)
 #   3. there, call 2, carry [".whl", ".gl"]:     bash benchmarks/gpu_scaling.sh [tune_profile.yaml] [bench options]
+#      e.g. with the layout tune picked on the one-GPU H200 (P = 8 x E = 2, K = 2 hybrid):
+#        bash benchmarks/gpu_scaling.sh benchmarks/results/tune_h200.yaml
 # Results (shards_<machine>.json/.png, the log, the machine) go to $OUT (or benchmarks/results), then are
 # copied into benchmarks/results/ here.
 set -uo pipefail
