@@ -153,8 +153,9 @@ def check_shards(args: argparse.Namespace) -> ShardsConfig:
 
             gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
             if config.shards[-1] > gpus:
+                fewer = f"list at most {gpus}, or " if gpus else ""
                 raise ValueError(f"--shards {config.shards[-1]} needs {config.shards[-1]} GPUs (one engine per GPU), "
-                                 f"this machine shows {gpus}: list at most {gpus}, or pass --device cpu to share the CPU")
+                                 f"this machine shows {gpus}: {fewer}pass --device cpu to share the CPU")
         check_run(config)
         profile = engine_row(config).profile
         plan = PartitionPlan.from_profile(profile)
