@@ -350,3 +350,15 @@ def concat_results(results: Sequence[ChunkResult]) -> ChunkResult:
         sat_out=np.concatenate([r.sat_out for r in results]),
         stall_seconds=np.concatenate([r.stall_seconds for r in results]),
     )
+
+
+def concat_leads(leads: Sequence[ChunkLead]) -> ChunkLead:
+    """Rows of several lead reports of one chunk (its slices, gathered from their workers), in order."""
+    if len(leads) == 1:
+        return leads[0]
+    return ChunkLead(
+        env_ids=np.concatenate([lead.env_ids for lead in leads]),
+        lead_steps=leads[0].lead_steps,
+        ended=np.concatenate([lead.ended for lead in leads]),
+        sat_out=np.concatenate([lead.sat_out for lead in leads]),
+    )

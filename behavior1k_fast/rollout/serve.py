@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError
+from .errors import WorkerDiedError, exit_detail, exit_if_reimporting_main
 from .protocol import Close, Command, Failure, Ok, Reply, Request
 from .supervision import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
 
@@ -128,7 +128,11 @@ class ProcessChannel:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
         with _SPAWN_LOCK, _environment(env or {}):
-            self.proc.start()
+            try:
+                self.proc.start()
+            except RuntimeError:
+                exit_if_reimporting_main()  # a script without the main-module guard (errors.py)
+                raise
         #: ``time.monotonic()`` when the process was started.
         self.started = time.monotonic()
         child.close()
@@ -161,10 +165,7 @@ class ProcessChannel:
             except (EOFError, ConnectionResetError):
                 pass
         self.proc.join(OWNER_CHECK_PERIOD_S * 10)
-        code = self.proc.exitcode
-        detail = f"pid {self.proc.pid} exit code {code}"
-        if code is not None and code < 0:
-            detail += f" ({signal.Signals(-code).name})"
+        detail = exit_detail(self.proc.pid, self.proc.exitcode)
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
 
     def receive(self, command: Command, timeout_s: float | None, deadline_name: str = "timeout_s") -> Reply:

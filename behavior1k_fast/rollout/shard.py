@@ -15,6 +15,7 @@ policy, tested). ``examples/two_engines_ray.py`` runs two engines as Ray actors 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -72,9 +73,9 @@ def engine_shard(
 
 #: Per-env fields of :class:`~.engine.RolloutStats`, joined in engine order.
 _PER_ENV = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
-            "lost_actions", "slice_wait_seconds")
+            "lost_actions", "slice_wait_seconds", "sat_out_chunks")
 #: Per-worker fields, joined in engine order.
-_PER_WORKER = ("env_wall_seconds_per_worker", "chunks_per_worker")
+_PER_WORKER = ("env_wall_seconds_per_worker", "chunks_per_worker", "stall_seconds_per_worker")
 #: Fields every engine of one job must agree on.
 _SHARED = ("rounds", "pipeline_stages", "chunk_size", "schedule")
 #: Driver seconds: each engine has its own driver and they run side by side, so the job's is the largest.
@@ -87,16 +88,19 @@ def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
     Per-env and per-worker arrays are joined (global ids, see module docs); ``num_envs`` adds up; wall,
     model and wait seconds are the largest over the engines (each engine has its own driver and they run at
     the same time, so ``env_steps_per_second`` is the job's); ``restarts`` are joined with their worker and
-    env ids made global; ``stage_timings`` stay with each engine's stats (empty here). ValueError when the
-    engines ran different rounds, stages, chunk sizes or schedules."""
+    env ids made global; ``lookahead_steps`` is the lead of most chunks (engines with ``'auto'`` measure
+    their own); ``stage_timings`` stay with each engine's stats (empty here). ValueError when the engines ran
+    different rounds, stages, chunk sizes or schedules."""
     if not parts:
         raise ValueError("merge_stats needs the stats of at least one engine, got none")
     for name in _SHARED:
         values = [getattr(p, name) for p in parts]
         if len(set(values)) > 1:
             raise ValueError(f"engines of one job must agree on {name}, got {values}")
-    restarts, first_worker, first_env = [], 0, 0
+    restarts, first_worker, first_env, leads = [], 0, 0, Counter()
     for part in parts:
+        if part.lookahead_steps is not None:
+            leads[part.lookahead_steps] += int(part.chunks_per_worker.sum())
         restarts += [dataclasses.replace(r, worker=first_worker + r.worker,
                                          lost_actions={first_env + e: n for e, n in r.lost_actions.items()})
                      for r in part.restarts]
@@ -109,4 +113,5 @@ def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
         **{name: np.concatenate([getattr(p, name) for p in parts]) for name in _PER_ENV + _PER_WORKER},
         stage_timings={},
         restarts=restarts,
+        lookahead_steps=leads.most_common(1)[0][0] if leads else None,
     )

@@ -23,6 +23,7 @@ import os
 import platform
 import socket
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,13 +85,14 @@ def _omnigibson_state() -> dict[str, Any]:
 
 
 def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per patch: the state ``apply(profile)`` would give it and why."""
+    """One row per patch: the state ``apply(profile)`` would give it in a process that runs the simulator (an
+    env worker), why, and in which processes it applies (``applies_in``)."""
     registry = REGISTRY
     if omnigibson["imported"]:
-        planned = registry.plan(profile)
+        planned = registry.plan(profile, process="simulator")
     else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
         offline = [p for p in registry.patches if p.module is None or not p.wanted(profile)]
-        planned = PatchRegistry(offline).plan(profile)
+        planned = PatchRegistry(offline, simulator=registry.simulator).plan(profile, process="simulator")
     outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
     rows = []
     for patch in registry.patches:
@@ -107,6 +109,8 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
                 "reason": reason,
                 "targets": list(patch.describe_targets()),
                 "upstream_file": patch.upstream_file,
+                "process_setting": patch.module is None,
+                "applies_in": registry.where(patch),
             }
         )
     return rows
@@ -114,12 +118,22 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
     """Launch settings: Kit command-line arguments (thread caps, descriptor sets), the ``argv[0]`` fix, the
-    render-quality settings; the intra-op pools."""
-    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, launch_kit_args, render_quality_settings
+    render-quality settings; the intra-op pools. ``above_cores``: each Kit thread cap larger than the cores
+    this process may use, as ``{knob, setting, value, usable_cores}`` (Kit starts that many workers per
+    simulator process: on a small machine they only contend)."""
+    from ..patching.omnigibson.runtime import (INTRA_OP_ENV_VARS, KIT_THREAD_SETTINGS, launch_kit_args,
+                                               render_quality_settings)
 
     torch = sys.modules.get("torch")
+    usable = _cpu()["usable"] or os.cpu_count() or 1
+    above = [
+        {"knob": knob, "setting": setting, "value": getattr(profile, knob), "usable_cores": usable}
+        for knob, setting in KIT_THREAD_SETTINGS.items()
+        if getattr(profile, knob) is not None and getattr(profile, knob) > usable
+    ]
     return {
         "kit_args": launch_kit_args(profile),
+        "above_cores": above,
         "keep_launch_argv0": profile.keep_launch_argv0,
         "render_settings": render_quality_settings(profile),
         "intra_op_threads": profile.intra_op_threads,
@@ -174,7 +188,9 @@ def autoapply_state() -> dict[str, Any]:
     elif record.error:
         here = f"refused: {record.error}"
     else:
-        here = f"applied {record.source}"
+        counts = Counter(str(state) for state in record.report.states.values()) if record.report else {}
+        here = f"applied {record.source}" + (f" ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))} at start-up)"
+                                             if counts else "")
     pth = autoapply.installed_pth()
     return {
         "variable": value,
@@ -221,13 +237,22 @@ def render_text(report: dict[str, Any]) -> str:
         og_line = "imports" + (" (CPU import hook: no CUDA)" if og["cpu_import_hook"] else "")
     lines = [f"behavior1k_fast {report['behavior1k_fast']} on Python {report['python']}", "", "Versions:"]
     lines += [f"  {name:<10} {version or '-'}" for name, version in report["versions"].items()]
-    lines += ["", f"OmniGibson: {og_line}", "", "Patches (state for this profile, and why):"]
+    lines += ["", f"OmniGibson: {og_line}", "", "Patches (state for this profile in an env worker, and why):"]
     width = max(len(p["name"]) for p in report["patches"])
     lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
+    settings = [p for p in report["patches"] if p["process_setting"]]
+    if settings:
+        lines.append(f"  process settings ({', '.join(p['name'] for p in settings)}) apply only in "
+                     f"{settings[0]['applies_in']}: env workers, not a trainer; the others where their module is "
+                     "imported")
     threads = report["threads"]
     render = " ".join(f"{path}={value}" for path, value in threads["render_settings"].items())
-    lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}",
-              f"  {'Kit argv[0] kept':<21} {'yes' if threads['keep_launch_argv0'] else 'no (upstream as is)'}",
+    lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]
+    lines += [f"  {'':<21} {cap['setting'].rsplit('/', 1)[-1]}={cap['value']} is more than the {cap['usable_cores']} "
+              f"usable cores here: set {cap['knob']}: {cap['usable_cores']} (or lower) in the profile"
+              for cap in threads["above_cores"]]
+    lines += [f"  {'Kit argv[0] fix':<21} "
+              f"{'on (where _launch_app clears sys.argv)' if threads['keep_launch_argv0'] else 'off (upstream as is)'}",
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]

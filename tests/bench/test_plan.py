@@ -8,6 +8,7 @@ import pytest
 
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.measure.calibration import Calibration
+from behavior1k_fast.tools.measure import config as measure_config
 from behavior1k_fast.tools.measure.config import QUICK_RESOLUTION
 from behavior1k_fast.tools.measure.record import RowMeasure
 from behavior1k_fast.core.profile import RolloutProfile
@@ -28,7 +29,7 @@ def test_rows_apply_the_optimisations_cumulatively():
     rows = ablation.ablation_rows(processes=4, envs_per_process=2, pipeline_stages=2, chunk_size=16)
     by = {r.name: r for r in rows}
     assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                                      "process_serial", "process_overlap", "process_async"]
+                                      "process_serial", "process_overlap", "process_async", "lookahead"]
     assert by["stock"].profile == RolloutProfile.stock(num_env_processes=4, total_num_envs=8, chunk_size=16)
     assert _changed(by["stock"].profile, by["slim"].profile) <= set(ablation.SLIM_FIELDS)
     assert by["slim"].profile.obs_modalities == ("rgb", "proprio")
@@ -44,6 +45,10 @@ def test_rows_apply_the_optimisations_cumulatively():
         asynchronous = by[f"{partition}_async"]
         assert _changed(overlap.profile, asynchronous.profile) == {"schedule"} and asynchronous.overlap
         assert overlap.profile.schedule == "barrier" and asynchronous.profile.schedule == "async"
+    lookahead = by["lookahead"]  # the pipeline in time: one stage at the same P x E, the lead measured
+    assert _changed(by["skip_obs"].profile, lookahead.profile) == {"schedule", "lookahead_steps"}
+    assert lookahead.profile.schedule == "lookahead" and lookahead.profile.lookahead_steps == "auto"
+    assert lookahead.overlap and lookahead.prev == "skip_obs"
     assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
     assert ablation.ALL_ROW in by
 
@@ -61,26 +66,68 @@ def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp
     assert row.label == "tuned: P=2 x E=4, K=2 process, async"
     with pytest.raises(ValueError, match="--tuned layout has total_num_envs=8.*the bench runs 4 envs"):
         ablation.BenchConfig(processes=2, envs_per_process=2, chunk_size=16, tuned=tuned)
+    lookahead = RolloutProfile(schedule="lookahead", lookahead_steps="auto", num_env_processes=4, total_num_envs=8,
+                               chunk_size=16)
+    row = ablation.ablation_rows(4, 2, 2, 16, tuned=lookahead)[-1]
+    assert (row.profile.schedule, row.profile.lookahead_steps, row.profile.pipeline_stages) == ("lookahead", "auto", 1)
     path = tmp_path / "tune.yaml"
     path.write_text("pipeline_stage_num: 2\nnum_env_subprocess: 2\ntotal_num_envs: 4\npartition: process\n")
     config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--tuned", str(path)))
     assert config.tuned.partition == "process" and config.tuned.total_num_envs == 4
 
 
-def test_quick_defaults_and_layout_checks():
+def test_quick_defaults_and_layout_checks(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 4)
     config = ablation.BenchConfig.from_args(_parse("--quick", "--device", "cpu"))
     assert config.backend_options == {"resolution": QUICK_RESOLUTION}
     assert (config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size) == (2, 2, 2, 32)
-    with pytest.raises(ValueError, match="envs_per_process"):
-        ablation.BenchConfig(envs_per_process=3, pipeline_stages=2)
-    with pytest.raises(ValueError, match="processes"):
-        ablation.BenchConfig(processes=3, pipeline_stages=2, envs_per_process=2)
+    assert (config.rounds, config.repeats) == (1, 1)
+    assert ablation.BenchConfig.from_args(_parse("--device", "cpu")).repeats == 3
+    with pytest.raises(ValueError, match="envs_per_process=3.*num_env_processes=3"):  # neither partition holds it
+        ablation.BenchConfig(processes=3, envs_per_process=3, pipeline_stages=2)
+    with pytest.raises(ValueError, match="processes=4 is above the process budget max_processes=2"):
+        ablation.BenchConfig(processes=4, max_processes=2)
     with pytest.raises(ValueError, match="rounds"):
         ablation.BenchConfig(rounds=0)
     with pytest.raises(ValueError, match="scaling"):
         ablation.BenchConfig(scaling=(0,))
     with pytest.raises(ValueError, match="device"):
         ablation.BenchConfig(device="tpu")
+
+
+def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_out(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 2)
+    # a CPU policy keeps one core: one env process on 2 cores, so no process partition of K = 2
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu"))
+    assert (config.processes, config.envs_per_process, config.process_budget) == (1, 2, 1)
+    plan = ablation.plan_runs(config)
+    assert {r.name for r in plan.rows} == {"stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
+                                           "hybrid_async", "lookahead"}
+    assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "peer_double_buffer"}
+    assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
+    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
+    assert not plan.peers[-1].fair and "outside the process budget" in plan.peers[-1].label
+
+
+def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 16)
+    # a GPU policy keeps no core: 16 processes; the ablation runs at 8 x 2, the budget adds 16 x 1
+    plan = ablation.plan_runs(ablation.BenchConfig.from_args(_parse("--device", "cuda")))
+    assert plan.budget == 16
+    assert {(r.profile.num_env_processes, r.profile.envs_per_process) for r in plan.rows} == {(8, 2)}
+    budget = {r.name: r for r in plan.budget_rows}
+    # E = 1 holds no hybrid K = 2: the widest layout's pipeline rows are the process partition's and lookahead
+    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1", "lookahead@P16xE1"}
+    assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
+    assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
+    peers = {p.name: p for p in plan.peers}
+    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_chunk@P16xE1", "peer_double_buffer@P16xE1",
+                          "peer_stock"}
+    double = peers["peer_double_buffer@P16xE1"]
+    assert (double.processes, double.envs_per_process, double.buffers, double.fair) == (16, 1, 2, True)
+    slim = plan.rows[2].profile  # the skip-obs row: the peers' profile (slim + on-demand observation)
+    assert double.profile.replace(num_env_processes=8) == slim.replace(num_env_processes=8)
+    assert peers["peer_stock"].profile.obs_modalities is None  # stock: every modality
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -145,7 +192,7 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     yaml_path = tmp_path / "env.yaml"
     yaml_path.write_text("env: {action_frequency: 30}\nrobots: [{type: R1}]\n")
     args = _parse("--backend", "omnigibson", "--backend-config", str(yaml_path), "--device", "cpu",
-                  "--processes", "2", "--envs-per-process", "2", "--rounds", "2", "--no-baseline",
+                  "--processes", "2", "--envs-per-process", "2", "--rounds", "2", "--repeats", "1", "--no-peers",
                   "--scaling", "1,2", "--out-dir", str(tmp_path / "results"), "--tag", "og")
     calls = []
 
@@ -179,7 +226,8 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
     names = [c[0] for c in calls]
     assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                     "process_serial", "process_overlap", "process_async", "hybrid_overlap", "hybrid_overlap"]
+                     "process_serial", "process_overlap", "process_async", "lookahead", "hybrid_overlap",
+                     "hybrid_overlap"]
     assert calls[0][2].pipeline_stages == 2 and calls[0][2].partition == "hybrid"  # the all-optimisations row
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)

@@ -39,6 +39,8 @@ EXPECTED_SKIPS = {
     ("main", "vector_env_step"): "main's multi-scene layout",
     ("1.1.1", "multi_scene_step"): "upstream Environment holds one scene",
     ("v3.7", "multi_scene_step"): "upstream Environment holds one scene",
+    ("1.1.1", "multi_scene_vector_env"): "upstream Environment holds one scene",
+    ("v3.7", "multi_scene_vector_env"): "upstream Environment holds one scene",
     ("main", "headless_viewport"): "already skips the viewport when headless (PR #2117)",
     ("v3.7", "viewer_camera_off"): "gm.RENDER_VIEWER_CAMERA is False",
 }
@@ -695,7 +697,7 @@ def multi_scene_environment_class(og):
 def install_seam(og, line: Line, monkeypatch) -> tuple[RecordingSim, type]:
     """``og.sim`` is a :class:`RecordingSim` and ``og.Environment`` the seam class of ``line``'s layout (main's
     multi-scene one on main) until ``monkeypatch`` is undone; returns ``(sim, environment class)``."""
-    from behavior1k_fast.patching.omnigibson.stepping import is_multi_scene
+    from behavior1k_fast.patching.omnigibson.layout import is_multi_scene
 
     sim = RecordingSim()
     monkeypatch.setattr(og, "sim", sim)

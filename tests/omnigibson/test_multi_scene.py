@@ -99,6 +99,22 @@ def test_unselected_envs_hold_their_last_action_and_the_task_is_given_it(patched
     assert h.steps() == [1, 2, 2]
 
 
+def test_held_actions_live_from_apply_to_revert(registry, patched, multi_seam, fast_profile):
+    """The actions the envs hold belong to one installation of the patch: after revert and apply again, an
+    env that has not taken an action since is given zeros, not the action it held before the revert."""
+    if not on_main(patched):
+        return
+    h = multi_seam(2)
+    first = h.rows(range(2))
+    h.env.step(first)
+    registry.revert()
+    registry.apply(fast_profile)
+    h.log.clear()
+    h.env.step(h.rows([0]), env_indices=[0])
+    (given,) = h.events("task.step")
+    assert torch.equal(given, torch.stack([h.rows([0])[0], torch.zeros(2)]))
+
+
 def test_automatic_reset_inside_a_subset_step_resets_only_selected_envs_that_ended(patched, multi_seam):
     """The batched task reports env 0 ended too, but env 0 is not selected: only env 1 is reset, and its
     reset observation replaces its step observation."""
@@ -239,3 +255,24 @@ def test_render_false_leaves_an_automatic_reset_rendering(patched, multi_seam):
     assert h.events("task.reset") == [[1]]
     assert h.events("sim.step") == [False, True] and len(h.events("sim.render")) == 3
     assert h.sim._render_on_step is True and h.sim.__dict__["step"].__name__ == "recorded"  # own step restored
+
+
+def test_vector_env_over_mains_environment_checks_its_arguments_and_views_each_env(line, patched, seam_og):
+    """``multi_scene_vector_env``: ``omnigibson.envs.VectorEnvironment(num_envs, config)`` builds one multi-scene
+    ``Environment`` (its config's ``env.num_envs`` set, the caller's config untouched), one-line errors for a bad
+    count or a config naming another one, and ``envs[i]`` is env i's scene and robots."""
+    import omnigibson.envs
+
+    if not patched("multi_scene_step", "multi_scene_vector_env"):
+        return
+    vector_env_cls = omnigibson.envs.VectorEnvironment
+    config = {"env": {"automatic_reset": False}}
+    venv = vector_env_cls(3, config)
+    assert config == {"env": {"automatic_reset": False}} and venv.env.num_envs == len(venv) == 3
+    assert [view.scene for view in venv.envs] == venv.env.scenes
+    assert [view.robots for view in venv.envs] == [scene.robots for scene in venv.env.scenes]
+    assert venv.envs[1].task is venv.env.task  # main's task is batched: shared
+    with pytest.raises(ValueError, match="num_envs must be an int >= 1, got 0"):
+        vector_env_cls(0, config)
+    with pytest.raises(ValueError, match=r"config env.num_envs=2 differs from num_envs=3"):
+        vector_env_cls(3, {"env": {"num_envs": 2}})

@@ -11,7 +11,7 @@ import pytest
 from behavior1k_fast import RolloutProfile, reference
 from behavior1k_fast.core.tracing import WAIT, get_profiler
 from behavior1k_fast.patching import omnigibson as omnigibson_patches
-from behavior1k_fast.rollout import RolloutEngine, step_chunk
+from behavior1k_fast.rollout import step_chunk
 from behavior1k_fast.rollout import worker as worker_module
 from behavior1k_fast.rollout.chunk import ChunkLead, ChunkResult, ChunkRun
 from behavior1k_fast.rollout.protocol import Attach, Chunk, Command, Failure, Ok, Reset, unwrap
@@ -274,13 +274,6 @@ def test_lookahead_profile_keys_default_to_today_and_round_trip():
 def test_bad_lookahead_settings_are_one_line_errors_naming_the_values(kw, exc, text):
     with pytest.raises(exc, match=text):
         RolloutProfile(**kw)
-
-
-def test_the_engine_refuses_the_lookahead_schedule_before_starting_workers():
-    # The driver side of the schedule is not in the engine yet: it must not run another schedule instead.
-    with pytest.raises(ValueError, match=r"^schedule='lookahead' has no driver in this version"):
-        RolloutEngine(PointMassFactory(), lookahead_profile(1, 2, N, 2), executor="inline")
-    assert omnigibson_patches.active_profile() is None
 
 
 # --- chunk run -----------------------------------------------------------------------------------------

@@ -74,7 +74,8 @@ def engine_stats(num_envs, workers, **changes):
         wait_seconds=0.25, own_actions=base + 10, episodes=base % 2, total_reward=base * 0.5,
         sim_seconds_per_own_action=base * 0.01, hold_steps_per_round=base * 1.0,
         env_wall_seconds_per_worker=np.arange(workers) + 0.5, chunks_per_worker=np.arange(workers) + 4,
-        lost_actions=base % 3, slice_wait_seconds=base * 0.1, schedule="async",
+        lost_actions=base % 3, slice_wait_seconds=base * 0.1, schedule="async", sat_out_chunks=base % 2,
+        stall_seconds_per_worker=np.arange(workers) * 0.2,
     )
     return dataclasses.replace(stats, **changes)
 
@@ -84,8 +85,8 @@ def test_merge_stats_joins_every_field_of_the_stats_with_global_ids():
     second = engine_stats(4, 2, model_seconds=0.75, restarts=[RestartRecord(0, 0.7, "step", "hung", {1: 2})])
     merged = merge_stats([first, second])
     per_env = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
-               "lost_actions", "slice_wait_seconds")
-    per_worker = ("env_wall_seconds_per_worker", "chunks_per_worker")
+               "lost_actions", "slice_wait_seconds", "sat_out_chunks")
+    per_worker = ("env_wall_seconds_per_worker", "chunks_per_worker", "stall_seconds_per_worker")
     for name in per_env + per_worker:
         np.testing.assert_array_equal(getattr(merged, name),
                                       np.concatenate([getattr(first, name), getattr(second, name)]), err_msg=name)
@@ -93,9 +94,9 @@ def test_merge_stats_joins_every_field_of_the_stats_with_global_ids():
     assert (merged.rounds, merged.pipeline_stages, merged.chunk_size, merged.schedule) == (2, 2, CHUNK, "async")
     # engine 1's worker 0 is the job's worker 2, its env 1 the job's env 5
     assert [(r.worker, dict(r.lost_actions)) for r in merged.restarts] == [(1, {3: 4}), (2, {5: 2})]
-    assert merged.stage_timings == {}
+    assert merged.stage_timings == {} and merged.lookahead_steps is None
     scalar = ("rounds", "pipeline_stages", "chunk_size", "schedule", "num_envs", "wall_seconds", "model_seconds",
-              "wait_seconds", "stage_timings", "restarts")
+              "wait_seconds", "stage_timings", "restarts", "lookahead_steps")
     # a field added to RolloutStats must get a merge rule (and a line here)
     assert {f.name for f in dataclasses.fields(RolloutStats)} == set(per_env + per_worker + scalar)
 
@@ -103,3 +104,11 @@ def test_merge_stats_joins_every_field_of_the_stats_with_global_ids():
 def test_merge_stats_refuses_engines_that_ran_different_schedules():
     with pytest.raises(ValueError, match=r"agree on schedule, got \['async', 'barrier'\]"):
         merge_stats([engine_stats(2, 1), engine_stats(2, 1, schedule="barrier")])
+
+
+def test_merged_lookahead_steps_are_the_lead_of_most_chunks():
+    # 'auto' leads are measured per engine: two engines lead 3 over 9 chunks each, one leads 5 over 22 chunks
+    parts = [engine_stats(4, 2, lookahead_steps=3), engine_stats(4, 2, lookahead_steps=3),
+             engine_stats(8, 4, lookahead_steps=5)]
+    assert merge_stats(parts).lookahead_steps == 5
+    assert merge_stats(parts[:2]).lookahead_steps == 3

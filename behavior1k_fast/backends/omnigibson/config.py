@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from ...core.checks import check_number
 from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from ...core.profile import VISION_MODALITIES, RolloutProfile
-from ...patching.omnigibson._util import class_in
+from ...patching.omnigibson.layout import class_in
 
 #: Robot ``obs_modalities`` when a robot config does not set it (``BaseRobot.__init__``).
 UPSTREAM_ROBOT_MODALITIES = ("rgb", "proprio")
@@ -113,6 +113,21 @@ def audit_annotators(env: Any) -> list[AttachedAnnotator]:
             if annotator is not None:
                 found.append(AttachedAnnotator(camera.name, modality, names.get(modality, modality)))
     return found
+
+
+def episode_max_steps(config: Mapping[str, Any]) -> Any:
+    """The task's ``termination_config.max_steps`` of env ``config`` (own actions before the timeout), or
+    ``None`` where the config leaves it to the task's default."""
+    return ((config.get("task") or {}).get("termination_config") or {}).get("max_steps")
+
+
+def cut_episodes(config: Mapping[str, Any], max_steps: int) -> dict:
+    """A copy of env ``config`` whose task ends an episode by timeout after ``max_steps`` own actions
+    (``task.termination_config.max_steps``, which every OmniGibson task's timeout reads)."""
+    out = copy.deepcopy(dict(config))
+    task = out.setdefault("task", {})
+    task["termination_config"] = {**(task.get("termination_config") or {}), "max_steps": max_steps}
+    return out
 
 
 #: Config key -> upstream default in Hz.
