@@ -13,7 +13,7 @@
 #   3. there, call 2, carry [".whl", ".gl"]:     bash benchmarks/gpu_scaling.sh [tune_profile.yaml] [bench options]
 #      e.g. with the layout tune picked on the one-GPU H200 (P = 8 x E = 2, K = 2 hybrid):
 #        bash benchmarks/gpu_scaling.sh benchmarks/results/tune_h200.yaml
-# Results (shards_<machine>.json/.png, the log, the machine) go to $OUT (or benchmarks/results), then are
+# Results (shards_<machine>.json/.png, the log, the machine) go to $OUT (or ./behavior1k_fast_results), then are
 # copied into benchmarks/results/ here.
 set -uo pipefail
 RAY_VERSION=2.60.0
@@ -56,7 +56,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 [[ -d /tmp/ray-site/ray ]] || { echo "gpu_scaling.sh: no Ray in /tmp/ray-site: run it with --install-ray first (carry .ray)" >&2; exit 2; }
 export PYTHONPATH="/tmp/site:/tmp/ray-site:$PWD" PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl \
   __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-OUT="${OUT:-benchmarks/results}"
+OUT="${OUT:-behavior1k_fast_results}"
 mkdir -p "$OUT"
 
 TUNED=()

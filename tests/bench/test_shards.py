@@ -17,7 +17,7 @@ from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutStats
 from behavior1k_fast.tools.bench import register
 from behavior1k_fast.tools.bench.shards import (
-    ShardsConfig, engine_process_budget, engine_row, processes_within, shard_entry,
+    ShardsConfig, engine_process_budget, engine_row, median_entry, processes_within, shard_entry,
 )
 from behavior1k_fast.tools.cli import main
 from behavior1k_fast.tools.measure.record import RowMeasure
@@ -60,6 +60,7 @@ def test_shards_run_every_engine_count_with_the_one_layout(shards_result):
         pids = [p for engine in e["engines"] for p in engine["worker_pids"]]
         assert len(set(pids)) == g  # each engine drove env workers of its own
         assert all(gpu["device_used_mib"] is None for gpu in e["gpu_mib_per_gpu"])
+        assert e["repeat_env_steps_per_s"] == [e["env_steps_per_s"]]  # --quick: one run of each G
         assert e["cpu_cores_busy_per_env"] > 0 and e["host_cores_per_env"] == pytest.approx(e["cores"] / (2 * g))
 
 
@@ -219,3 +220,10 @@ def test_a_g_whose_cores_bind_says_so_and_is_compared_per_env_too():
     assert four["max_gpu_used_mib"] == 503.0
     assert [g["env_workers_mib"] for g in four["gpu_mib_per_gpu"]] == [20.0] * 4
     assert four["cpu_cores_busy_per_env"] == pytest.approx(1.0)
+
+
+def test_a_repeated_g_is_its_median_run_with_every_runs_rate():
+    runs = [{"env_steps_per_s": rate, "run": i} for i, rate in enumerate((30.0, 10.0, 20.0, 40.0))]
+    assert median_entry(runs) == {"env_steps_per_s": 30.0, "run": 0,
+                                  "repeat_env_steps_per_s": [30.0, 10.0, 20.0, 40.0]}
+    assert median_entry(runs[:3])["run"] == 2

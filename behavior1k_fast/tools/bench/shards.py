@@ -6,7 +6,8 @@ seeds one engine would use) and :func:`~behavior1k_fast.rollout.merge_stats` joi
 Every engine runs the same layout P x E x K: bench's all-optimisations row, or the layout of ``--tuned``
 (a profile written by ``behavior1k-fast tune`` on one GPU). The policy is calibrated once, on the G = 1
 layout on one GPU (:func:`~..measure.calibration.calibrate`, in a Ray task holding that GPU), and every
-engine builds it at that size with the same weights.
+engine builds it at that size with the same weights. Each G's engines are timed ``--repeats`` times in a
+row after one warm-up; its entry is the median run, with every run's env-steps/s.
 
 Engine i is a Ray actor holding one GPU (Ray sets its ``CUDA_VISIBLE_DEVICES``): its policy runs there,
 and its env workers are its own processes (the process executor, shared memory) bound to the same GPU by
@@ -225,9 +226,10 @@ class ShardEngine:
 
 
 def run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int],
-                threads: int | None) -> list[dict[str, Any]]:
-    """``count`` :class:`ShardEngine` actors of ``row``'s job, built, warmed up and timed in step; what each
-    engine's :meth:`ShardEngine.timed` gave, in engine order. Every actor is closed and killed after."""
+                threads: int | None) -> list[list[dict[str, Any]]]:
+    """``count`` :class:`ShardEngine` actors of ``row``'s job, built, warmed up and timed ``config.repeats``
+    times in step; per repeat, what each engine's :meth:`ShardEngine.timed` gave, in engine order. Every
+    actor is closed and killed after."""
     import ray
 
     options = {"num_cpus": 1, "num_gpus": 1 if config.device == "cuda" else 0}
@@ -235,9 +237,9 @@ def run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: 
     actors = [actor.remote(factory, row, config, i, count, *size, threads) for i in range(count)]
     try:
         ray.get([a.warm_up.remote() for a in actors])
-        parts = ray.get([a.timed.remote() for a in actors])
+        runs = [ray.get([a.timed.remote() for a in actors]) for _ in range(config.repeats)]
         ray.get([a.close.remote() for a in actors])
-        return parts
+        return runs
     except BaseException:  # close the engines that still answer (their workers and shared memory), then raise
         ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=60)
         raise
@@ -287,6 +289,13 @@ def shard_entry(count: int, processes: int, wanted: int, cores: int, parts: Sequ
         "engine_stats": [p["stats"].to_dict() for p in parts],
         "engines": [m.to_dict() for m in measures],
     }
+
+
+def median_entry(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The median of one G's repeated runs by env-steps/s (for an even count the faster middle one, as
+    bench's :func:`~..measure.record.median_run`), with ``repeat_env_steps_per_s`` of them all, in run order."""
+    ordered = sorted(entries, key=lambda e: -e["env_steps_per_s"])
+    return ordered[(len(ordered) - 1) // 2] | {"repeat_env_steps_per_s": [e["env_steps_per_s"] for e in entries]}
 
 
 #: (key in a G's entry, column title, format) of the printed table.
@@ -358,8 +367,8 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
             job = row.profile.replace(num_env_processes=count * processes,
                                       total_num_envs=count * processes * row.profile.envs_per_process)
             threads = policy_threads(cores // count, processes) if config.device == "cpu" else None
-            parts = run_in_step(factory, replace(row, profile=job), config, count, size, threads)
-            entry = shard_entry(count, processes, wanted, cores, parts, one)
+            runs = run_in_step(factory, replace(row, profile=job), config, count, size, threads)
+            entry = median_entry([shard_entry(count, processes, wanted, cores, parts, one) for parts in runs])
             one = one or entry
             if entry["note"]:
                 bar.write(entry["note"])
