@@ -14,6 +14,8 @@ policy, tested). ``examples/two_engines_ray.py`` runs two engines as Ray actors 
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -69,12 +71,15 @@ def engine_shard(
     return EngineShard(index, count, share, seed + first_worker, first_worker, first_worker * job.envs_per_process)
 
 
-#: Per-env and per-worker fields of :class:`~.engine.RolloutStats`, joined in engine order.
-_JOINED = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
-           "env_wall_seconds_per_worker", "chunks_per_worker", "slice_wait_seconds", "stall_seconds_per_worker",
-           "sat_out_chunks")
+#: Per-env fields of :class:`~.engine.RolloutStats`, joined in engine order.
+_PER_ENV = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
+            "lost_actions", "slice_wait_seconds", "sat_out_chunks")
+#: Per-worker fields, joined in engine order.
+_PER_WORKER = ("env_wall_seconds_per_worker", "chunks_per_worker", "stall_seconds_per_worker")
 #: Fields every engine of one job must agree on.
-_SHARED = ("rounds", "pipeline_stages", "chunk_size")
+_SHARED = ("rounds", "pipeline_stages", "chunk_size", "schedule")
+#: Driver seconds: each engine has its own driver and they run side by side, so the job's is the largest.
+_LONGEST = ("wall_seconds", "model_seconds", "wait_seconds")
 
 
 def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
@@ -82,23 +87,31 @@ def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
 
     Per-env and per-worker arrays are joined (global ids, see module docs); ``num_envs`` adds up; wall,
     model and wait seconds are the largest over the engines (each engine has its own driver and they run at
-    the same time, so ``env_steps_per_second`` is the job's); ``stage_timings`` stay with each engine's
-    stats (empty here). ValueError when the engines ran different rounds, stages or chunk sizes."""
+    the same time, so ``env_steps_per_second`` is the job's); ``restarts`` are joined with their worker and
+    env ids made global; ``lookahead_steps`` is the lead of most chunks (engines with ``'auto'`` measure
+    their own); ``stage_timings`` stay with each engine's stats (empty here). ValueError when the engines ran
+    different rounds, stages, chunk sizes or schedules."""
     if not parts:
         raise ValueError("merge_stats needs the stats of at least one engine, got none")
     for name in _SHARED:
         values = [getattr(p, name) for p in parts]
         if len(set(values)) > 1:
             raise ValueError(f"engines of one job must agree on {name}, got {values}")
-    first = parts[0]
+    restarts, first_worker, first_env, leads = [], 0, 0, Counter()
+    for part in parts:
+        if part.lookahead_steps is not None:
+            leads[part.lookahead_steps] += int(part.chunks_per_worker.sum())
+        restarts += [dataclasses.replace(r, worker=first_worker + r.worker,
+                                         lost_actions={first_env + e: n for e, n in r.lost_actions.items()})
+                     for r in part.restarts]
+        first_worker += len(part.chunks_per_worker)
+        first_env += part.num_envs
     return RolloutStats(
-        rounds=first.rounds,
-        pipeline_stages=first.pipeline_stages,
-        chunk_size=first.chunk_size,
-        num_envs=sum(p.num_envs for p in parts),
-        wall_seconds=max(p.wall_seconds for p in parts),
-        model_seconds=max(p.model_seconds for p in parts),
-        wait_seconds=max(p.wait_seconds for p in parts),
-        **{name: np.concatenate([getattr(p, name) for p in parts]) for name in _JOINED},
+        **{name: getattr(parts[0], name) for name in _SHARED},
+        num_envs=first_env,
+        **{name: max(getattr(p, name) for p in parts) for name in _LONGEST},
+        **{name: np.concatenate([getattr(p, name) for p in parts]) for name in _PER_ENV + _PER_WORKER},
         stage_timings={},
+        restarts=restarts,
+        lookahead_steps=leads.most_common(1)[0][0] if leads else None,
     )

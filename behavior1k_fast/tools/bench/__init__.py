@@ -44,6 +44,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "is one more row, with every optimisation on")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
     p.add_argument("--trace", action="store_true", help="also export a Chrome trace of the last row")
+    p.add_argument("--shards", type=int_list, default=None, metavar="1,G2,...",
+                   help="instead of the ablation: G engines, one per policy GPU (Ray actors), each running the "
+                        "all-optimisations row (or --tuned's layout), for every G listed (bench/shards.py)")
     p.set_defaults(func=run)
     return p
 
@@ -51,6 +54,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run the ablation; print table and goals; write JSON and PNG. 0 on success (goals are not asserted).
     Bad input raises :class:`~..argtypes.UsageError` before anything runs (:func:`check_runs`)."""
+    if args.shards:
+        from .shards import check_shards, run_shards
+
+        return 0 if run_shards(check_shards(args))["shards"] else 1
     from .ablation import run_bench
 
     result = run_bench(check_runs(args))

@@ -99,10 +99,11 @@ def format_scaling(entries: Sequence[dict[str, Any]]) -> str:
     return f"Scaling ({entries[0]['label']}):\n" + format_table(entries, SCALING_COLUMNS)
 
 
-def check_goals(measured: dict[str, float | None]) -> list[dict[str, Any]]:
-    """One record per goal: target, measured value, whether it is met and, if not, by how much it is missed."""
+def check_goals(measured: dict[str, float | None], goals: dict[str, tuple] = GOALS) -> list[dict[str, Any]]:
+    """One record per goal of ``goals`` (name -> what, target, unit): target, measured value, whether it is
+    met and, if not, by how much it is missed."""
     out = []
-    for name, (what, target, unit) in GOALS.items():
+    for name, (what, target, unit) in goals.items():
         value = measured.get(name)
         met = value is not None and value >= target
         if value is None:
@@ -263,6 +264,13 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
     gpu = m["gpu"]["name"] if m.get("gpu") else "no GPU"
     fig.suptitle(f"behavior1k-fast bench ({result['config']['backend']}): {m['cpu_model']}, "
                  f"{m['logical_cores']} cores, {gpu}", fontsize=9)
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Lay out matplotlib figure ``fig``, write it to ``path`` (its folder made where absent), close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,76 @@ def usage_fields(usage: Any, pids: Sequence[int], total_envs: int) -> dict[str, 
     }
 
 
+class RowRun:
+    """One row's engine, measured in steps: :meth:`warm_up`, then :meth:`timed`, then :meth:`close`.
+
+    :func:`run_engine_row` takes the steps one after the other; engines that run side by side (``bench
+    --shards``: one per policy GPU) take each step together, so their timed rounds overlap. The profiler is
+    on from construction to :meth:`close` (which restores it); ``config.seed`` is the engine's seed."""
+
+    def __init__(self, factory: Any, row: Row, config: RunConfig):
+        from ...core.tracing import get_profiler
+        from ...rollout import RolloutEngine
+
+        self.row, self.config = row, config
+        self.profiler = get_profiler()
+        self._was_enabled = self.profiler.enabled
+        self.profiler.enabled = True
+        self.profiler.clear()
+        try:
+            self.engine = RolloutEngine(factory, row.profile, executor=config.executor, seed=config.seed)
+        except BaseException:
+            self._restore()
+            raise
+
+    def _restore(self) -> None:
+        self.profiler.enabled = self._was_enabled
+        self.profiler.clear()
+
+    def warm_up(self, policy: Callable) -> None:
+        """The ``config.warmup`` untimed rounds."""
+        if self.config.warmup:
+            self.engine.rollout(policy, self.config.warmup, overlap=self.row.overlap)
+
+    def timed(self, policy: Callable) -> tuple[Any, RowMeasure]:
+        """The ``config.rounds`` timed rounds: the engine's stats and the row's measure of them."""
+        from ...rollout.plan import PartitionPlan
+        from .resources import ResourceMonitor
+
+        config, profile = self.config, self.row.profile
+        monitor = ResourceMonitor()
+        self.profiler.clear()
+        monitor.start()
+        stats = self.engine.rollout(policy, config.rounds, reset=config.warmup == 0, overlap=self.row.overlap)
+        usage = monitor.stop()
+        pids = self.engine.worker_pids
+        spans = self.profiler.spans
+        chunks_per_round = PartitionPlan.from_profile(profile).stages_per_process
+        worker_chunks = config.rounds * chunks_per_round
+        forwards = config.rounds * profile.pipeline_stages
+        return stats, RowMeasure(
+            name=self.row.name, label=self.row.label, processes=profile.num_env_processes,
+            envs_per_process=profile.envs_per_process, pipeline_stages=profile.pipeline_stages,
+            chunks_per_round=chunks_per_round, chunk_size=profile.chunk_size, rounds=config.rounds,
+            own_actions=int(stats.own_actions.sum()), wall_s=stats.wall_seconds, model_s=stats.model_seconds,
+            t_model_ms=stats.model_seconds * 1e3 / forwards,
+            t_env_ms=busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
+            t_env_source="busiest env worker's stage spans",
+            t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
+            partition=profile.partition, overlap=self.row.overlap, prev=self.row.prev, profile=profile.to_dict(),
+            lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
+        )
+
+    def close(self, trace_path: str | None = None) -> None:
+        """Close the engine; with ``trace_path`` write the timed rounds' spans as a Chrome trace first."""
+        try:
+            self.engine.close()
+            if trace_path is not None:
+                self.profiler.export_chrome_trace(trace_path)
+        finally:
+            self._restore()
+
+
 def run_engine_row(factory: Any, row: Row, policy: Callable, config: RunConfig,
                    trace_path: str | None = None) -> RowMeasure:
     """Run ``row`` through :class:`~behavior1k_fast.rollout.RolloutEngine` and measure it (module docs).
@@ -63,50 +133,15 @@ def run_engine_row(factory: Any, row: Row, policy: Callable, config: RunConfig,
     ``rollout(overlap=row.overlap)``: ``config.warmup`` untimed rounds, then ``config.rounds`` timed ones;
     with ``trace_path`` the timed rounds' spans are also written as a Chrome trace.
     """
-    from ...core.tracing import get_profiler
-    from ...rollout import RolloutEngine
-    from ...rollout.plan import PartitionPlan
-    from .resources import ResourceMonitor
-
-    profile = row.profile
-    profiler = get_profiler()
-    was_enabled = profiler.enabled
-    profiler.enabled = True
-    profiler.clear()
+    run = RowRun(factory, row, config)
     try:
-        engine = RolloutEngine(factory, profile, executor=config.executor, seed=config.seed)
-        try:
-            monitor = ResourceMonitor()
-            if config.warmup:
-                engine.rollout(policy, config.warmup, overlap=row.overlap)
-            profiler.clear()
-            monitor.start()
-            stats = engine.rollout(policy, config.rounds, reset=config.warmup == 0, overlap=row.overlap)
-            usage = monitor.stop()
-            pids = engine.worker_pids
-            spans = profiler.spans
-        finally:
-            engine.close()
-        if trace_path is not None:
-            profiler.export_chrome_trace(trace_path)
-    finally:
-        profiler.enabled = was_enabled
-        profiler.clear()
-    chunks_per_round = PartitionPlan.from_profile(profile).stages_per_process
-    worker_chunks = config.rounds * chunks_per_round
-    forwards = config.rounds * profile.pipeline_stages
-    return RowMeasure(
-        name=row.name, label=row.label, processes=profile.num_env_processes,
-        envs_per_process=profile.envs_per_process, pipeline_stages=profile.pipeline_stages,
-        chunks_per_round=chunks_per_round, chunk_size=profile.chunk_size, rounds=config.rounds,
-        own_actions=int(stats.own_actions.sum()), wall_s=stats.wall_seconds, model_s=stats.model_seconds,
-        t_model_ms=stats.model_seconds * 1e3 / forwards,
-        t_env_ms=busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
-        t_env_source="busiest env worker's stage spans",
-        t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
-        partition=profile.partition, overlap=row.overlap, prev=row.prev, profile=profile.to_dict(),
-        lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
-    )
+        run.warm_up(policy)
+        _, measure = run.timed(policy)
+    except BaseException:
+        run.close()
+        raise
+    run.close(trace_path)
+    return measure
 
 
 def backend_spaces(profile: RolloutProfile, factory: Any, seed: int) -> tuple[list, Any, Any]:
