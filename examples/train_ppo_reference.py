@@ -31,11 +31,14 @@ the new chunk starts from. PPO trains on exactly that input (``Trajectory.obs``:
 ``Trajectory.committed``: the committed actions of each chunk); a chunk that an env sat out (its episode
 ended after the lead: no step applied) is left out of the loss. Bootstrap values (the boundary
 observations after a rollout, the final observation of a truncated episode) see no committed action
-(zeros), as the first chunk of a rollout does. The default d is 7 = N - 1, the lead that hides a policy
-forward as long as the chunk's env time (T_model ~ T_env, the issue's setting) and the stalest input; a
-fixed d keeps runs deterministic (``"auto"`` derives d from measured times, so curves vary run to run).
+(zeros), as the first chunk of a rollout does. The default d is 7 = N - 1: what ``"auto"`` picks for this
+task on the 2-core machine (a reference step of 8 envs is shorter than the lead report plus the forward:
+every chunk after the first carried 7 committed actions), and the lead that hides a policy forward as
+long as the chunk's env time (T_model ~ T_env, the setting of issue 21's goal). A fixed d keeps runs
+deterministic (``"auto"`` derives d from measured times, so it could change run to run).
 
-``--compare`` trains every profile (``--profiles``) for ``--seeds`` seeds, compares the curves (:func:`compare`: a measure
+``--compare`` trains every profile (``--profiles``) for ``--seeds`` seeds (``--runs-from`` adds the runs of
+an earlier ``--compare``, such as another lead's), compares the curves (:func:`compare`: a measure
 agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates the
 seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
 the task's), and writes ``ppo_reach_<machine>.json`` and ``.png`` under ``--out-dir`` (``cpu2`` on a 2-core machine).
@@ -309,8 +312,14 @@ MEASURES = {
 }
 
 
+def label(run: dict[str, Any]) -> str:
+    """A run's curve name: its profile, with the lead for ``lookahead`` (``lookahead_d1``)."""
+    config = run["config"]
+    return f"lookahead_d{config['lookahead_steps']}" if config["profile"] == "lookahead" else config["profile"]
+
+
 def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each measure per profile (per seed, mean, spread = max - min over seeds) and the verdict: two profiles
+    """Each measure per curve (:func:`label`; per seed, mean, spread = max - min over seeds) and the verdict: two profiles
     agree on a measure when their means differ by no more than the largest spread of one profile over seeds
     (run-to-run noise); ``against_k1_skip``: each profile against K = 1 alone (mean difference, the larger
     spread of the two as noise). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
@@ -319,7 +328,7 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         by_profile: dict[str, list[float]] = {}
         for run in runs:
             first = int(len(run[key]) * start)
-            by_profile.setdefault(run["config"]["profile"], []).append(_weighted(run, key, first))
+            by_profile.setdefault(label(run), []).append(_weighted(run, key, first))
         means = {name: float(np.mean(v)) for name, v in by_profile.items()}
         noise = max(float(np.ptp(v)) for v in by_profile.values())
         out[measure] = {
@@ -363,14 +372,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "black", "lookahead": "tab:green"}
-    styles = {"k2_skip": "-", "k1_skip": "-", "stock": ":", "lookahead": "-"}
+    names = sorted({label(run) for run in result["runs"]})
+    palette = iter(["tab:green", "tab:red", "tab:purple", "tab:brown", "tab:olive"])
+    colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "black"}
+    colors.update({name: next(palette) for name in names if name not in colors})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for run in result["runs"]:
-        name, seed = run["config"]["profile"], run["config"]["seed"]
+        name, seed = label(run), run["config"]["seed"]
         steps = np.array(run["env_steps"]) / 1e3
         for ax, key in zip(axes, ("success_rate", "mean_return")):
-            ax.plot(steps, smoothed(run, key), styles[name], color=colors[name], linewidth=1.4,
+            ax.plot(steps, smoothed(run, key), ":" if name == "stock" else "-", color=colors[name], linewidth=1.4,
                     label=name if seed == 0 else None)
     axes[0].set_ylabel("success rate (episodes ended per iteration)")
     axes[1].set_ylabel("episode return")
@@ -390,7 +401,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                                  for name, p in c.get("against_k1_skip", {}).items()) + ")")
     if comparison["k1_skip_equals_stock"]:
         lines.append(f"k1_skip == stock, curve for curve: {all(comparison['k1_skip_equals_stock'].values())}")
-    fig.suptitle("PPO on the reference reach-and-touch task: " + ", ".join(result["profiles"]))
+    fig.suptitle("PPO on the reference reach-and-touch task: " + ", ".join(names))
     fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, family="monospace", va="bottom")
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=110)
@@ -409,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="run every profile for --seeds seeds; JSON + PNG")
     parser.add_argument("--profiles", default=",".join(PROFILES), help="--compare: comma-separated profiles")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--runs-from", action="append", default=[], metavar="JSON",
+                        help="--compare: add the runs (and cross evaluations) of an earlier --compare's JSON")
     parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args(argv)
     if args.schedule == "lookahead" and args.profile not in (None, "lookahead"):
@@ -424,6 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         if name not in PROFILES:
             parser.error(f"--profiles: {name!r} is not one of {','.join(PROFILES)}")
+    earlier = []
+    for path in args.runs_from:
+        try:
+            earlier.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--runs-from {path}: not a --compare JSON ({exc})")
     try:  # bad layouts fail here, before any env starts
         make_profile(PPOConfig(profile="lookahead", lookahead_steps=lead))
     except ValueError as exc:
@@ -442,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         train(config, progress(config))
         return 0
     loads = [sample_load()]
-    runs, policies = [], {}
+    runs, policies = [run for e in earlier for run in e["runs"]], {}
     for seed in range(args.seeds):
         for name in names:
             config = PPOConfig(profile=name, seed=seed, iterations=args.iterations, lookahead_steps=lead)
@@ -453,8 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     barrier = [n for n in ("k2_skip", "k1_skip") if n in names]
     pairs = [(trained, profile) for trained in barrier for profile in barrier]
     pairs += [("lookahead", "lookahead")] if "lookahead" in names else []
-    cross = [
-        {"trained_under": trained,
+    # one --compare has one lead: an earlier JSON's cross evaluations ran at the lead of its runs
+    cross = [{"lookahead_steps": e["runs"][0]["config"]["lookahead_steps"], **c}
+             for e in earlier for c in e["cross_evaluation"]] + [
+        {"trained_under": trained, "lookahead_steps": lead,
          **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=lead))}
         for trained, profile in pairs
     ]
@@ -469,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "load": {"before": loads[0].to_dict(), "after": loads[1].to_dict()},
         "notes": notes,
-        "profiles": names,
+        "profiles": sorted({label(run) for run in runs}),
+        # the runs of --runs-from: what ran them (deterministic runs: the same command gives the same curves)
+        "runs_from": [{"command": e["command"], "load": e.get("load"), "notes": e.get("notes", [])} for e in earlier],
         "runs": runs,
         "comparison": compare(runs),
         "cross_evaluation": cross,

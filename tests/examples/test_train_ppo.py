@@ -130,3 +130,19 @@ def test_a_bad_lookahead_lead_is_a_usage_error_before_any_env_starts(capsys):
             ppo.main(argv)
         assert exc.value.code == 2
         assert "--lookahead-steps" in capsys.readouterr().err or argv[0] == "--schedule"
+
+
+def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_spread():
+    ppo = load_example()
+
+    def run(profile, seed, success, lead=7):
+        return {"config": {"profile": profile, "seed": seed, "lookahead_steps": lead},
+                "success_rate": [success] * 4, "mean_return": [-success] * 4, "episodes": [10] * 4}
+
+    runs = [run("k1_skip", 0, 0.8), run("k1_skip", 1, 0.9), run("lookahead", 0, 0.82, lead=1),
+            run("lookahead", 1, 0.86, lead=1), run("lookahead", 0, 0.4), run("lookahead", 1, 0.5)]
+    pairs = ppo.compare(runs)["final_success"]["against_k1_skip"]
+    assert set(pairs) == {"lookahead_d1", "lookahead_d7"}
+    assert pairs["lookahead_d1"]["agree_within_noise"] and pairs["lookahead_d1"]["noise"] == pytest.approx(0.1)
+    assert not pairs["lookahead_d7"]["agree_within_noise"]
+    assert pairs["lookahead_d7"]["difference"] == pytest.approx(0.45 - 0.85)
