@@ -319,14 +319,20 @@ def label(run: dict[str, Any]) -> str:
 
 
 def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each measure per curve (:func:`label`; per seed, mean, spread = max - min over seeds) and the verdict: two profiles
-    agree on a measure when their means differ by no more than the largest spread of one profile over seeds
-    (run-to-run noise); ``against_k1_skip``: each profile against K = 1 alone (mean difference, the larger
-    spread of the two as noise). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
-    out: dict[str, Any] = {}
+    """Each measure per curve (:func:`label`; per seed, mean, spread = max - min over seeds) and the verdict: two
+    curves agree on a measure when their means differ by no more than the largest spread of one curve over
+    seeds (run-to-run noise); ``against_k1_skip``: each curve against K = 1 alone (mean difference, the larger
+    spread of the two as noise). At equal samples: every run is cut after its last iteration within the
+    fewest env steps any run reached (``equal_samples``; a lookahead run has fewer per iteration: sat-out
+    chunks). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
+    cap = min(run["env_steps"][-1] for run in runs)
+    cut = [{k: v[:max(1, sum(s <= cap for s in run["env_steps"]))] for k, v in run.items() if k != "config"}
+           | {"config": run["config"]} for run in runs]
+    iterations = {f"{label(run)} seed {run['config']['seed']}": len(run["env_steps"]) for run in cut}
+    out: dict[str, Any] = {"equal_samples": {"env_steps": cap, "iterations": iterations}}
     for measure, (key, start) in MEASURES.items():
         by_profile: dict[str, list[float]] = {}
-        for run in runs:
+        for run in cut:
             first = int(len(run[key]) * start)
             by_profile.setdefault(label(run), []).append(_weighted(run, key, first))
         means = {name: float(np.mean(v)) for name, v in by_profile.items()}

@@ -136,7 +136,7 @@ def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_sp
     ppo = load_example()
 
     def run(profile, seed, success, lead=7):
-        return {"config": {"profile": profile, "seed": seed, "lookahead_steps": lead},
+        return {"config": {"profile": profile, "seed": seed, "lookahead_steps": lead}, "env_steps": [1, 2, 3, 4],
                 "success_rate": [success] * 4, "mean_return": [-success] * 4, "episodes": [10] * 4}
 
     runs = [run("k1_skip", 0, 0.8), run("k1_skip", 1, 0.9), run("lookahead", 0, 0.82, lead=1),
@@ -146,3 +146,10 @@ def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_sp
     assert pairs["lookahead_d1"]["agree_within_noise"] and pairs["lookahead_d1"]["noise"] == pytest.approx(0.1)
     assert not pairs["lookahead_d7"]["agree_within_noise"]
     assert pairs["lookahead_d7"]["difference"] == pytest.approx(0.45 - 0.85)
+    # at equal samples: a run with more env steps is cut where the shortest ended (its extra, perfect
+    # iterations do not count)
+    runs[0] = {**runs[0], "env_steps": [1, 2, 3, 4, 5], "success_rate": [0.8] * 4 + [1.0], "mean_return": [0] * 5,
+               "episodes": [10] * 5}
+    result = ppo.compare(runs)
+    assert result["equal_samples"]["env_steps"] == 4
+    assert result["final_success"]["per_seed"]["k1_skip"] == pytest.approx([0.8, 0.9])
