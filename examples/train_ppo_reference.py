@@ -326,8 +326,10 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     fewest env steps any run reached (``equal_samples``; a lookahead run has fewer per iteration: sat-out
     chunks). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
     cap = min(run["env_steps"][-1] for run in runs)
-    cut = [{k: v[:max(1, sum(s <= cap for s in run["env_steps"]))] for k, v in run.items() if k != "config"}
-           | {"config": run["config"]} for run in runs]
+    cut = []
+    for run in runs:  # the curves (lists, one entry per iteration) up to the cap; config and profile as they are
+        n = max(1, sum(steps <= cap for steps in run["env_steps"]))
+        cut.append({k: v[:n] if isinstance(v, list) else v for k, v in run.items()})
     iterations = {f"{label(run)} seed {run['config']['seed']}": len(run["env_steps"]) for run in cut}
     out: dict[str, Any] = {"equal_samples": {"env_steps": cap, "iterations": iterations}}
     for measure, (key, start) in MEASURES.items():
