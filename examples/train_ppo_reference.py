@@ -483,9 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [(trained, profile) for trained in barrier for profile in barrier]
     pairs += [("lookahead", "lookahead")] if "lookahead" in names else []
     # one --compare has one lead: an earlier JSON's cross evaluations ran at the lead of its runs
-    cross = [{"lookahead_steps": e["runs"][0]["config"]["lookahead_steps"], **c}
+    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead" else c
              for e in earlier for c in e["cross_evaluation"]] + [
-        {"trained_under": trained, "lookahead_steps": lead,
+        {"trained_under": trained, **({"lookahead_steps": lead} if profile == "lookahead" else {}),
          **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=lead))}
         for trained, profile in pairs
     ]
