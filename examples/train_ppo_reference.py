@@ -1,7 +1,8 @@
 """PPO on the reference simulator's reach-and-touch task, through the rollout engine, in minutes on a CPU.
 
     python examples/train_ppo_reference.py                 # K = 2 hybrid pipeline + skip-obs; prints the curve
-    python examples/train_ppo_reference.py --compare       # the three profiles x seeds -> JSON + PNG
+    python examples/train_ppo_reference.py --schedule lookahead  # K = 1, each chunk chosen d steps early
+    python examples/train_ppo_reference.py --compare       # every profile x seeds -> JSON + PNG
 
 Task (``behavior1k_fast.reference.ReachFactory``): drive the base and arms until a grip point touches the
 red can (proprioception + the can's offset from each grip point; no images). Reward per own action: minus
@@ -18,10 +19,26 @@ from the value of its final observation; GAE(lambda) over rounds.
 
 Profiles (``--profile``): ``k2_skip`` (hybrid partition, K = 2, on-demand observation; physics rescale
 ``preserve_sim_time`` so every own action spans 1/30 s of simulated time as with K = 1), ``k1_skip`` (no
-pipeline, on-demand observation) and ``stock`` (``RolloutProfile.stock``: every optimisation off, skip-obs
-off and K = 1; modalities limited to proprioception, which is all the policy reads).
+pipeline, on-demand observation), ``stock`` (``RolloutProfile.stock``: every optimisation off, skip-obs
+off and K = 1; modalities limited to proprioception, which is all the policy reads) and ``lookahead``
+(``--schedule lookahead``: K = 1 + on-demand observation, each chunk chosen from the lead observation read
+``--lookahead-steps`` d steps before the current chunk ends, :mod:`behavior1k_fast.rollout.schedules.lookahead`).
 
-``--compare`` trains every profile for ``--seeds`` seeds, compares the curves (:func:`compare`: a measure
+Under ``lookahead`` the policy also reads the d actions of the current chunk still to run after the lead
+observation (``COMMITTED_KEY``, zeros where they do not run), flattened into the actor's and critic's
+input next to proprioception and the task offset: with them the lead observation determines the state
+the new chunk starts from. PPO trains on exactly that input (``Trajectory.obs``: the lead observations,
+``Trajectory.committed``: the committed actions of each chunk); a chunk that an env sat out (its episode
+ended after the lead: no step applied) is left out of the loss. Bootstrap values (the boundary
+observations after a rollout, the final observation of a truncated episode) see no committed action
+(zeros), as the first chunk of a rollout does. The default d is 7 = N - 1: what ``"auto"`` picks for this
+task on the 2-core machine (a reference step of 8 envs is shorter than the lead report plus the forward:
+every chunk after the first carried 7 committed actions), and the lead that hides a policy forward as
+long as the chunk's env time (T_model ~ T_env, the setting of issue 21's goal). A fixed d keeps runs
+deterministic (``"auto"`` derives d from measured times, so it could change run to run).
+
+``--compare`` trains every profile (``--profiles``) for ``--seeds`` seeds (``--runs-from`` adds the runs of
+an earlier ``--compare``, such as another lead's), compares the curves (:func:`compare`: a measure
 agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates the
 seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
 the task's), and writes ``ppo_reach_<machine>.json`` and ``.png`` under ``--out-dir`` (``cpu2`` on a 2-core machine).
@@ -44,11 +61,14 @@ from torch import nn
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.reference import ReachFactory, ReferenceConfig
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
+from behavior1k_fast.rollout.policy import COMMITTED_KEY
+from behavior1k_fast.rollout.schedules.lookahead import committed_width
 from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
 #: Observation keys the policy reads.
 OBS_KEYS = ("proprio", "task::target")
-PROFILES = ("k2_skip", "k1_skip", "stock")
+PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,8 @@ class PPOConfig:
     #: Chunk rewards are divided by this before PPO (keeps values near 1).
     reward_scale: float = 10.0
     executor: str = "process"
+    #: Lead d of the ``lookahead`` profile (an int < ``chunk_size`` or ``"auto"``; module docs).
+    lookahead_steps: int | str = 7
 
 
 def make_profile(config: PPOConfig) -> RolloutProfile:
@@ -87,6 +109,9 @@ def make_profile(config: PPOConfig) -> RolloutProfile:
         return RolloutProfile(pipeline_stages=1, **layout)
     if config.profile == "stock":
         return RolloutProfile.stock(**layout)
+    if config.profile == "lookahead":
+        return RolloutProfile(pipeline_stages=1, schedule="lookahead", lookahead_steps=config.lookahead_steps,
+                              **layout)
     raise ValueError(f"profile must be one of {PROFILES}, got {config.profile!r}")
 
 
@@ -95,7 +120,8 @@ def make_factory(config: PPOConfig) -> ReachFactory:
 
 
 class ActorCritic(nn.Module):
-    """obs dict -> (chunk [B, N, A], {"logprob": [B], "value": [B]}) when called; :meth:`evaluate` for PPO."""
+    """obs dict -> (chunk [B, N, A], {"logprob": [B], "value": [B]}) when called; :meth:`evaluate` for PPO.
+    ``obs_dim``: the width of :meth:`features` (the committed actions' ``d * action_dim`` included)."""
 
     def __init__(self, obs_dim: int, action_dim: int, chunk_size: int, hidden: int = 64):
         super().__init__()
@@ -113,7 +139,13 @@ class ActorCritic(nn.Module):
 
     @staticmethod
     def features(obs: dict) -> torch.Tensor:
-        return torch.cat([torch.as_tensor(obs[k]).float() for k in OBS_KEYS], dim=-1)
+        """[B, obs_dim]: the :data:`OBS_KEYS`, then the committed actions ``[B, d, A]`` flattened where
+        ``obs`` holds them (``lookahead``)."""
+        parts = [torch.as_tensor(obs[k]).float() for k in OBS_KEYS]
+        if COMMITTED_KEY in obs:
+            committed = torch.as_tensor(obs[COMMITTED_KEY]).float()
+            parts.append(committed.reshape(len(committed), -1))
+        return torch.cat(parts, dim=-1)
 
     def distribution(self, x: torch.Tensor) -> torch.distributions.Normal:
         return torch.distributions.Normal(self.actor(x), self.log_std.exp())
@@ -130,18 +162,28 @@ class ActorCritic(nn.Module):
         return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(x).squeeze(-1)
 
 
+def with_no_commitment(obs: dict, batch: Any) -> dict:
+    """``obs`` (key -> [n, ...]) as a policy input of ``batch``'s kind: under ``lookahead`` (the batch has
+    ``committed``) with zero committed actions, as at a chunk boundary after a lead-0 chunk."""
+    if getattr(batch, "committed", None) is None:
+        return obs
+    n = len(next(iter(obs.values())))
+    return {**obs, COMMITTED_KEY: np.zeros((n, *batch.committed.shape[2:]), batch.committed.dtype)}
+
+
 def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
-    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``."""
+    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``. Bootstrap values
+    see no committed action (:func:`with_no_commitment`)."""
     gamma_chunk = config.gamma ** config.chunk_size
     reward = batch.rewards.sum(axis=2) / config.reward_scale  # masked steps hold 0
     done = (batch.terminated | batch.truncated).any(axis=2)
     values = batch.extras["value"].astype(np.float64)
     eps = batch.episodes
     with torch.no_grad():
-        last_value = policy.critic(policy.features(batch.last_obs)).squeeze(-1).numpy()
+        last_value = policy.critic(policy.features(with_no_commitment(batch.last_obs, batch))).squeeze(-1).numpy()
         cut = eps.truncated & ~eps.terminated  # time limit: the episode would have gone on
         if cut.any():
-            final = policy.features({k: v[cut] for k, v in eps.final_obs.items()})
+            final = policy.features(with_no_commitment({k: v[cut] for k, v in eps.final_obs.items()}, batch))
             reward[eps.round[cut], eps.env[cut]] += gamma_chunk * policy.critic(final).squeeze(-1).numpy()
     adv = np.zeros_like(reward)
     running = np.zeros(reward.shape[1])
@@ -155,14 +197,20 @@ def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.n
 
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any, config: PPOConfig,
                rng: np.random.Generator) -> dict[str, float]:
-    """``config.epochs`` epochs of clipped PPO over the batch's chunks; mean losses of the last epoch."""
+    """``config.epochs`` epochs of clipped PPO over the batch's chunks, on the input each chunk was chosen
+    from (observations, and committed actions under ``lookahead``), leaving out chunks no step of which ran
+    (sat out under ``lookahead``); mean losses of the last epoch."""
     adv, returns = advantages(batch, policy, config)
-    x = policy.features({k: v.reshape(-1, *v.shape[2:]) for k, v in batch.obs.items()})
-    action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
-    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1))
-    adv = torch.as_tensor(adv.reshape(-1), dtype=torch.float32)
+    seen = dict(batch.obs)
+    if getattr(batch, "committed", None) is not None:
+        seen[COMMITTED_KEY] = batch.committed
+    ran = batch.applied.any(axis=2).reshape(-1)
+    x = policy.features({k: v.reshape(-1, *v.shape[2:])[ran] for k, v in seen.items()})
+    action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1])[ran])
+    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
+    adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    returns = torch.as_tensor(returns.reshape(-1), dtype=torch.float32)
+    returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
     n = len(adv)
     for _ in range(config.epochs):
         losses = []
@@ -189,8 +237,9 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added. For other
     layouts and policies (``benchmarks/time_to_train.py``): ``profile`` and ``factory`` replace
     :func:`make_profile` and :func:`make_factory`, ``make_policy(obs_dim, action_dim, chunk_size)`` the
-    ``ActorCritic`` (``obs_dim`` counts the :data:`OBS_KEYS` it reads), and training ends early after the
-    iteration whose entry ``stop`` accepts."""
+    ``ActorCritic`` (``obs_dim`` counts the :data:`OBS_KEYS` it reads and, under the ``lookahead`` schedule,
+    the committed actions' ``d * action_dim``), and training ends early after the iteration whose entry
+    ``stop`` accepts."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
@@ -201,6 +250,8 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
         obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
+        if profile.schedule == "lookahead":
+            obs_dim += committed_width(profile) * engine.action_dim
         policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=1e-5)
         recorder = TrajectoryRecorder(engine)
@@ -261,16 +312,31 @@ MEASURES = {
 }
 
 
+def label(run: dict[str, Any]) -> str:
+    """A run's curve name: its profile, with the lead for ``lookahead`` (``lookahead_d1``)."""
+    config = run["config"]
+    return f"lookahead_d{config['lookahead_steps']}" if config["profile"] == "lookahead" else config["profile"]
+
+
 def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each measure per profile (per seed, mean, spread = max - min over seeds) and the verdict: two profiles
-    agree on a measure when their means differ by no more than the largest spread of one profile over seeds
-    (run-to-run noise). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
-    out: dict[str, Any] = {}
+    """Each measure per curve (:func:`label`; per seed, mean, spread = max - min over seeds) and the verdict: two
+    curves agree on a measure when their means differ by no more than the largest spread of one curve over
+    seeds (run-to-run noise); ``against_k1_skip``: each curve against K = 1 alone (mean difference, the larger
+    spread of the two as noise). At equal samples: every run is cut after its last iteration within the
+    fewest env steps any run reached (``equal_samples``; a lookahead run has fewer per iteration: sat-out
+    chunks). ``k1_skip_equals_stock``: the curves of the same seed are identical."""
+    cap = min(run["env_steps"][-1] for run in runs)
+    cut = []
+    for run in runs:  # the curves (lists, one entry per iteration) up to the cap; config and profile as they are
+        n = max(1, sum(steps <= cap for steps in run["env_steps"]))
+        cut.append({k: v[:n] if isinstance(v, list) else v for k, v in run.items()})
+    iterations = {f"{label(run)} seed {run['config']['seed']}": len(run["env_steps"]) for run in cut}
+    out: dict[str, Any] = {"equal_samples": {"env_steps": cap, "iterations": iterations}}
     for measure, (key, start) in MEASURES.items():
         by_profile: dict[str, list[float]] = {}
-        for run in runs:
+        for run in cut:
             first = int(len(run[key]) * start)
-            by_profile.setdefault(run["config"]["profile"], []).append(_weighted(run, key, first))
+            by_profile.setdefault(label(run), []).append(_weighted(run, key, first))
         means = {name: float(np.mean(v)) for name, v in by_profile.items()}
         noise = max(float(np.ptp(v)) for v in by_profile.values())
         out[measure] = {
@@ -281,6 +347,14 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "largest_difference_of_means": float(np.ptp(list(means.values()))),
             "agree_within_noise": bool(np.ptp(list(means.values())) <= noise),
         }
+        if "k1_skip" in means:
+            pairs = {}
+            for name in means.keys() - {"k1_skip"}:
+                pair_noise = max(float(np.ptp(by_profile[name])), float(np.ptp(by_profile["k1_skip"])))
+                difference = means[name] - means["k1_skip"]
+                pairs[name] = {"difference": difference, "noise": pair_noise,
+                               "agree_within_noise": bool(abs(difference) <= pair_noise)}
+            out[measure]["against_k1_skip"] = pairs
     out["k1_skip_equals_stock"] = {
         str(a["config"]["seed"]): all(a[k] == b[k] for k in ("env_steps", "success_rate", "mean_return", "value_loss"))
         for a in runs if a["config"]["profile"] == "k1_skip"
@@ -306,21 +380,24 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    names = sorted({label(run) for run in result["runs"]})
+    palette = iter(["tab:green", "tab:red", "tab:purple", "tab:brown", "tab:olive"])
     colors = {"k2_skip": "tab:blue", "k1_skip": "tab:orange", "stock": "black"}
-    styles = {"k2_skip": "-", "k1_skip": "-", "stock": ":"}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors.update({name: next(palette) for name in names if name not in colors})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     for run in result["runs"]:
-        name, seed = run["config"]["profile"], run["config"]["seed"]
+        name, seed = label(run), run["config"]["seed"]
         steps = np.array(run["env_steps"]) / 1e3
         for ax, key in zip(axes, ("success_rate", "mean_return")):
-            ax.plot(steps, smoothed(run, key), styles[name], color=colors[name], linewidth=1.4,
+            ax.plot(steps, smoothed(run, key), ":" if name == "stock" else "-", color=colors[name], linewidth=1.4,
                     label=name if seed == 0 else None)
     axes[0].set_ylabel("success rate (episodes ended per iteration)")
     axes[1].set_ylabel("episode return")
     for ax in axes:
         ax.set_xlabel("env steps (thousands of own actions)")
         ax.grid(alpha=0.3)
-    axes[0].legend(title=f"{len(result['runs']) // len(PROFILES)} seeds each", fontsize=8)
+    seeds = len({run["config"]["seed"] for run in result["runs"]})
+    axes[0].legend(title=f"{seeds} seeds each", fontsize=8)
     comparison = result["comparison"]
     lines = []
     for measure in MEASURES:
@@ -328,22 +405,58 @@ def plot(result: dict[str, Any], path: Path) -> None:
         means = ", ".join(f"{name} {value:.2f}" for name, value in c["mean"].items())
         lines.append(f"{measure}: {means} (noise {c['run_to_run_noise']:.2f}; "
                      f"{'agree' if c['agree_within_noise'] else 'differ'})")
-    lines.append(f"k1_skip == stock, curve for curve: {all(comparison['k1_skip_equals_stock'].values())}")
-    fig.suptitle("PPO on the reference reach-and-touch task: K=2 hybrid + skip-obs, K=1 + skip-obs, stock")
+        if c.get("against_k1_skip"):
+            lines.append("    against k1_skip: " + ", ".join(
+                f"{name} {p['difference']:+.2f} (noise {p['noise']:.2f}; {'agree' if p['agree_within_noise'] else 'differ'})"
+                for name, p in sorted(c["against_k1_skip"].items())))
+    if comparison["k1_skip_equals_stock"]:
+        lines.append(f"k1_skip == stock, curve for curve: {all(comparison['k1_skip_equals_stock'].values())}")
+    fig.suptitle("PPO on the reference reach-and-touch task: " + ", ".join(names))
     fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, family="monospace", va="bottom")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.tight_layout(rect=(0, 0.04 + 0.02 * len(lines), 1, 1))
     fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", choices=PROFILES, default="k2_skip")
+    parser.add_argument("--profile", choices=PROFILES, default=None, help="default k2_skip")
+    parser.add_argument("--schedule", choices=("barrier", "lookahead"), default="barrier",
+                        help="lookahead: the lookahead profile (K = 1, each chunk chosen d steps early)")
+    parser.add_argument("--lookahead-steps", default=PPOConfig.lookahead_steps, metavar="D",
+                        help=f"lead d of the lookahead profile: an int < the chunk size or 'auto' "
+                             f"(default {PPOConfig.lookahead_steps})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=PPOConfig.iterations)
     parser.add_argument("--compare", action="store_true", help="run every profile for --seeds seeds; JSON + PNG")
+    parser.add_argument("--profiles", default=",".join(PROFILES), help="--compare: comma-separated profiles")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--runs-from", action="append", default=[], metavar="JSON",
+                        help="--compare: add the runs (and cross evaluations) of an earlier --compare's JSON")
     parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args(argv)
+    if args.schedule == "lookahead" and args.profile not in (None, "lookahead"):
+        parser.error(f"--schedule lookahead runs the lookahead profile, got --profile {args.profile}")
+    profile_name = "lookahead" if args.schedule == "lookahead" else args.profile or "k2_skip"
+    lead = args.lookahead_steps if args.lookahead_steps == "auto" else None
+    if lead is None:
+        try:
+            lead = int(args.lookahead_steps)
+        except ValueError:
+            parser.error(f"--lookahead-steps must be an int or 'auto', got {args.lookahead_steps!r}")
+    names = [n for n in args.profiles.split(",") if n]
+    for name in names:
+        if name not in PROFILES:
+            parser.error(f"--profiles: {name!r} is not one of {','.join(PROFILES)}")
+    earlier = []
+    for path in args.runs_from:
+        try:
+            earlier.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--runs-from {path}: not a --compare JSON ({exc})")
+    try:  # bad layouts fail here, before any env starts
+        make_profile(PPOConfig(profile="lookahead", lookahead_steps=lead))
+    except ValueError as exc:
+        parser.error(f"--lookahead-steps {args.lookahead_steps}: {exc}")
 
     def progress(config: PPOConfig) -> Callable:
         def show(it: int, batch: Any, entry: dict) -> None:
@@ -354,24 +467,42 @@ def main(argv: list[str] | None = None) -> int:
         return show
 
     if not args.compare:
-        config = PPOConfig(profile=args.profile, seed=args.seed, iterations=args.iterations)
+        config = PPOConfig(profile=profile_name, seed=args.seed, iterations=args.iterations, lookahead_steps=lead)
         train(config, progress(config))
         return 0
-    runs, policies = [], {}
+    loads = [sample_load()]
+    runs, policies = [run for e in earlier for run in e["runs"]], {}
     for seed in range(args.seeds):
-        for name in PROFILES:
-            config = PPOConfig(profile=name, seed=seed, iterations=args.iterations)
+        for name in names:
+            config = PPOConfig(profile=name, seed=seed, iterations=args.iterations, lookahead_steps=lead)
             run, policies[name, seed] = train(config, progress(config))
             runs.append(run)
-    # The same trained policy under each profile: what the profile changes in the task itself.
-    cross = [
-        {"trained_under": trained, **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile))}
-        for trained in ("k2_skip", "k1_skip") for profile in ("k2_skip", "k1_skip")
+    # The same trained policy under each profile: what the profile changes in the task itself (a lookahead
+    # policy reads committed actions, which only the lookahead profile gives: evaluated under it alone).
+    barrier = [n for n in ("k2_skip", "k1_skip") if n in names]
+    pairs = [(trained, profile) for trained in barrier for profile in barrier]
+    pairs += [("lookahead", "lookahead")] if "lookahead" in names else []
+    # one --compare has one lead: an earlier JSON's cross evaluations ran at the lead of its runs
+    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead" else c
+             for e in earlier for c in e["cross_evaluation"]] + [
+        {"trained_under": trained, **({"lookahead_steps": lead} if profile == "lookahead" else {}),
+         **evaluate_policy(policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=lead))}
+        for trained, profile in pairs
     ]
+    loads.append(sample_load())
     machine = report.describe_machine("cpu")
+    notes = []
+    if args.iterations < PPOConfig.iterations:
+        notes.append(f"{args.iterations} iterations per run instead of {PPOConfig.iterations}: the time left on "
+                     f"the shared 2-core machine")
     result = {
         "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine,
+        "load": {"before": loads[0].to_dict(), "after": loads[1].to_dict()},
+        "notes": notes,
+        "profiles": sorted({label(run) for run in runs}),
+        # the runs of --runs-from: what ran them (deterministic runs: the same command gives the same curves)
+        "runs_from": [{"command": e["command"], "load": e.get("load"), "notes": e.get("notes", [])} for e in earlier],
         "runs": runs,
         "comparison": compare(runs),
         "cross_evaluation": cross,
@@ -382,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     plot(result, out / f"{stem}.png")
     print(json.dumps({"comparison": result["comparison"], "cross_evaluation": cross}, indent=1))
+    warning = busy_warning(loads)
+    if warning:
+        print(warning)
     return 0
 
 

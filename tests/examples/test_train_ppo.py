@@ -75,3 +75,81 @@ def test_the_advantages_bootstrap_truncated_episodes_and_stop_at_terminated_ones
     # env 1: round 1 is truncated: 2 + g * V(final obs) = 2 + g * 16, not V(last_obs); round 0 continues into it
     assert adv[:, 1].tolist() == [2.0 + g * (2.0 + g * 16.0), 2.0 + g * 16.0]
     np.testing.assert_array_equal(returns, adv)  # values were 0
+
+
+def test_lookahead_ppo_gives_the_policy_its_committed_actions_and_trains_on_them():
+    ppo = load_example()
+    from behavior1k_fast.rollout.policy import COMMITTED_KEY
+
+    # chunks of 4 with lead 2: each chunk is chosen 2 steps before the last one ends; horizon 7 ends
+    # episodes at step 3 of a chunk, after the lead, so the next chunk is sat out
+    config = ppo.PPOConfig(profile="lookahead", lookahead_steps=2, iterations=2, processes=2, envs=4, chunk_size=4,
+                           rounds=4, horizon=7, epochs=2, minibatches=2, executor="inline")
+    seen, batches, policies = [], [], []
+
+    class Recording(ppo.ActorCritic):
+        def forward(self, obs):
+            seen.append(np.array(obs[COMMITTED_KEY]))
+            return super().forward(obs)
+
+    def make_policy(obs_dim, action_dim, chunk_size):
+        policies.append(Recording(obs_dim, action_dim, chunk_size))
+        return policies[0]
+
+    run, policy = ppo.train(config, lambda it, batch, entry: batches.append(batch), make_policy=make_policy)
+    assert policy.actor[0].in_features == 27 + 6 + 2 * 11  # proprio, task offset, d committed actions
+    assert all(c.shape == (4, 2, 11) for c in seen) and any(np.abs(c).sum() > 0 for c in seen)
+    for batch in batches:
+        assert batch.committed.shape == (4, 4, 2, 11) and not batch.committed[0].any()  # a rollout's first chunk
+        # what the policy saw: the last d actions of the env's previous chunk, zeros where they did not run
+        ran = batch.committed[1:].any(axis=(2, 3))
+        np.testing.assert_array_equal(batch.committed[1:][ran], batch.actions[:-1, :, 2:][ran])
+        assert ran.any()
+    assert any((~b.applied.any(axis=2)).any() for b in batches)  # sat-out chunks (left out of the loss)
+    assert all(np.isfinite(run[k]).all() for k in ("policy_loss", "value_loss"))
+
+    # one update on the last batch moves the weights that read the committed actions: PPO consumes them
+    batch = batches[-1]
+    before = policy.actor[0].weight.detach().clone()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    ppo.ppo_update(policy, optimizer, batch, config, np.random.default_rng(0))
+    committed_columns = slice(27 + 6, None)
+    assert policy.actor[0].weight.grad[:, committed_columns].abs().sum() > 0
+    assert not torch.equal(policy.actor[0].weight[:, committed_columns], before[:, committed_columns])
+    # with the committed actions zeroed, those weights get no gradient: the input is what moved them
+    batch.committed = np.zeros_like(batch.committed)
+    ppo.ppo_update(policy, optimizer, batch, config, np.random.default_rng(0))
+    assert policy.actor[0].weight.grad[:, committed_columns].abs().sum() == 0
+
+
+def test_a_bad_lookahead_lead_is_a_usage_error_before_any_env_starts(capsys):
+    ppo = load_example()
+    for argv in (["--lookahead-steps", "soon"], ["--lookahead-steps", "8"], ["--schedule", "lookahead",
+                                                                              "--profile", "k2_skip"]):
+        with pytest.raises(SystemExit) as exc:
+            ppo.main(argv)
+        assert exc.value.code == 2
+        assert "--lookahead-steps" in capsys.readouterr().err or argv[0] == "--schedule"
+
+
+def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_spread():
+    ppo = load_example()
+
+    def run(profile, seed, success, lead=7):
+        return {"config": {"profile": profile, "seed": seed, "lookahead_steps": lead}, "env_steps": [1, 2, 3, 4],
+                "success_rate": [success] * 4, "mean_return": [-success] * 4, "episodes": [10] * 4}
+
+    runs = [run("k1_skip", 0, 0.8), run("k1_skip", 1, 0.9), run("lookahead", 0, 0.82, lead=1),
+            run("lookahead", 1, 0.86, lead=1), run("lookahead", 0, 0.4), run("lookahead", 1, 0.5)]
+    pairs = ppo.compare(runs)["final_success"]["against_k1_skip"]
+    assert set(pairs) == {"lookahead_d1", "lookahead_d7"}
+    assert pairs["lookahead_d1"]["agree_within_noise"] and pairs["lookahead_d1"]["noise"] == pytest.approx(0.1)
+    assert not pairs["lookahead_d7"]["agree_within_noise"]
+    assert pairs["lookahead_d7"]["difference"] == pytest.approx(0.45 - 0.85)
+    # at equal samples: a run with more env steps is cut where the shortest ended (its extra, perfect
+    # iterations do not count)
+    runs[0] = {**runs[0], "env_steps": [1, 2, 3, 4, 5], "success_rate": [0.8] * 4 + [1.0], "mean_return": [0] * 5,
+               "episodes": [10] * 5}
+    result = ppo.compare(runs)
+    assert result["equal_samples"]["env_steps"] == 4
+    assert result["final_success"]["per_seed"]["k1_skip"] == pytest.approx([0.8, 0.9])

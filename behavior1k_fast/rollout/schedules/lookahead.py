@@ -47,6 +47,12 @@ from ..policy import COMMITTED_KEY
 from .base import Schedule
 
 
+def committed_width(profile) -> int:
+    """Columns of the committed actions in the policy input under ``profile`` (module docs): ``chunk_size - 1``
+    for ``lookahead_steps="auto"``, else the lead d."""
+    return profile.chunk_size - 1 if profile.lookahead_steps == AUTO_LEAD else int(profile.lookahead_steps)
+
+
 class Lookahead(Schedule):
     """Chunks chosen from lead observations while the current chunk ends (module docs)."""
 
@@ -66,7 +72,7 @@ class Lookahead(Schedule):
         #: The lead of the chunks sent next; ``auto`` starts at N - 1 (module docs).
         self.lead = n - 1 if self.auto else engine.profile.lookahead_steps
         #: Columns of the committed actions in the policy input.
-        self.width = n - 1 if self.auto else self.lead
+        self.width = committed_width(engine.profile)
 
     def run(self) -> None:
         engine = self.engine
