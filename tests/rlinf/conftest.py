@@ -31,7 +31,7 @@ import torch
 from behavior1k_fast.core.profile import RolloutProfile
 from tests.omnigibson.conftest import og, recording, registry, seam_og  # noqa: F401  (fixtures, reused)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "rlinf.md"  # the RLinf page the README links
 #: Upstream lines with their own ``VectorEnvironment`` of single-scene envs, which RLinf 0.3.0's
 #: ``BehaviorProcess`` builds; main's multi-scene ``Environment(num_envs)`` gets one from the patch set.
 RLINF_LINES = ("1.1.1", "v3.7")

@@ -1,4 +1,4 @@
-"""The README's RLinf config lines mean what the README says to RLinf 0.3.0's own config code."""
+"""The RLinf page's (docs/rlinf.md) config lines mean what it says to RLinf 0.3.0's own config code."""
 
 from __future__ import annotations
 
