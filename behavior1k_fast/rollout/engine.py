@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..core import gpus
-from ..core.checks import check_bool, check_choice, check_int, check_positive_int
+from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_positive_int
 from ..core.contract import BackendFactory, check_backend_build, check_env_indices
 from ..core.profile import SCHEDULES, RolloutProfile
 from ..core.tracing import MODEL_FORWARD, SLICE_WAIT, get_profiler
@@ -212,8 +212,10 @@ class RolloutEngine:
     set in its environment before it imports anything (process executor only: Ray places actors on GPUs
     itself, ``ray_actor_options={"num_gpus": ...}``).
 
-    Before any worker starts, the arguments are checked, and so is what the factory can check in the
-    driver (``factory.check(num_envs, seed, profile)`` where it has one: seeds, modalities, stage counts).
+    Before any worker starts, the arguments are checked (with the process and inline executors, the
+    layout against this machine's cores and memory: ``core.checks.MachineLimits``), and so is what the
+    factory can check in the driver (``factory.check(num_envs, seed, profile)`` where it has one: seeds,
+    modalities, stage counts).
     A worker error, a dead or hung worker (without restart, or past the restart budget) closes the engine
     and re-raises; bad arguments raise before anything is sent and leave the engine usable. A call that
     does not fit the engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in
@@ -250,6 +252,9 @@ class RolloutEngine:
         self.profile = RolloutProfile.coerce(profile)
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
+        if executor != "ray":  # Ray places workers across a cluster, not only on this machine
+            check_local_layout(self.plan.num_processes, self.plan.num_envs, self.profile.chunk_size,
+                               processes=executor == "process")
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.plan.worker_profile(self.profile)
         envs = [{} for _ in range(self.plan.num_processes)]

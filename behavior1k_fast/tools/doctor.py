@@ -31,7 +31,7 @@ from ..core.profile import RolloutProfile
 from ..patching import FAILED, SKIPPED, PatchRegistry, autoapply
 from ..patching.omnigibson import REGISTRY
 from . import upstream_check
-from .argtypes import fail
+from .argtypes import fail, path
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -46,9 +46,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--profile", metavar="PATH", help="YAML rollout profile (default: the fast path)")
+    parser.add_argument("--profile", type=path, metavar="PATH", help="YAML rollout profile (default: the fast path)")
     parser.add_argument(
         "--upstream",
+        type=path,
         metavar="PATH",
         help="instead: which line the BEHAVIOR-1K checkout (or OmniGibson/ folder) at PATH is, and whether each "
         "patch of the matching patches/ series applies to it (exit 0 only when every needed patch applies)",
@@ -258,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     if args.upstream is not None:
         return upstream_check.run(args.upstream, args.json)
     try:
-        profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
+        profile = RolloutProfile.from_yaml(args.profile) if args.profile is not None else RolloutProfile()
     except (OSError, TypeError, ValueError) as exc:
         return fail("doctor", f"bad --profile {args.profile!r}: {exc}")
     try:

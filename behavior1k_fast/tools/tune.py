@@ -57,7 +57,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..backends import BACKENDS
 from ..core.profile import PARTITION_MODES, RLINF_ALIASES, SCHEDULES, RolloutProfile
-from .argtypes import device, file_name, int_list, nonnegative_int, positive_int, positive_number
+from .argtypes import (chunk_steps, device, env_list, file_name, int_list, nonnegative_int, path, positive_int,
+                       positive_number, process_count, seed)
 from .backend_args import add_backend_arguments
 
 #: Camera pixels in ``--quick`` runs of the reference simulator.
@@ -268,9 +269,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
     p.add_argument("--quick", action="store_true",
                    help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores")
-    p.add_argument("--envs", type=int_list, default=None, metavar="N1,N2,...",
+    p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
-    p.add_argument("--max-processes", type=positive_int, default=None,
+    p.add_argument("--max-processes", type=process_count, default=None,
                    help="most env processes (default: cores - 1, one core left for driver and policy)")
     p.add_argument("--stages", type=int_list, default=None, metavar="K1,K2,...",
                    help="pipeline stage counts to consider (default: all that divide; quick: 1,2)")
@@ -280,7 +281,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-layouts", type=positive_int, default=16, help="cap of --exhaustive (default: 16)")
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="real runs per layout, interleaved; the fastest counts (default: 1)")
-    p.add_argument("--chunk-size", type=positive_int, default=32, help="N actions per chunk (default: 32)")
+    p.add_argument("--chunk-size", type=chunk_steps, default=32, help="N actions per chunk (default: 32)")
     p.add_argument("--probe-rounds", type=positive_int, default=None,
                    help="rounds of each T_env measure (default: 3)")
     p.add_argument("--rounds", type=positive_int, default=None,
@@ -294,9 +295,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--behavior-like", action="store_true",
                    help="reference backend: BEHAVIOR's reset and contact costs on (ReferenceConfig.behavior_like)")
     p.add_argument("--device", type=device, default="auto", help="policy device: cpu, cuda or auto (default: auto)")
-    p.add_argument("--out-dir", default=".", help="where tune_<tag>.yaml and tune_<tag>.json go (default: .)")
+    p.add_argument("--out-dir", type=path, default=".", help="where tune_<tag>.yaml and tune_<tag>.json go (default: .)")
     p.add_argument("--tag", type=file_name, default=None, help="tag in the file names (default: derived, e.g. cpu2)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of worker 0 (worker w: seed + w)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
     add_backend_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -307,10 +308,10 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
     device present, model options consistent, ``--out-dir`` writable, at least one feasible layout, and
     every worker's backend buildable (raises :class:`~.argtypes.UsageError`)."""
     from ..backends import check_installed, make_factory
-    from ..core.checks import check_writable_dir
+    from ..core.checks import check_creatable_dir, check_local_layout
     from ..core.contract import check_backend_build
     from .argtypes import check_device, usage_errors
-    from .backend_args import backend_options
+    from .backend_args import backend_options, check_image_memory
     from .bench.ablation import BenchConfig, behavior_like_options
 
     with usage_errors():
@@ -335,12 +336,14 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
         )
         totals = tuple(args.envs or (2 * cores,))
         max_processes = args.max_processes or max(1, cores - 1)
+        check_local_layout(max_processes, max(totals), args.chunk_size)
+        check_image_memory(args, max(totals))
         stages = tuple(args.stages) if args.stages else ((1, 2) if args.quick else None)
         layouts = enumerate_layouts(totals, max_processes, stages)
         if not layouts:
             raise ValueError(f"no feasible layout for --envs {','.join(map(str, totals))} with at most "
                              f"{max_processes} env processes and stages {stages or 'any'}")
-        check_writable_dir("--out-dir", args.out_dir)
+        check_creatable_dir("--out-dir", args.out_dir)
         factory = make_factory(args.backend, **options)
         for e, k in sorted({(lay.envs_per_process, lay.worker_stages) for lay in layouts}):
             check_backend_build(factory, e, args.seed, RolloutProfile(pipeline_stages=k, chunk_size=args.chunk_size))
@@ -533,6 +536,7 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     winner = next(lay for lay in to_run if lay.name == result["winner"]["name"])
     header = (f"behavior1k-fast tune: measured winner {winner.name}, "
               f"{result['winner']['measured_env_steps_per_s']:.0f} env-steps/s on {tag}")
+    out_dir.mkdir(parents=True, exist_ok=True)
     yaml_path.write_text(profile_yaml(winner.profile(base), header), encoding="utf-8")
     result["profile_yaml"] = str(yaml_path)
     result["complete"] = True

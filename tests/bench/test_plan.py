@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.bench.resources import ResourceUsage
 from behavior1k_fast.core.profile import RolloutProfile
@@ -81,6 +82,22 @@ def test_quick_defaults_and_layout_checks():
         ablation.BenchConfig(device="tpu")
 
 
+def test_a_bench_that_does_not_fit_this_machine_fails_in_the_config():
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
+        ablation.BenchConfig(processes=100000, envs_per_process=1, stages=1, baseline=False)
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
+        ablation.BenchConfig(scaling=(1, 100000), baseline=False)
+    with pytest.raises(ValueError, match="the AsyncVectorEnv baseline starts one process per env"):
+        ablation.BenchConfig(processes=2, envs_per_process=100)
+    ablation.BenchConfig(processes=100000, envs_per_process=1, stages=1, baseline=False, executor="ray")  # a cluster
+    with pytest.raises(ValueError, match="model_width=64, model_depth=100000000, .* needs about 18,311 GiB"):
+        ablation.BenchConfig(model_width=64, model_depth=10**8)
+    with pytest.raises(ValueError, match=r"model_ms must be a finite number of ms in \(0, 60000\]"):
+        ablation.BenchConfig(model_ms=1e300)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 4294967295\]"):
+        ablation.BenchConfig(seed=2**70)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--model-width", "100"], "model_width must be a multiple of 64 (the attention head size), got 100"),
     (["--model-width", "0"], "argument --model-width: must be an int >= 1, got 0"),
@@ -90,9 +107,10 @@ def test_quick_defaults_and_layout_checks():
     (["--model-ms", "-5"], "argument --model-ms: must be a finite number > 0, got -5.0"),
     (["--behavior-like", "--backend", "omnigibson"], "--behavior-like applies to the reference simulator"),
 ])
-def test_bad_model_options_are_one_line_usage_errors(capsys, argv, message):
+def test_bad_model_options_are_one_line_usage_errors(capsys, monkeypatch, argv, message):
     from behavior1k_fast.tools import cli
 
+    monkeypatch.setattr(backends, "check_installed", lambda backend: None)  # any backend counts as installed
     try:
         code = cli.main(["bench", "--device", "cpu", *argv])
     except SystemExit as exc:  # argparse's own type checks exit from the parser
@@ -168,6 +186,7 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
+    monkeypatch.setattr(backends, "check_installed", lambda backend: None)  # Isaac Sim is a stand-in too
     assert args.func(args) == 0
 
     factories = {id(c[1]) for c in calls}

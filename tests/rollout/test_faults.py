@@ -129,6 +129,12 @@ def test_torch_policy_module():
         (dict(executor="threads"), ValueError, ["executor", "threads"]),
         (dict(timeout_s=0), ValueError, ["timeout_s", "0"]),
         (dict(factory=lambda n, s, p: None), TypeError, ["factory must be picklable"]),
+        (dict(profile={"num_env_subprocess": 100000, "total_num_envs": 100000}), ValueError,
+         ["num_env_processes must be an int in [1, ", "on this machine", "got 100000"]),
+        (dict(profile={"total_num_envs": 10**8}, executor="inline"), ValueError,
+         ["total_num_envs must be an int in [1, ", "got 100000000"]),
+        (dict(profile={"total_num_envs": 4, "num_action_chunks": 10**10}), ValueError,
+         ["chunk_size must be an int in [1, ", "got 10000000000"]),
     ],
 )
 def test_bad_configuration_fails_before_any_worker_starts(kwargs, error, words):

@@ -35,12 +35,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ...backends import make_factory
-from ...core.checks import check_int, check_number, check_positive_int
+from ...core.checks import MachineLimits, check_int, check_local_layout, check_number, check_positive_int, check_seed
 from ...core.profile import PARTITION_MODES, RolloutProfile
 from ...core.tracing import ACTION_APPLY, OBS_READ, PHYSICS, REWARD, RENDER, TERMINATION
 from ...rollout.plan import PartitionPlan
 from . import report
-from .policy import check_width
+from .policy import MAX_MODEL_MS, WIDTHS, check_width, model_bytes
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
 SLIM_FIELDS = (
@@ -145,7 +145,7 @@ class BenchConfig:
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
         if self.model_ms is not None:
-            check_number("model_ms", self.model_ms, 0.0, low_open=True, unit="of ms")
+            check_number("model_ms", self.model_ms, 0.0, MAX_MODEL_MS, low_open=True, unit="of ms")
         if self.model_width is not None:
             check_width("model_width", self.model_width)
         if self.model_depth is not None:
@@ -158,6 +158,8 @@ class BenchConfig:
                                  f"model_depth both given nothing is calibrated")
         for p in self.scaling:
             check_positive_int("scaling process count", p)
+        check_seed("seed", self.seed)
+        self._check_machine()
         if self.tuned is not None:
             total = self.processes * self.envs_per_process
             if self.tuned.total_num_envs != total or self.tuned.chunk_size != self.chunk_size:
@@ -166,6 +168,22 @@ class BenchConfig:
                     f"{self.tuned.chunk_size}; the bench runs {total} envs, chunk_size={self.chunk_size} (every row "
                     f"must have the same envs and chunks: tune with --envs {total})"
                 )
+
+    def _check_machine(self) -> None:
+        """Every run fits this machine (``core.checks.MachineLimits``): the engine's workers, envs and chunks
+        (with the process executor: Ray places them on a cluster), the peer baseline's processes (one per
+        env) and the policy."""
+        limits = MachineLimits.here()
+        e, n = self.envs_per_process, self.chunk_size
+        for p in (self.processes, *self.scaling) if self.executor == "process" else ():
+            check_local_layout(p, p * e, n)
+        if self.baseline:
+            limits.check_processes("processes x envs_per_process (the AsyncVectorEnv baseline starts one process "
+                                   "per env)", self.processes * e)
+        width, depth = self.model_width or WIDTHS[0], self.model_depth or 1
+        batch = max(1, self.processes * e // self.stages)
+        limits.check_memory(f"the policy with model_width={width}, model_depth={depth}, chunk_size={n} at a "
+                            f"stage batch of {batch}", model_bytes(width, depth, n, batch))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BenchConfig":
@@ -206,7 +224,7 @@ class BenchConfig:
             tag=args.tag,
             trace=args.trace,
             seed=args.seed,
-            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned else None,
+            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned is not None else None,
         )
 
 
