@@ -1,8 +1,11 @@
 """Shared-memory buffers between the driver and its process workers: one segment per worker for its
 boundary observations (the worker writes them) and one for its chunk actions (the driver writes them).
 
-Every segment is created and unlinked by the driver; its name starts with :data:`SHM_PREFIX`
-(``/dev/shm/b1kf_*`` on Linux), so a leak is easy to see.
+Every segment is created and unlinked by the driver; its name is :data:`SHM_PREFIX`, the driver's pid and a
+random part (``/dev/shm/b1kf_<pid>_<hex>`` on Linux), so a leak is easy to see and its owner is known. A
+driver killed with its whole process group (as a cluster scheduler does) takes the resource tracker that
+would unlink its segments with it: :func:`remove_stale_segments` unlinks the segments whose owner is gone,
+at every engine start (:meth:`SharedBuffers.create`) and in ``behavior1k-fast doctor --clean``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import numpy as np
 
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
 SHM_PREFIX = "b1kf_"
+#: Where the segments live as files (Linux); elsewhere stale segments are not looked for.
+SHM_DIR = "/dev/shm"
 #: Key of the chunk actions ``[chunk_size, action_dim]`` in a worker's action buffer.
 ACTIONS_KEY = "actions"
 
@@ -56,6 +61,7 @@ class SharedBuffers:
             offset = -(-offset // 64) * 64  # 64-byte aligned rows
             layout.append((key, tuple(space.shape), dtype.str, offset))
             offset += num_envs * int(np.prod(space.shape, dtype=np.int64)) * dtype.itemsize
+        remove_stale_segments()
         name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
         shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
         return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
@@ -96,6 +102,56 @@ class SharedBuffers:
             self._shm.unlink()
         except FileNotFoundError:
             pass
+
+
+def segment_owner(name: str) -> int | None:
+    """The pid in a segment name ``b1kf_<pid>_<hex>``; ``None`` for a name not of that form."""
+    head, sep, rest = name.partition("_")
+    pid, sep2, _ = rest.partition("_")
+    if f"{head}{sep}" != SHM_PREFIX or not sep2 or not pid.isdigit():
+        return None
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
+    """``(name, bytes)`` of every segment of this package in ``directory`` whose owner process is gone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names):
+        pid = segment_owner(name)
+        if pid is None or _alive(pid):
+            continue
+        try:
+            out.append((name, os.stat(os.path.join(directory, name)).st_size))
+        except OSError:  # unlinked meanwhile
+            continue
+    return out
+
+
+def remove_stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
+    """Unlink the segments of :func:`stale_segments`; returns those removed (another process may be
+    removing them at the same time: a segment already gone is not counted)."""
+    removed = []
+    for name, size in stale_segments(directory):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            continue
+        removed.append((name, size))
+    return removed
 
 
 def action_buffer_space(action_space: Any, chunk_size: int) -> Any:

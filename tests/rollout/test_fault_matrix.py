@@ -200,3 +200,32 @@ def test_workers_of_a_killed_driver_exit_quietly(tmp_path):
     assert code == -signal.SIGKILL
     assert_driver_left_nothing(owner, pids)  # owner watchdog; the resource tracker unlinks the segments
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def killed_with_its_group(tmp_path):
+    """A driver SIGKILLed with its whole process group (its resource tracker too, as a cluster scheduler
+    kills a job): its pid and the segments it left."""
+    owner, pids, code, _ = run_driver(tmp_path, "sigkill", ("busy", signal.SIGKILL, True))
+    assert code == -signal.SIGKILL
+    assert_gone(pids)
+    left = sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_"))
+    assert left  # nothing of the dead driver's own removes them
+    return owner, pids, left
+
+
+def test_segments_of_a_driver_killed_with_its_group_go_at_the_next_engine_start(tmp_path, nothing_left):
+    owner, pids, _ = killed_with_its_group(tmp_path)
+    with RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST):
+        assert_driver_left_nothing(owner, pids)
+
+
+def test_doctor_clean_removes_the_segments_of_a_driver_killed_with_its_group(tmp_path, capsys):
+    import json
+
+    from behavior1k_fast.tools.cli import main
+
+    owner, pids, left = killed_with_its_group(tmp_path)
+    assert main(["doctor", "--clean", "--json"]) == 0
+    removed = [name for name, _ in json.loads(capsys.readouterr().out)["shared_memory"]["removed"]]
+    assert set(left) <= set(removed)
+    assert_driver_left_nothing(owner, pids)
