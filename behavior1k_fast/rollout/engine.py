@@ -263,7 +263,7 @@ class RolloutEngine:
                 raise ValueError(f"gpu_ids bind worker processes: executor={executor!r} does not start any "
                                  "(Ray: ray_actor_options={'num_gpus': ...}; inline: bind this process yourself)")
             physical = gpus.worker_gpus(self.profile.gpu_ids, self.plan.num_processes, os.environ)
-            gpus.check_gpus_present(physical, gpus.nvidia_smi_gpus()[0])
+            gpus.check_gpus_present(physical, *gpus.nvidia_smi_gpus())
             envs = [gpus.binding_env(p) for p in physical]
             worker_profile = worker_profile.replace(gpu_ids=(0,))  # each worker sees its one GPU as CUDA 0
         for w in range(self.plan.num_processes):

@@ -140,8 +140,9 @@ def _gpus() -> dict[str, Any]:
     return {"available": devices is not None, "devices": devices or [], "note": note}
 
 
-def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str, Any]:
-    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold."""
+def _gpu_binding(profile: RolloutProfile, devices: list[str] | None, note: str = "") -> dict[str, Any]:
+    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold
+    or no GPU could be checked (``devices``: the ``nvidia-smi`` rows, ``None`` with the ``note`` why)."""
     from ..patching.omnigibson.gpu import kit_gpu_settings
 
     plan: dict[str, Any] = {"gpu_ids": profile.gpu_ids, "workers": [], "error": None}
@@ -149,10 +150,12 @@ def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str
         return plan
     try:
         physical = gpus.worker_gpus(profile.gpu_ids, profile.num_env_processes, os.environ)
-        gpus.check_gpus_present(physical, devices)
+        unchecked = gpus.check_gpus_present(physical, devices, note)
     except ValueError as exc:
         plan["error"] = str(exc)
         return plan
+    if unchecked:
+        plan["error"] = unchecked
     plan["workers"] = [
         {"worker": w, "gpu": p, "env": gpus.binding_env(p), "kit_settings": kit_gpu_settings(p)}
         for w, p in enumerate(physical)
@@ -203,7 +206,7 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     omnigibson = _omnigibson_state()
     patches = _patches(profile, omnigibson)
     gpu = _gpus()
-    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None)
+    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None, gpu["note"])
     ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
     return {
         "behavior1k_fast": __version__,
