@@ -229,3 +229,35 @@ def test_doctor_clean_removes_the_segments_of_a_driver_killed_with_its_group(tmp
     removed = [name for name, _ in json.loads(capsys.readouterr().out)["shared_memory"]["removed"]]
     assert set(left) <= set(removed)
     assert_driver_left_nothing(owner, pids)
+
+
+def test_ctrl_c_while_a_worker_starts_neither_kills_it_nor_prints_a_traceback(capfd, nothing_left):
+    from behavior1k_fast.rollout.policy import _policy_main
+    from behavior1k_fast.rollout.protocol import Command
+    from behavior1k_fast.rollout.serve import CLOSE_GRACE_S, ProcessChannel, stop_processes
+
+    channel = ProcessChannel(_policy_main, (make_policy,), "ctrl-c-at-start", "policy process")
+    try:
+        signals = 0
+        while not channel.conn.poll(0.01) and channel.proc.is_alive():  # Ctrl-C all through the start-up
+            os.kill(channel.pid, signal.SIGINT)
+            signals += 1
+        assert channel.receive(Command.INIT, 60).payload is None  # the INIT reply: it started
+        assert signals > 0 and channel.proc.is_alive()
+    finally:
+        stop_processes([channel], CLOSE_GRACE_S)
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+def test_a_ctrl_c_of_the_driver_while_it_starts_a_worker_is_delivered_after_the_start():
+    from behavior1k_fast.rollout import serve
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with serve._children_ignore_sigint():
+                os.kill(os.getpid(), signal.SIGINT)
+                reached = True  # the signal waits for the start to finish
+        assert reached and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
