@@ -8,8 +8,8 @@ from its first line: a Ctrl-C in the terminal reaches the whole process group, a
 worker, decides how its workers stop (:func:`stop_processes`). :class:`ProcessChannel` starts the process
 with SIGINT ignored (an ignored signal stays ignored across the exec, and a Python that starts so keeps
 it ignored), so a Ctrl-C while the new interpreter imports and unpickles its target does not reach it
-either: no ``KeyboardInterrupt`` traceback from a starting worker. Meanwhile the driver holds SIGINT
-blocked, so its own Ctrl-C is delivered right after the start, not lost.
+either: no ``KeyboardInterrupt`` traceback from a starting worker. Meanwhile the driver's main thread holds
+SIGINT blocked, so a Ctrl-C for it during those milliseconds is delivered right after the start.
 
 :class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
 before the child imports anything), sends requests without blocking on the worker's work, and waits for each
@@ -217,10 +217,11 @@ def stop_processes(
 
 @contextlib.contextmanager
 def _children_ignore_sigint() -> Iterator[None]:
-    """Inside, SIGINT is ignored (a process started here inherits that) and blocked, so a Ctrl-C that
-    arrives meanwhile stays pending (Linux never drops a blocked signal) and reaches this process's own
-    handler once the block ends. Only the main thread can change a handler: elsewhere this does nothing,
-    and such a child ignores SIGINT from the first line of :func:`serve` on."""
+    """Inside, SIGINT is ignored (a process started here inherits that) and blocked in this (the main)
+    thread, so a Ctrl-C delivered to it meanwhile stays pending (Linux never drops a blocked signal) and
+    reaches its own handler once the block ends; with other threads running, the kernel may hand a Ctrl-C
+    of those milliseconds to one of them, where it is ignored. Only the main thread can change a handler:
+    elsewhere this does nothing, and such a child ignores SIGINT from the first line of :func:`serve` on."""
     handler = signal.getsignal(signal.SIGINT)
     if (threading.current_thread() is not threading.main_thread() or handler is None
             or not hasattr(signal, "pthread_sigmask")):

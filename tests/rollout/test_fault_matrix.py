@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import psutil
@@ -256,7 +257,7 @@ def test_a_ctrl_c_of_the_driver_while_it_starts_a_worker_is_delivered_after_the_
     try:
         with pytest.raises(KeyboardInterrupt):
             with serve._children_ignore_sigint():
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                 reached = True  # the signal waits for the start to finish
         assert reached and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
