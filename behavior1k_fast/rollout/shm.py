@@ -71,13 +71,14 @@ class SharedBuffers:
         return cls(shared_memory.SharedMemory(name=spec.name), spec)
 
     def write(self, rows: Sequence[int], values: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """Copy one dict (key -> array of the space's shape) per row into the buffers."""
+        """Copy one dict (key -> array of the space's shape) per row into the buffers; a value that the
+        space's dtype cannot hold is a ``ValueError`` naming its key (:func:`cast_to_space`)."""
         for row, value in zip(rows, values):
             for key, arr in self.arrays.items():
                 item = value[key]
                 if np.shape(item) != arr.shape[1:]:
                     raise ValueError(f"{key!r} has shape {np.shape(item)}, its space says {arr.shape[1:]}")
-                arr[row] = item
+                arr[row] = cast_to_space(key, item, arr.dtype)
 
     def read(self, rows: Sequence[int], out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``, into ``out`` if given."""
@@ -102,6 +103,38 @@ class SharedBuffers:
             self._shm.unlink()
         except FileNotFoundError:
             pass
+
+
+def cast_to_space(key: str, value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as an array of its space's ``dtype``; ``ValueError`` naming ``key`` when a value does not
+    survive the cast: a finite number that becomes inf (``1e300`` as float32), or a number outside an
+    integer dtype's range (``300`` as uint8) or NaN there. The same dtype is passed through unchecked."""
+    value = np.asarray(value)
+    if value.dtype == dtype or value.dtype.kind not in "biuf":
+        return value
+    if dtype.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = value.astype(dtype)
+        bad = np.isinf(cast) & np.isfinite(value)
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bad = ~((value >= info.min) & (value <= info.max))  # NaN compares False: bad too
+        cast = None
+    else:
+        return value
+    if bad.any():
+        first = value[bad].flat[0]
+        raise ValueError(f"observation {key!r} holds {first!r}, which its space's dtype {dtype} cannot hold "
+                         f"(the backend's value of dtype {value.dtype} would become "
+                         f"{'inf' if dtype.kind == 'f' else 'another number'})")
+    return value if cast is None else cast
+
+
+def stack_as_space(obs: Sequence[Mapping[str, np.ndarray]], space: Any) -> dict[str, np.ndarray]:
+    """Per-env observation dicts -> key -> ``[n, *shape]`` in the dtypes of the Dict ``space``, each value
+    through :func:`cast_to_space`."""
+    return {key: np.stack([cast_to_space(key, o[key], np.dtype(box.dtype)) for o in obs])
+            for key, box in space.spaces.items()}
 
 
 def segment_owner(name: str) -> int | None:

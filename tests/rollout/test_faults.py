@@ -1,6 +1,7 @@
 """Faults and bad input: clear errors, never a hang, no orphan processes, no leaked shared memory."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,3 +192,20 @@ def test_policy_process_runs_the_policy_and_carries_its_errors_back():
         pid = remote.pid
     assert_gone([pid])
 
+
+
+@pytest.mark.parametrize("executor", ["process", "inline"])
+@pytest.mark.parametrize("key, value, text", [
+    ("proprio", 1e300, "observation 'proprio' holds 1e+300, which its space's dtype float32 cannot hold"),
+    ("head::rgb", 300.0, "observation 'head::rgb' holds 300.0, which its space's dtype uint8 cannot hold"),
+])
+def test_an_observation_its_space_dtype_cannot_hold_is_an_error_naming_the_key(executor, key, value, text):
+    from .faulty import LoudFactory
+
+    engine = RolloutEngine(LoudFactory(key, value), PROFILE, executor=executor, timeout_s=30)
+    pids = engine.worker_pids
+    engine.reset()
+    with pytest.raises(WorkerError, match=re.escape(text)) as info:
+        engine.step(0, np.zeros((2, CHUNK, 2), np.float32))
+    assert info.value.command == "chunk" and info.value.exc_type == "ValueError"
+    assert_clean(pids)
