@@ -87,6 +87,17 @@ def check_number(
     return number
 
 
+def check_picklable(name: str, value: Any, destination: str) -> bytes:
+    """``pickle.dumps(value)``; ``TypeError`` naming ``name`` when it does not pickle (it must reach
+    ``destination``, e.g. "the workers")."""
+    import pickle
+
+    try:
+        return pickle.dumps(value)
+    except Exception as exc:
+        raise TypeError(f"{name} must be picklable to reach {destination}, got {value!r}: {exc}") from None
+
+
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     """``value`` if it is one of ``choices``."""
     if value not in choices:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype
+from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype, check_plain_array
 
 
 @dataclass
@@ -70,8 +70,7 @@ def check_chunk_actions(
     actions: Any, num_envs: int, action_dim: int, chunk_size: int | None = None, argname: str = "actions"
 ) -> np.ndarray:
     """Validated float chunk actions ``[num_envs, chunk_size, action_dim]``; NaN or inf is an error."""
-    if not isinstance(actions, np.ndarray):
-        raise TypeError(f"{argname} must be a numpy array [envs, steps, action_dim], got {type(actions).__name__}")
+    check_plain_array(actions, argname, " [envs, steps, action_dim]")
     steps = chunk_size if chunk_size is not None else "N"
     if (
         actions.ndim != 3

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import pickle
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -25,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..core import gpus
-from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_positive_int
+from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_picklable, check_positive_int
 from ..core.contract import BackendFactory, check_backend_build, check_env_indices
 from ..core.profile import SCHEDULES, RolloutProfile
 from ..core.tracing import MODEL_FORWARD, SLICE_WAIT, get_profiler
@@ -240,10 +239,7 @@ class RolloutEngine:
     ):
         if not callable(factory):
             raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
-        try:
-            factory_blob = pickle.dumps(factory)
-        except Exception as exc:
-            raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
+        factory_blob = check_picklable("factory", factory, "the workers")
         check_choice("executor", executor, EXECUTORS)
         check_bool("auto_reset", auto_reset)
         seed = check_int("seed", seed)

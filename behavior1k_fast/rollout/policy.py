@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..core.checks import check_seconds
+from ..core.checks import check_picklable, check_seconds
 from .errors import ClosedError
 from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
@@ -127,6 +127,7 @@ class PolicyProcess:
     def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float | None = 300.0):
         if not callable(policy_factory):
             raise TypeError(f"policy_factory must be a callable returning a policy, got {policy_factory!r}")
+        check_picklable("policy_factory", policy_factory, "the policy process")
         self.timeout_s = check_seconds("timeout_s", timeout_s)
         self._closed = False
         self._channel = ProcessChannel(_policy_main, (policy_factory,), "behavior1k_fast-policy", "policy process")

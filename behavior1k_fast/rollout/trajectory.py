@@ -40,6 +40,7 @@ import numpy as np
 
 from ..core.checks import check_bool, check_positive_int
 from .chunk import ChunkResult
+from .engine import RolloutEngine
 
 #: Per-step arrays of a batch ``[R, E, N]`` and their dtypes.
 STEP_FIELDS = {"rewards": np.float64, "terminated": np.bool_, "truncated": np.bool_, "applied": np.bool_}
@@ -162,6 +163,8 @@ class TrajectoryRecorder:
     """
 
     def __init__(self, engine: Any, *, tensors: bool = False, pin_memory: bool = False):
+        if not isinstance(engine, RolloutEngine):
+            raise TypeError(f"engine must be a RolloutEngine, got {engine!r}")
         check_bool("tensors", tensors)
         check_bool("pin_memory", pin_memory)
         if pin_memory and not tensors:

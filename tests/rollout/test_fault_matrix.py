@@ -262,3 +262,16 @@ def test_a_ctrl_c_of_the_driver_while_it_starts_a_worker_is_delivered_after_the_
         assert reached and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_closed_vector_env_raises_closed_error_and_starts_no_workers(nothing_left):
+    from behavior1k_fast.rollout import EngineVectorEnv
+
+    env = EngineVectorEnv(FaultyFactory(seeds=()), PROFILE, **FAST)
+    env.reset(seed=1)
+    pids = env.engine.worker_pids
+    env.close()
+    assert_gone(pids)
+    with pytest.raises(ClosedError):
+        env.reset(seed=7)  # used to start a new engine and its workers, which a later close() left running
+    env.close()

@@ -209,3 +209,44 @@ def test_an_observation_its_space_dtype_cannot_hold_is_an_error_naming_the_key(e
         engine.step(0, np.zeros((2, CHUNK, 2), np.float32))
     assert info.value.command == "chunk" and info.value.exc_type == "ValueError"
     assert_clean(pids)
+
+
+def _reference_factory_class():
+    from behavior1k_fast.backends.reference import ReferenceFactory
+
+    return RolloutEngine(ReferenceFactory, PROFILE)
+
+
+def _recorder_of_a_string():
+    from behavior1k_fast.rollout import TrajectoryRecorder
+
+    return TrajectoryRecorder("engine")
+
+
+def _unpicklable_policy_factory():
+    from behavior1k_fast.rollout import PolicyProcess
+
+    return PolicyProcess(lambda: policy)
+
+
+@pytest.mark.parametrize("make, text", [
+    (_reference_factory_class, "factory must be a factory instance, got the class ReferenceFactory: pass "
+                               "ReferenceFactory(...)"),
+    (_recorder_of_a_string, "engine must be a RolloutEngine, got 'engine'"),
+    (_unpicklable_policy_factory, "policy_factory must be picklable to reach the policy process, got <function"),
+])
+def test_a_wrong_kind_of_argument_is_a_type_error_naming_it_before_anything_starts(make, text):
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(TypeError, match=re.escape(text)):
+        make()
+    assert {c.pid for c in psutil.Process().children(recursive=True)} <= before
+
+
+def test_masked_array_actions_are_a_type_error_and_the_engine_stays_usable():
+    with RolloutEngine(PointMassFactory(), PROFILE, executor="inline") as engine:
+        engine.reset()
+        masked = np.ma.masked_array(np.zeros((2, CHUNK, 2), np.float32), mask=False)
+        with pytest.raises(TypeError, match=r"actions must be a plain numpy array \[envs, steps, action_dim\], got a "
+                                            r"masked array: .* actions.filled\(0.0\)"):
+            engine.submit(0, masked)
+        assert engine.step(0, masked.filled(0.0)).applied.all()
