@@ -34,7 +34,8 @@ from behavior1k_fast.backends import make_factory
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout import trajectory
 from behavior1k_fast.tools.bench import report
-from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows, calibrate
+from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
+from behavior1k_fast.tools.measure.calibration import calibrate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -75,12 +76,12 @@ class InsideTimer:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    config = BenchConfig(processes=args.processes, envs_per_process=args.envs_per_process, stages=2,
+    config = BenchConfig(processes=args.processes, envs_per_process=args.envs_per_process, pipeline_stages=2,
                          chunk_size=args.chunk_size, rounds=args.rounds)
     factory = make_factory("reference", resolution=(args.resolution, args.resolution))
-    rows = ablation_rows(config.processes, config.envs_per_process, config.stages, config.chunk_size)
+    rows = ablation_rows(config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size)
     row = next(r for r in rows if r.name == ALL_ROW)
-    bench_policy, calibration = calibrate(factory, rows, config)
+    bench_policy, calibration = calibrate(factory, row.profile, config, max_processes=config.processes)
     policy = WithExtras(bench_policy)
     walls: dict[str, list[float]] = {"plain": [], "numpy": [], "torch": []}
     inside: dict[str, list[float]] = {"numpy": [], "torch": []}
@@ -110,7 +111,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "layout": {"processes": config.processes, "envs_per_process": config.envs_per_process, "stages": 2,
                    "partition": "hybrid", "overlap": True, "chunk_size": config.chunk_size,
                    "rounds": args.rounds, "resolution": args.resolution, "profile": row.profile.to_dict()},
-        "calibration": calibration,
+        "calibration": calibration.to_dict(),
         "repeats": args.repeats,
         "wall_s": walls,
         "inside_recorder_s": inside,

@@ -66,7 +66,7 @@ def run_engines(factory: Any, job: RolloutProfile, num_engines: int, rounds: int
 
 def torch_policy(observation_space: Any, action_space: Any, chunk_size: int) -> Any:
     """The benchmark's torch chunk policy on this engine's device (a GPU when Ray gave the actor one)."""
-    from behavior1k_fast.tools.bench.policy import ChunkPolicy
+    from behavior1k_fast.tools.measure.policy import ChunkPolicy
 
     device = "cuda" if ray.get_gpu_ids() else "cpu"
     return ChunkPolicy(observation_space, action_space, chunk_size, device=device)

@@ -4,10 +4,13 @@ Lines (:data:`LINES`, also the pytest ids):
 
 - ``1.1.1``: the installed PyPI ``omnigibson==1.1.1`` package as it is;
 - ``v3.7`` and ``main``: verbatim upstream files from the folder named by ``BEHAVIOR1K_FAST_UPSTREAM``
-  (default: ``../shared/upstream`` next to the repository, when it exists). A line's files are
-  ``<folder>/<line>/OmniGibson/omnigibson/<path>``, the layout of a BEHAVIOR-1K checkout, so
-  ``<folder>/v3.7`` may be a real checkout of that line. Where the folder or a line is absent, the tests of
-  that line skip with a reason saying so (the only skip of these tests).
+  (default: ``../shared/upstream`` next to the repository, when it exists). A set's files are
+  ``<folder>/<set>/OmniGibson/omnigibson/<path>``, the layout of a BEHAVIOR-1K checkout, so
+  ``<folder>/v3.7`` may be a real checkout of that line. A line is made of the sets :data:`LINE_SETS` names,
+  newest first: each file comes from the first set that holds it, and the last set (the line's own name) must
+  exist. Where it is absent, the tests of that line skip with a reason saying so (the only skip of these
+  tests). :func:`line_tree` lays a line's files out as one BEHAVIOR-1K tree (symbolic links to the verbatim
+  files), which is what the tests load, ``git am`` and ``doctor --upstream`` see.
 
 A line's module is its upstream file executed under the real module name (``omnigibson.envs.env_base``, ...)
 on top of the installed 1.1.1 package: everything it imports that the line's folder does not hold comes
@@ -22,9 +25,11 @@ that 1.1.1 lacks to :data:`STAND_INS`.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -38,6 +43,18 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_UPSTREAM = REPO.parent / "shared" / "upstream"
 PYPI = "1.1.1"
 LINES = (PYPI, "v3.7", "main")
+#: Line -> the sets it is made of, newest first; a file comes from the first set holding it, and the last set
+#: (the line's own name) must exist. ``"set:relpath"`` takes only that file (relative to ``omnigibson/``) of a set. Why each main file comes from its set: ``tests/omnigibson/README.md``.
+LINE_SETS = {
+    "v3.7": ("v3.7",),
+    # main-era macros.py (00c69a80) and the simulator whose import_scene takes main's scene list (cbd13c78)
+    "main": ("main-vector-cbd13c78", "main-00c69a80", "main"),
+    # not a pytest line: main/'s simulator, which predates PR #2178 (it clears sys.argv; otherwise it equals
+    # 00c69a80's), with the macros of 00c69a80; for the tests of patches only that text needs
+    "main-pre2178": ("main-00c69a80:macros.py", "main"),
+}
+#: Lines loaded with another line's stand-ins.
+STAND_INS_OF = {"main-pre2178": "main"}
 #: Modules a line's folder can replace, in load order (each after the modules it imports).
 MODULES = (
     "omnigibson.macros",
@@ -71,23 +88,55 @@ def missing_reason(line: str) -> str | None:
     """Why ``line``'s texts cannot be used here (the skip reason), or ``None``."""
     if line == PYPI:
         return None if importlib.util.find_spec("omnigibson") else "omnigibson 1.1.1 is not installed"
-    if set_folder(line) is not None:
+    base = LINE_SETS.get(line, (line,))[-1]
+    if set_folder(base) is not None:
         return None
     root = upstream_root()
     where = f"{UPSTREAM_ENV}={os.environ[UPSTREAM_ENV]!r}" if os.environ.get(UPSTREAM_ENV) else str(DEFAULT_UPSTREAM)
     if root is None:
         return f"no upstream texts: set {UPSTREAM_ENV} to a folder of upstream sets ({DEFAULT_UPSTREAM} is absent)"
-    return f"no {line} texts: {where} has no {line}/OmniGibson/omnigibson folder"
+    return f"no {line} texts: {where} has no {base}/OmniGibson/omnigibson folder"
+
+
+def line_sources(line: str) -> dict[str, Path]:
+    """Path relative to the BEHAVIOR-1K root (``OmniGibson/...``) -> the verbatim file ``line`` takes it from
+    (the first of :data:`LINE_SETS` holding it)."""
+    if missing_reason(line):
+        raise FileNotFoundError(missing_reason(line))
+    sources: dict[str, Path] = {}
+    for entry in reversed(LINE_SETS.get(line, (line,))):  # base set first; newer sets replace its files
+        name, _, only = entry.partition(":")
+        folder = set_folder(name)
+        if folder is None:
+            continue
+        for path in sorted((folder / "OmniGibson").rglob("*")):
+            relpath = path.relative_to(folder).as_posix()
+            if path.is_file() and (not only or relpath == f"OmniGibson/omnigibson/{only}"):
+                sources[relpath] = path
+    return sources
+
+
+_TREES: dict[str, Path] = {}
+
+
+def line_tree(line: str) -> Path:
+    """A BEHAVIOR-1K tree (``<tree>/OmniGibson/omnigibson/...``) of ``line``'s files, each a symbolic link to
+    its verbatim text (:func:`line_sources`); made once per session in a temporary folder."""
+    if line not in _TREES:
+        tree = Path(tempfile.mkdtemp(prefix=f"b1k-line-{line}-")) / line
+        for relpath, source in line_sources(line).items():
+            (tree / relpath).parent.mkdir(parents=True, exist_ok=True)
+            (tree / relpath).symlink_to(source)
+        atexit.register(shutil.rmtree, tree.parent, True)
+        _TREES[line] = tree
+    return _TREES[line]
 
 
 def package_folder(line: str) -> Path:
-    """The ``omnigibson`` package folder of ``line`` (for 1.1.1 the installed package)."""
+    """The ``omnigibson`` package folder of ``line`` (for 1.1.1 the installed package, else in :func:`line_tree`)."""
     if line == PYPI:
         return Path(importlib.util.find_spec("omnigibson").submodule_search_locations[0])
-    folder = set_folder(line)
-    if folder is None:
-        raise FileNotFoundError(missing_reason(line))
-    return folder / "OmniGibson" / "omnigibson"
+    return line_tree(line) / "OmniGibson" / "omnigibson"
 
 
 # --- stand-ins for names a line adds that 1.1.1 lacks -------------------------------------------------------
@@ -156,6 +205,14 @@ STAND_INS: dict[tuple[str, str | None], tuple[tuple[str, ...], Callable[[str], A
     ("omnigibson.utils.profiling_utils", "Profiler"): (("main",), _placeholder_class),
     ("omnigibson.utils.asset_utils", "ensure_omnigibson_robot_assets_version"): (("main",), _unavailable),
     ("omnigibson.controllers", "ControllerView"): (("main",), _placeholder_class),
+    # main: cbd13c78's simulator (tensorized states on Warp, tiled sensors, view APIs)
+    ("warp", None): (("main",), lambda q: types.ModuleType(q)),
+    ("omnigibson.object_states.tensorized_state", None): (("main",), lambda q: types.ModuleType(q)),
+    ("omnigibson.object_states.tensorized_state", "TensorizedState"): (("main",), _placeholder_class),
+    ("omnigibson.sensors.tiled_sensor", None): (("main",), lambda q: types.ModuleType(q)),
+    ("omnigibson.sensors.tiled_sensor", "TiledVisionSensor"): (("main",), _placeholder_class),
+    ("omnigibson.utils.usd_utils", "ArticulatedObjectViewAPI"): (("main",), _placeholder_class),
+    ("omnigibson.utils.usd_utils", "RigidBodyViewAPI"): (("main",), _placeholder_class),
 }
 
 
@@ -163,7 +220,8 @@ def _set_module(monkeypatch: Any, name: str, module: types.ModuleType) -> None:
     """``name`` is ``module`` in ``sys.modules`` and as an attribute of its parent package."""
     monkeypatch.setitem(sys.modules, name, module)
     parent, _, child = name.rpartition(".")
-    monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
+    if parent:
+        monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
 
 
 @dataclass
@@ -195,6 +253,10 @@ class Line:
     def text(self, relpath: str) -> str:
         """The verbatim text of ``relpath`` (relative to the ``omnigibson`` package, e.g. ``envs/env_base.py``)."""
         return (self.package / relpath).read_text()
+
+    def source(self, relpath: str) -> Path:
+        """The verbatim file ``relpath`` (relative to the ``omnigibson`` package) is, in the set it comes from."""
+        return (self.package / relpath).resolve()
 
     def _activate_stand_ins(self, monkeypatch: Any) -> None:
         for (module, name), obj in self.stand_ins.items():
@@ -251,7 +313,7 @@ _LINES: dict[str, Line] = {}
 def get_line(name: str) -> Line:
     """The session's :class:`Line` for ``name`` (modules loaded at its first activation)."""
     if name not in _LINES:
-        _LINES[name] = Line(name, None if name == PYPI else package_folder(name))
+        _LINES[name] = Line(name, None if name == PYPI else package_folder(name), STAND_INS_OF.get(name, ""))
     return _LINES[name]
 
 

@@ -52,6 +52,12 @@ PARTITION_MODES = ("hybrid", "process")
 #: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``).
 SCHEDULES = ("barrier", "async")
 
+#: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K
+#: #2152; Isaac Sim's own extensions set 360000): the least ``rtx_descriptor_sets`` may be.
+RTX_DESCRIPTOR_SETS_UPSTREAM = 10000
+#: Render-quality knobs (``None``: upstream's setting; a bool changes pixels).
+RENDER_QUALITY_FIELDS = ("rtx_reflections", "rtx_indirect_diffuse", "rtx_ambient_occlusion", "rtx_sampled_lighting")
+
 #: RLinf key -> our field. Same meaning, other name.
 RLINF_ALIASES = {
     "skip_intermediate_obs_in_chunk": "skip_intermediate_obs",
@@ -59,6 +65,9 @@ RLINF_ALIASES = {
     "num_env_subprocess": "num_env_processes",
     "num_action_chunks": "chunk_size",
 }
+#: Fields :meth:`RolloutProfile.to_yaml` always writes (the layout), default or not.
+_YAML_LAYOUT_KEYS = ("skip_intermediate_obs", "pipeline_stages", "num_env_processes", "total_num_envs", "chunk_size",
+                     "partition", "schedule")
 
 
 def _default_numba_cache_dir() -> str:
@@ -123,6 +132,26 @@ class RolloutProfile:
     #: ``/rtx-transient/resourcemanager/texturestreaming/memoryBudget`` after launch (fraction of VRAM).
     texture_streaming_budget: float | None = 0.1
 
+    # --- Kit launch ---------------------------------------------------------------------------------
+    #: Kit ``/rtx/descriptorSets`` (the RTX descriptor-pool cap) on the launch command line: an int (at least
+    #: :data:`RTX_DESCRIPTOR_SETS_UPSTREAM`), ``"auto"`` (sized from the envs per process x
+    #: ``cameras_per_env``, never below upstream's) or ``None`` (upstream's: Kit's built-in default).
+    rtx_descriptor_sets: int | str | None = "auto"
+    #: Cameras (render products) per env, robot cameras and external sensors; sizes ``rtx_descriptor_sets="auto"``
+    #: (R1Pro, BEHAVIOR's robot, carries 3).
+    cameras_per_env: int = 3
+    #: Kit gets the script name as ``argv[0]`` where upstream's ``_launch_app`` clears ``sys.argv`` to ``[]``
+    #: (Kit otherwise drops the first launch argument; BEHAVIOR-1K #2178).
+    keep_launch_argv0: bool = True
+    #: RTX reflections after the simulator set its renderer settings (``None``: upstream's). Changes pixels.
+    rtx_reflections: bool | None = None
+    #: RTX indirect diffuse lighting (``None``: upstream's). Changes pixels.
+    rtx_indirect_diffuse: bool | None = None
+    #: RTX ambient occlusion (``None``: upstream's). Changes pixels.
+    rtx_ambient_occlusion: bool | None = None
+    #: RTX sampled direct lighting (``None``: upstream's). Changes pixels.
+    rtx_sampled_lighting: bool | None = None
+
     # --- placement --------------------------------------------------------------------------------
     #: GPUs of the env workers as CUDA numbers them where the engine runs; worker w runs on
     #: ``gpu_ids[w % len(gpu_ids)]`` (``behavior1k_fast.core.gpus``). ``None``: no binding.
@@ -153,6 +182,8 @@ class RolloutProfile:
             numba_cache=False,
             gc_enable=False,
             texture_streaming_budget=None,
+            rtx_descriptor_sets=None,
+            keep_launch_argv0=False,
         )
         base.update(overrides)
         return cls.from_dict(base)
@@ -226,6 +257,21 @@ class RolloutProfile:
                             f"{type(data).__name__} {data!r}")
         return cls.from_dict(data or {})
 
+    def to_yaml(self, path: str | os.PathLike | None = None, header: str = "") -> str:
+        """This profile as YAML that :meth:`from_yaml` reads back equal: the layout keys and every field that
+        differs from ``RolloutProfile()``, under RLinf's key names where RLinf has the key; ``header`` as
+        comment lines first. Written to ``path`` when given; the text either way."""
+        import yaml
+
+        defaults = RolloutProfile().to_dict()
+        rlinf = {ours: theirs for theirs, ours in RLINF_ALIASES.items()}
+        data = {rlinf.get(k, k): v for k, v in self.to_dict().items() if k in _YAML_LAYOUT_KEYS or v != defaults[k]}
+        text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         for key in ("obs_modalities", "gpu_ids"):
@@ -263,8 +309,9 @@ _BOOL_FIELDS = {
     "skip_intermediate_obs",
     "numba_cache",
     "gc_enable",
+    "keep_launch_argv0",
 }
-_INT_FIELDS = {"chunk_size", "boundary_rerenders", "pipeline_stages", "num_env_processes"}
+_INT_FIELDS = {"chunk_size", "boundary_rerenders", "pipeline_stages", "num_env_processes", "cameras_per_env"}
 _OPTIONAL_INT_FIELDS = {
     "async_min_batch",
     "total_num_envs",
@@ -301,6 +348,15 @@ def _check_field(name: str, value: Any) -> Any:
         return check_number(name, value, 0.0, 60.0, unit="of seconds")
     if name == "gpu_ids":
         return None if value is None else _check_gpu_ids(value)
+    if name in RENDER_QUALITY_FIELDS:
+        return None if value is None else check_bool(name, value)
+    if name == "rtx_descriptor_sets":
+        if value is None or value == "auto":
+            return value
+        if isinstance(value, str):
+            raise ValueError(f"rtx_descriptor_sets must be an int >= {RTX_DESCRIPTOR_SETS_UPSTREAM}, 'auto' or None, "
+                             f"got {value!r}")
+        return check_int(name, value, RTX_DESCRIPTOR_SETS_UPSTREAM)
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one
 
 

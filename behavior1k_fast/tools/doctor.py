@@ -118,11 +118,15 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
-    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, kit_thread_args
+    """Launch settings: Kit command-line arguments (thread caps, descriptor sets), the ``argv[0]`` fix, the
+    render-quality settings; the intra-op pools."""
+    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, launch_kit_args, render_quality_settings
 
     torch = sys.modules.get("torch")
     return {
-        "kit_args": kit_thread_args(profile),
+        "kit_args": launch_kit_args(profile),
+        "keep_launch_argv0": profile.keep_launch_argv0,
+        "render_settings": render_quality_settings(profile),
         "intra_op_threads": profile.intra_op_threads,
         "env": {var: os.environ.get(var) for var in (*INTRA_OP_ENV_VARS, USD_THREAD_ENV_VAR)},
         "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
@@ -240,7 +244,10 @@ def render_text(report: dict[str, Any]) -> str:
     width = max(len(p["name"]) for p in report["patches"])
     lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
     threads = report["threads"]
-    lines += ["", "Threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]
+    render = " ".join(f"{path}={value}" for path, value in threads["render_settings"].items())
+    lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}",
+              f"  {'Kit argv[0] kept':<21} {'yes' if threads['keep_launch_argv0'] else 'no (upstream as is)'}",
+              f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]
     cpu, gpu = report["cpu"], report["gpu"]

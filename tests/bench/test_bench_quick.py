@@ -53,9 +53,9 @@ def test_speedups_agree_with_the_times(quick_result):
         assert row["speedup_vs_prev"] == pytest.approx(by[row["prev"]]["ms_per_step"] / row["ms_per_step"])
     for name, chunks_per_round in (("hybrid_overlap", 2), ("process_overlap", 1), ("skip_obs", 1)):
         row = by[name]
-        assert row["worker_chunks_per_round"] == chunks_per_round
+        assert row["chunks_per_round"] == chunks_per_round
         t_env, t_model = row["t_env_ms"], row["t_model_ms"]
-        bound = max(chunks_per_round * t_env, row["stages"] * t_model, t_env + t_model) / row["chunk_size"]
+        bound = max(chunks_per_round * t_env, row["pipeline_stages"] * t_model, t_env + t_model) / row["chunk_size"]
         assert row["bound_ms_per_step"] == pytest.approx(bound)
         assert row["sim_ms_per_step"] == pytest.approx(chunks_per_round * row["t_env_ms"] / row["chunk_size"])
         assert row["pipeline_efficiency"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])

@@ -8,7 +8,9 @@ import pytest
 
 from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
-from behavior1k_fast.tools.bench.resources import ResourceUsage
+from behavior1k_fast.tools.measure.calibration import Calibration
+from behavior1k_fast.tools.measure.config import QUICK_RESOLUTION
+from behavior1k_fast.tools.measure.record import RowMeasure
 from behavior1k_fast.core.profile import RolloutProfile
 
 
@@ -24,7 +26,7 @@ def _changed(a, b):
 
 
 def test_rows_apply_the_optimisations_cumulatively():
-    rows = ablation.ablation_rows(processes=4, envs_per_process=2, stages=2, chunk_size=16)
+    rows = ablation.ablation_rows(processes=4, envs_per_process=2, pipeline_stages=2, chunk_size=16)
     by = {r.name: r for r in rows}
     assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
                                       "process_serial", "process_overlap", "process_async"]
@@ -50,7 +52,7 @@ def test_rows_apply_the_optimisations_cumulatively():
 def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp_path):
     tuned = RolloutProfile.from_dict({"pipeline_stage_num": 2, "num_env_subprocess": 2, "total_num_envs": 8,
                                       "partition": "process", "schedule": "async", "num_action_chunks": 16})
-    rows = ablation.ablation_rows(processes=4, envs_per_process=2, stages=2, chunk_size=16, tuned=tuned)
+    rows = ablation.ablation_rows(processes=4, envs_per_process=2, pipeline_stages=2, chunk_size=16, tuned=tuned)
     by = {r.name: r for r in rows}
     row = by["tuned"]
     assert rows[-1] is row and row.overlap and row.prev == "skip_obs"
@@ -68,12 +70,12 @@ def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp
 
 def test_quick_defaults_and_layout_checks():
     config = ablation.BenchConfig.from_args(_parse("--quick", "--device", "cpu"))
-    assert config.backend_options == {"resolution": ablation.QUICK_RESOLUTION}
-    assert (config.processes, config.envs_per_process, config.stages, config.chunk_size) == (2, 2, 2, 32)
+    assert config.backend_options == {"resolution": QUICK_RESOLUTION}
+    assert (config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size) == (2, 2, 2, 32)
     with pytest.raises(ValueError, match="envs_per_process"):
-        ablation.BenchConfig(envs_per_process=3, stages=2)
+        ablation.BenchConfig(envs_per_process=3, pipeline_stages=2)
     with pytest.raises(ValueError, match="processes"):
-        ablation.BenchConfig(processes=3, stages=2, envs_per_process=2)
+        ablation.BenchConfig(processes=3, pipeline_stages=2, envs_per_process=2)
     with pytest.raises(ValueError, match="rounds"):
         ablation.BenchConfig(rounds=0)
     with pytest.raises(ValueError, match="scaling"):
@@ -84,12 +86,12 @@ def test_quick_defaults_and_layout_checks():
 
 def test_a_bench_that_does_not_fit_this_machine_fails_in_the_config():
     with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
-        ablation.BenchConfig(processes=100000, envs_per_process=1, stages=1, baseline=False)
+        ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, baseline=False)
     with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
         ablation.BenchConfig(scaling=(1, 100000), baseline=False)
     with pytest.raises(ValueError, match="the AsyncVectorEnv baseline starts one process per env"):
         ablation.BenchConfig(processes=2, envs_per_process=100)
-    ablation.BenchConfig(processes=100000, envs_per_process=1, stages=1, baseline=False, executor="ray")  # a cluster
+    ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, baseline=False, executor="ray")  # a cluster
     with pytest.raises(ValueError, match="model_width=64, model_depth=100000000, .* needs about 18,311 GiB"):
         ablation.BenchConfig(model_width=64, model_depth=10**8)
     with pytest.raises(ValueError, match=r"model_ms must be a finite number of ms in \(0, 60000\]"):
@@ -154,10 +156,6 @@ def test_omnigibson_needs_an_env_config(tmp_path):
         ablation.plan_runs(ablation.BenchConfig.from_args(args))
 
 
-def _fake_usage():
-    return ResourceUsage(cpu_seconds=1.0, worker_peak_rss_mib={}, driver_peak_rss_mib=100.0, gpu_mib_by_pid={})
-
-
 def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     """Stand-ins for calibration and the engine runs record which factory and profiles they are given."""
     from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackendFactory
@@ -169,20 +167,24 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
                   "--scaling", "1,2", "--out-dir", str(tmp_path / "results"), "--tag", "og")
     calls = []
 
-    def fake_calibrate(factory, rows, config):
-        calls.append(("calibrate", factory, None))
-        return (lambda obs: None), {"model_width": 64, "model_depth": 1, "model_parameters": 1e5,
-                                    "model_dtype": "float32", "stage_batch": 2, "target_model_ms": 1.0,
-                                    "t_model_by_batch": [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0}
-                                                         for b in (1, 2, 3, 4)]}
+    def fake_calibrate(factory, profile, config, max_processes):
+        calls.append(("calibrate", factory, profile))
+        curve = [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0} for b in (1, 2, 3, 4)]
+        return (lambda obs: None), Calibration(
+            env_ms_per_stage_chunk=1.0, target_model_ms=1.0, model_width=64, model_depth=1, model_parameters=100_000,
+            model_tokens_per_sample=10, model_dtype="float32", forward_ms_at_stage_batch=1.0, stage_batch=2,
+            policy_device="cpu", policy_threads=1, t_model_by_batch=curve)
 
     def fake_run(factory, row, policy, config, trace_path=None):
         calls.append((row.name, factory, row.profile))
         ms = 10.0 / (1 + len(calls))  # each run faster than the last
-        m = ablation._measures(row.name, row.label, row.profile.pipeline_stages, 1, row.profile.total_num_envs,
-                               config, ms * config.rounds * config.chunk_size / 1e3, [0.001] * 2, 2.0, 64,
-                               _fake_usage(), [])
-        return m | {"prev": row.prev, "overlap": row.overlap, "processes": row.profile.num_env_processes}
+        p = row.profile
+        return RowMeasure(
+            name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
+            pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
+            own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
+            t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
+            driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
@@ -197,6 +199,7 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     names = [c[0] for c in calls]
     assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
                      "process_serial", "process_overlap", "process_async", "hybrid_overlap", "hybrid_overlap"]
+    assert calls[0][2].pipeline_stages == 2 and calls[0][2].partition == "hybrid"  # the all-optimisations row
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)
     assert [p.num_env_processes for p in profiles[-2:]] == [1, 2]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from behavior1k_fast.tools.bench.policy import (
+from behavior1k_fast.tools.measure.policy import (
     MAX_DEPTH,
     MIN_DEPTH,
     PROPRIO_TOKENS,

@@ -5,23 +5,41 @@ import json
 import pytest
 
 from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.measure.record import RowMeasure, with_speedups
+
+
+def _row(name, label, ms_per_step, prev):
+    """A measured row of 10 rounds of N = 10 steps taking ``ms_per_step``; no T_env."""
+    return RowMeasure(name=name, label=label, processes=2, envs_per_process=2, pipeline_stages=1, chunks_per_round=1,
+                      chunk_size=10, rounds=10, own_actions=400, wall_s=ms_per_step * 100 / 1e3, model_s=0.1,
+                      t_model_ms=1.0, t_env_ms=None, t_env_source="none", cpu_seconds=1.0,
+                      peak_rss_mib_per_env_process=100.0, driver_peak_rss_mib=100.0, prev=prev)
 
 
 def _rows():
-    return [
-        {"name": "stock", "label": "stock", "ms_per_step": 60.0, "prev": None},
-        {"name": "slim", "label": "+ slim", "ms_per_step": 12.0, "prev": "stock"},
-        {"name": "fast", "label": "+ fast", "ms_per_step": 4.0, "prev": "slim", "gpu_mib_per_env": None},
-    ]
+    return with_speedups([_row("stock", "stock", 60.0, None), _row("slim", "+ slim", 12.0, "stock"),
+                          _row("fast", "+ fast", 4.0, "slim")])
 
 
 def test_speedups_follow_ms_per_step_and_prev_names():
     rows = _rows()
-    report.add_speedups(rows)
-    assert [r["speedup_vs_stock"] for r in rows] == [1.0, 5.0, 15.0]
-    assert rows[0]["speedup_vs_prev"] is None
-    assert rows[1]["speedup_vs_prev"] == 5.0
-    assert rows[2]["speedup_vs_prev"] == 3.0
+    assert [r.speedup_vs_stock for r in rows] == pytest.approx([1.0, 5.0, 15.0])
+    assert rows[0].speedup_vs_prev is None
+    assert rows[1].speedup_vs_prev == pytest.approx(5.0)
+    assert rows[2].speedup_vs_prev == pytest.approx(3.0)
+
+
+def test_derived_measures_follow_the_stored_ones():
+    row = _row("a", "a", 4.0, None).replace(t_env_ms=30.0, t_model_ms=10.0, pipeline_stages=2, chunks_per_round=2)
+    assert row.ms_per_step == pytest.approx(4.0) and row.steps == 100 and row.total_envs == 4
+    assert row.env_steps_per_s == pytest.approx(400 / 0.4)
+    # max(C * T_env, K * T_model, T_env + T_model) / N
+    assert row.bound_ms_per_step == pytest.approx(max(2 * 30.0, 2 * 10.0, 40.0) / 10)
+    assert row.pipeline_efficiency == pytest.approx(6.0 / 4.0)
+    assert row.sim_ms_per_step == pytest.approx(6.0)
+    data = row.to_dict()
+    assert data["bound_ms_per_step"] == row.bound_ms_per_step and data["ms_per_step"] == row.ms_per_step
+    assert _row("b", "b", 4.0, None).pipeline_efficiency is None
 
 
 def test_goals_say_by_how_much_they_are_missed():
@@ -48,8 +66,7 @@ def test_unmeasured_goal_is_not_met():
 
 
 def test_table_has_a_line_per_row_and_dashes_for_missing_values():
-    rows = _rows()
-    report.add_speedups(rows)
+    rows = [r.to_dict() for r in _rows()]
     lines = report.format_table(rows).splitlines()
     assert len(lines) == 2 + len(rows)
     assert lines[0].startswith("row") and "e2e ms/step" in lines[0]
@@ -71,10 +88,7 @@ def test_describe_machine_has_cores_and_versions():
 
 
 def test_json_and_plot_are_written(tmp_path):
-    rows = _rows()
-    report.add_speedups(rows)
-    for r in rows:
-        r["sim_ms_per_step"] = r["ms_per_step"] / 2
+    rows = [r.replace(t_env_ms=5.0).to_dict() for r in _rows()]
     result = {
         "machine": {"cpu_model": "test cpu", "logical_cores": 2, "gpu": None},
         "config": {"backend": "reference"},

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from behavior1k_fast.tools.bench.resources import ResourceMonitor
+from behavior1k_fast.tools.measure.resources import ResourceMonitor
 
 # Burns CPU, reports, then stays alive until its stdin closes (so it is sampled while alive).
 CHILD = "s = 0\nfor i in range(3_000_000): s += i\nprint('done', flush=True)\nimport sys; sys.stdin.read()"

@@ -149,13 +149,13 @@ def test_bench_row_runs_on_each_layout(line, seam_og, tmp_path):
     from behavior1k_fast.tools.bench import ablation
 
     config = ablation.BenchConfig(backend="omnigibson", backend_options={"config": CONFIG}, processes=2,
-                                  envs_per_process=2, stages=2, chunk_size=CHUNK, rounds=2, warmup=0,
+                                  envs_per_process=2, pipeline_stages=2, chunk_size=CHUNK, rounds=2, warmup=0,
                                   executor="inline")
     factory = make_factory(config.backend, **config.backend_options)
     row = next(r for r in ablation.ablation_rows(2, 2, 2, CHUNK) if r.name == "hybrid_overlap")
     row = ablation.Row(row.name, row.label, row.profile.replace(numba_cache_dir=str(tmp_path / "numba")),
                        row.overlap, row.prev)
     measures = ablation.run_engine_row(factory, row, policy, config)
-    assert measures["own_actions"] == 4 * 2 * CHUNK and measures["stages"] == 2
+    assert measures.own_actions == 4 * 2 * CHUNK and measures.pipeline_stages == 2
     assert [len(r.applied) for r in robots(seam_og[1])] == [2 * CHUNK] * 4
 

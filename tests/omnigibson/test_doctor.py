@@ -33,15 +33,16 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
 #: a patch the fast profile leaves off until a knob asks for it (``gpu_ids``) is "disabled" (on request).
 APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST = "applied", "already upstream", "not needed", "on request"
 #: Patches the fast profile does not ask for.
-OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu"}
+OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu", "render_quality"}
 #: What ``doctor`` plans for the fast profile on each line (patches not listed: applied).
 PLAN = {
     "1.1.1": {
         "numba_cache_joint_controller": NOT_NEEDED, "numba_cache_ik_controller": NOT_NEEDED,
-        "numba_cache_osc_controller": NOT_NEEDED, "multi_scene_step": NOT_NEEDED,
+        "numba_cache_osc_controller": NOT_NEEDED, "multi_scene_step": NOT_NEEDED, "kit_launch_argv": NOT_NEEDED,
     },
-    "v3.7": {"viewer_camera_off": ALREADY, "numba_cache_ik_controller": ALREADY, "multi_scene_step": NOT_NEEDED},
-    "main": {"headless_viewport": ALREADY, "vector_env_step": NOT_NEEDED},
+    "v3.7": {"viewer_camera_off": ALREADY, "numba_cache_ik_controller": ALREADY, "multi_scene_step": NOT_NEEDED,
+             "kit_launch_argv": NOT_NEEDED},
+    "main": {"headless_viewport": ALREADY, "vector_env_step": NOT_NEEDED, "kit_launch_argv": ALREADY},
 }
 
 
@@ -87,6 +88,8 @@ def test_json_report_with_omnigibson(line, capsys):
     by_name = {p["name"]: p for p in report["patches"]}
     assert by_name["env_step_obs"]["upstream_file"] == "omnigibson/envs/env_base.py"
     assert "--/plugins/carb.tasking.plugin/threadCount=8" in report["threads"]["kit_args"]
+    assert "--/rtx/descriptorSets=36000" in report["threads"]["kit_args"]
+    assert report["threads"]["keep_launch_argv0"] is True and report["threads"]["render_settings"] == {}
     assert report["cpu"]["count"] >= 1 and isinstance(report["gpu"]["available"], bool)
 
 
@@ -98,6 +101,18 @@ def test_profile_yaml_turns_patches_off(og, capsys, tmp_path):
     assert code == 0 and states["headless_viewport"] == "disabled" and states["viewer_camera_off"] == "disabled"
     assert report["profile"]["pipeline_stages"] == 2
     assert not any("carb.tasking" in arg for arg in report["threads"]["kit_args"])
+
+
+def test_doctor_shows_the_launch_settings_with_their_values(og, capsys, tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text("rtx_descriptor_sets: 50000\nrtx_reflections: false\nkeep_launch_argv0: false\n")
+    code, report = json_report(capsys, "--profile", str(path))
+    assert report["threads"]["render_settings"] == {"/rtx/reflections/enabled": False}
+    assert {p["name"]: p["state"] for p in report["patches"]}["render_quality"] == "would apply"
+    run_doctor("--profile", str(path))
+    out = capsys.readouterr().out
+    assert "--/rtx/descriptorSets=50000" in out and "/rtx/reflections/enabled=False (changes pixels)" in out
+    assert "Kit argv[0] kept      no (upstream as is)" in out
 
 
 def test_bad_profile_exits_2_naming_the_key(capsys, tmp_path):

@@ -11,20 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from ..upstream_lines import MODULES, PYPI, STAND_INS, get_line, missing_reason
+from ..upstream_lines import LINE_SETS, MODULES, PYPI, STAND_INS, get_line, line_sources, missing_reason, set_folder
 
 README = Path(__file__).with_name("README.md")
 
 
 def test_active_line_modules_are_its_verbatim_texts(line):
-    folder = line.package.resolve()
     for name in MODULES:
         active = sys.modules[name]
         own = line.path_of(name)
         if own.exists():
-            assert Path(active.__file__).resolve() == own.resolve()
-            assert active.__spec__.origin and Path(active.__spec__.origin).resolve().is_relative_to(folder)
-            assert inspect.getsource(active) == line.text(str(own.relative_to(line.package)))
+            assert Path(active.__file__) == own and Path(active.__spec__.origin) == own
+            relpath = str(own.relative_to(line.package))
+            if not line.is_pypi:  # the line's tree links each file to the verbatim text of the set it comes from
+                assert line.source(relpath) == line_sources(line.name)[f"OmniGibson/omnigibson/{relpath}"].resolve()
+            assert inspect.getsource(active) == line.text(relpath) == line.source(relpath).read_text()
         else:  # the line's folder lacks it: 1.1.1's module stays
             assert Path(active.__file__).resolve() == get_line(PYPI).path_of(name).resolve()
 
@@ -66,3 +67,33 @@ def test_readme_lists_every_stand_in():
     text = README.read_text()
     for module, name in STAND_INS:
         assert f"`{module}.{name}`" in text if name else f"`{module}`" in text, (module, name)
+
+
+#: main's files that come from a newer set than ``main/`` (the reasons: tests/omnigibson/README.md).
+MAIN_FROM = {"macros.py": "main-00c69a80", "simulator.py": "main-vector-cbd13c78"}
+
+
+def test_a_line_takes_each_file_from_the_newest_set_holding_it():
+    if missing_reason("main"):
+        pytest.skip(missing_reason("main"))
+    sources = line_sources("main")
+    for relpath, path in sources.items():
+        name = MAIN_FROM.get(relpath.removeprefix("OmniGibson/omnigibson/"), "main")
+        assert path == set_folder(name) / relpath, relpath
+    assert set(MAIN_FROM) <= {relpath.rsplit("/", 1)[-1] for relpath in sources}
+    assert LINE_SETS["main"][-1] == "main" and LINE_SETS["v3.7"] == ("v3.7",)
+
+
+def test_main_line_texts_are_one_consistent_layout(og):
+    """The reasons the main line is made of three sets, checked on the texts: main-era macros (the viewer camera
+    on by default, no flatcache macro), and a simulator whose import_scene takes the scene list main's
+    multi-scene Environment passes."""
+    if missing_reason("main"):
+        pytest.skip(missing_reason("main"))
+    with pytest.MonkeyPatch.context() as mp:
+        main = get_line("main")
+        main.activate(mp)
+        gm = main.module("omnigibson.macros").gm
+        assert gm["RENDER_VIEWER_CAMERA"] is True and "ENABLE_FLATCACHE" not in gm
+        assert "import_scene(self, scenes)" in main.text("simulator.py")
+        assert "og.sim.import_scene(self._scenes)" in main.text("envs/env_base.py")

@@ -14,13 +14,16 @@ import pytest
 from behavior1k_fast.patching import APPLIED, SKIPPED, WOULD_APPLY, PatchRegistry
 from behavior1k_fast.patching.omnigibson import PATCHES
 
-from ..upstream_lines import REPO, Line, get_line, missing_reason, set_folder
+from ..upstream_lines import REPO, Line, get_line, line_tree, missing_reason
 from .conftest import RecordingSim, build_multi_seam, multi_scene_environment_class
 
 SERIES = {"v3.7": "v3.7.2", "main": "main"}
 PATCH_ROOT = REPO / "patches"
 #: Runtime patches of a series that still apply with it: its launch macros default to off.
-OPT_IN_MACROS = {"kit_thread_caps", "gc_after_launch", "texture_streaming_budget"}
+OPT_IN_MACROS = {
+    "main": {"kit_thread_caps", "gc_after_launch", "texture_streaming_budget"},
+    "v3.7": {"kit_thread_caps", "gc_after_launch", "texture_streaming_budget", "rtx_descriptor_sets"},
+}
 
 
 def _trailers(series: str) -> set[str]:
@@ -40,7 +43,7 @@ def series_line(name: str, where) -> Line:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     tree = where / name
-    shutil.copytree(set_folder(name), tree)
+    shutil.copytree(line_tree(name), tree)  # the verbatim files, not the links
     for patch in sorted((PATCH_ROOT / SERIES[name]).glob("*.patch")):
         subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
     return Line(f"{name}+{SERIES[name]}", tree / "OmniGibson" / "omnigibson", stand_ins_of=name)
@@ -51,12 +54,12 @@ def test_runtime_patches_find_the_series_already_upstream(name, og, tmp_path, mo
     series_line(name, tmp_path).activate(monkeypatch)
     plan = PatchRegistry(PATCHES).plan(fast_profile)
     carried = _trailers(SERIES[name])
-    assert carried & OPT_IN_MACROS == OPT_IN_MACROS
-    for patch_name in sorted(carried - OPT_IN_MACROS):
+    assert carried & OPT_IN_MACROS[name] == OPT_IN_MACROS[name]
+    for patch_name in sorted(carried - OPT_IN_MACROS[name]):
         outcome = plan[patch_name]
         assert outcome.state == SKIPPED, (patch_name, outcome)
         assert "already" in outcome.reason, outcome
-    for patch_name in OPT_IN_MACROS:
+    for patch_name in OPT_IN_MACROS[name]:
         assert plan[patch_name].state == WOULD_APPLY, plan[patch_name]
 
 

@@ -303,17 +303,16 @@ def test_audit_lists_every_attached_annotator(patched, isaac, headless):
     ]
 
 
-def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, monkeypatch, headless):
+def test_viewer_camera_is_off_for_headless_launch(line, fast_profile, monkeypatch, headless):
     """A user who turned the viewer camera on gets it off in headless launches (on every line)."""
+    from behavior1k_fast.patching.omnigibson.viewport import ViewerCameraOffPatch
     from omnigibson import simulator
     from omnigibson.macros import gm
 
     seen = []
     monkeypatch.setitem(gm, "RENDER_VIEWER_CAMERA", True)
     monkeypatch.setattr(simulator, "_launch_app", lambda: seen.append(gm["RENDER_VIEWER_CAMERA"]) or "app")
-    monkeypatch.setattr(sys.modules["omnigibson.lazy"], "carb", types.SimpleNamespace(
-        settings=types.SimpleNamespace(get_settings=lambda: types.SimpleNamespace(get=lambda p: None, set_float=lambda p, v: None))
-    ), raising=False)
+    registry = PatchRegistry([ViewerCameraOffPatch()])
     assert registry.apply(fast_profile)["viewer_camera_off"].state == APPLIED
     assert simulator._launch_app() == "app" and seen == [False]
     registry.revert()
@@ -321,10 +320,11 @@ def test_viewer_camera_is_off_for_headless_launch(registry, fast_profile, monkey
 
 
 def test_viewer_camera_patch_follows_the_lines_default(line, patched):
-    """v3.7's macros default ``RENDER_VIEWER_CAMERA`` to False (skipped there); 1.1.1's to True. main's
-    macros.py is not among the stored texts, so main runs with 1.1.1's macros."""
+    """v3.7's macros default ``RENDER_VIEWER_CAMERA`` to False (skipped there); 1.1.1's and main's (its own
+    macros.py, 00c69a80) to True, so the patch applies on both."""
     from omnigibson.macros import gm
 
+    assert line.is_pypi or line.path_of("omnigibson.macros").exists()  # each line's own default
     assert gm["RENDER_VIEWER_CAMERA"] is (line.name != "v3.7")
     assert patched("viewer_camera_off") is (line.name != "v3.7")
 

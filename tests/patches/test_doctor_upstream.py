@@ -13,17 +13,18 @@ import pytest
 from behavior1k_fast.tools import upstream_check
 from behavior1k_fast.tools.cli import main
 
-from ..upstream_lines import missing_reason, set_folder
+from ..upstream_lines import LINE_SETS, line_tree, missing_reason, set_folder
 
 SERIES_OF = {"v3.7": "v3.7.2", "main": "main"}
 
 
 def upstream_set(line: str) -> Path:
+    """The BEHAVIOR-1K tree of ``line`` (a line of ``LINE_SETS``: its texts laid out as one tree) or of a set."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     if missing_reason(line):
         pytest.skip(missing_reason(line))
-    return set_folder(line)
+    return line_tree(line) if line in LINE_SETS else set_folder(line)
 
 
 def copy_of(line: str, tmp_path: Path) -> Path:
@@ -97,6 +98,19 @@ def test_main_alt_env_base_already_taking_render_rejects_the_step_hunk(tmp_path,
     step_patches = [p.name for p in upstream_check.series_patches("main")[1:3]]
     assert code == 1 and report["line"] == "main" and list(rejected) == step_patches
     assert all("envs/env_base.py at line" in detail for detail in rejected.values())
+
+
+def test_mains_older_simulator_names_the_launch_hunks_that_do_not_apply(capsys):
+    """The ``main/`` set as stored: its simulator (blob 0de9a31) predates cbd13c78, which the main series is made
+    against; the render-flag fix still applies there, the thread-caps launch hunk and the GC/texture macro hunk
+    (next to cbd13c78's Warp lines) do not."""
+    upstream_set("main")  # skips where the texts are absent
+    code, out, _ = doctor(capsys, set_folder("main"), "--json")
+    report = json.loads(out)
+    rejected = {p["patch"][:4]: p["detail"] for p in report["patches"] if p["state"] == "does not apply"}
+    assert code == 1 and report["line"] == "main" and sorted(rejected) == ["0005", "0006"]
+    assert rejected["0005"] == "hunk 2/2 of OmniGibson/omnigibson/simulator.py at line 291 (def _launch_app():)"
+    assert rejected["0006"].startswith("hunk 2/3 of OmniGibson/omnigibson/simulator.py")
 
 
 def test_line_comes_from_setup_py_without_env_base(tmp_path):

@@ -29,11 +29,11 @@ import pytest
 
 from behavior1k_fast.patching.omnigibson import PATCHES
 
-from ..upstream_lines import missing_reason, set_folder
+from ..upstream_lines import line_tree, missing_reason
 
 PATCH_ROOT = Path(__file__).resolve().parents[2] / "patches"
 SERIES = ("main", "v3.7.2")
-#: Series -> the upstream set (line) it is made against.
+#: Series -> the upstream line it is made against (its texts: ``tests/upstream_lines.line_tree``).
 SET_OF = {"main": "main", "v3.7.2": "v3.7"}
 TRAILER = "Behavior1k-Fast-Patch"
 UPSTREAM_PREFIX = "OmniGibson/"  # patch paths are relative to the BEHAVIOR-1K repository root
@@ -41,18 +41,25 @@ CONTEXT = 3
 
 #: Runtime patches with an upstream file that have no upstream patch on a line, and why.
 KIT_RENDERER_GPU = "binds the engine's worker processes to the profile's gpu_ids; no upstream patch yet"
+RENDER_QUALITY = "opt-in knobs that change pixels: a user's trade, not an upstream default"
 NOT_UPSTREAMED = {
     "main": {
         "headless_viewport": "main has it since StanfordVL/BEHAVIOR-1K#2117",
         "vector_env_step": "main replaced VectorEnvironment by the multi-scene Environment (#2329): per-env "
                            "stepping is multi_scene_step's (0003)",
-        "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on main",
+        "viewer_camera_off": "main's macros.py (00c69a80) defaults gm.RENDER_VIEWER_CAMERA to True: a headless default "
+                             "is upstream's choice; the runtime patch switches it off in headless launches",
+        "kit_launch_argv": "main keeps sys.argv = [argv0] since #2178 (00c69a80)",
+        "rtx_descriptor_sets": "#2152 fixes the descriptor-set cap on main, in none of the stored texts",
+        "render_quality": RENDER_QUALITY,
         "kit_renderer_gpu": KIT_RENDERER_GPU,
     },
     "v3.7.2": {
         "multi_scene_step": "v3.7's Environment holds one scene: per-env stepping is VectorEnvironment.step's (0004)",
         "viewer_camera_off": "gm.RENDER_VIEWER_CAMERA already defaults to False on v3.7.x",
         "numba_cache_ik_controller": "the only v3.7 ik_controller.py text found (RLinf 27fbfc08) already has cache=True",
+        "kit_launch_argv": "v3.7's _launch_app never clears sys.argv",
+        "render_quality": RENDER_QUALITY,
         "kit_renderer_gpu": KIT_RENDERER_GPU,
     },
 }
@@ -349,13 +356,13 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def set_repo(name: str, where: Path) -> Path:
-    """A throw-away git repository holding the upstream set of series ``name`` (skips where it is absent)."""
+    """A throw-away git repository holding the upstream line of series ``name`` (skips where it is absent)."""
     line = SET_OF[name]
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     if missing_reason(line):
         pytest.skip(missing_reason(line))
-    shutil.copytree(set_folder(line), where)
+    shutil.copytree(line_tree(line), where)  # the verbatim files, not the links
     assert _git(where, "init", "-q").returncode == 0
     _git(where, "add", "-A")
     assert _git(where, "commit", "-qm", "upstream").returncode == 0

@@ -9,9 +9,9 @@ from behavior1k_fast.core.profile import PARTITION_MODES, SCHEDULES, RolloutProf
 from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.tools import tune
 from behavior1k_fast.tools.cli import main
-from behavior1k_fast.tools.tune import (
-    Costs, Layout, default_layout, enumerate_layouts, expected_max, predict, profile_yaml, rank, summarize,
-)
+from behavior1k_fast.tools.measure.layouts import Layout, default_layout, enumerate_layouts
+from behavior1k_fast.tools.measure.pipeline import Costs, expected_max, predict, rank
+from behavior1k_fast.tools.tune import summarize
 
 
 def plan_accepts(p, e, k, partition):
@@ -41,15 +41,15 @@ def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, m
 
 def test_enumeration_leaves_out_stage_counts_the_partition_cannot_hold():
     layouts = enumerate_layouts([4], 4)
-    assert not [lay for lay in layouts if lay.stages == 3]
+    assert not [lay for lay in layouts if lay.pipeline_stages == 3]
     # K = 4 in hybrid partition needs 4 envs per process; in process partition 4 processes
-    assert {(lay.processes, lay.partition) for lay in layouts if lay.stages == 4} == {(1, "hybrid"), (4, "process")}
+    assert {(lay.processes, lay.partition) for lay in layouts if lay.pipeline_stages == 4} == {(1, "hybrid"), (4, "process")}
 
 
 def test_enumeration_honours_stage_list_and_stage_batch_cap():
-    layouts = enumerate_layouts([8], 8, stages=(1, 2), max_stage_batch=4)
-    assert layouts and {lay.stages for lay in layouts} == {2}
-    assert enumerate_layouts([3], 1, stages=(2,)) == []
+    layouts = enumerate_layouts([8], 8, pipeline_stages=(1, 2), max_stage_batch=4)
+    assert layouts and {lay.pipeline_stages for lay in layouts} == {2}
+    assert enumerate_layouts([3], 1, pipeline_stages=(2,)) == []
 
 
 def test_several_totals_compete_in_one_listing():
@@ -116,7 +116,7 @@ def test_cpu_work_over_free_cores_bounds_an_oversubscribed_layout():
 
 
 def test_rank_orders_by_predicted_throughput():
-    layouts = enumerate_layouts([4], 4, stages=(1, 2))
+    layouts = enumerate_layouts([4], 4, pipeline_stages=(1, 2))
     costs = Costs(10, {(4, 1): [80.0], (4, 2): [41.0], (2, 1): [40.0], (2, 2): [21.0], (1, 1): [20.0]},
                   {1: 5.0, 2: 10.0, 4: 20.0}, cores=16)
     ranked = rank(layouts, costs)
@@ -146,9 +146,9 @@ def test_summary_names_the_measured_winner_and_compares_the_pick():
 @pytest.mark.parametrize("layout", [Layout(2, 4, 2, "hybrid", "async"), Layout(4, 1, 2, "process", "barrier")])
 def test_profile_yaml_round_trips_with_rlinf_key_names(layout, tmp_path):
     profile = layout.profile(RolloutProfile(chunk_size=16, obs_modalities=("rgb",)))
-    text = profile_yaml(profile, header="tuned\nsecond line")
     path = tmp_path / "tuned.yaml"
-    path.write_text(text)
+    text = profile.to_yaml(path, header="tuned\nsecond line")
+    assert path.read_text() == text
     assert RolloutProfile.from_yaml(path) == profile
     for key in ("pipeline_stage_num", "num_env_subprocess", "total_num_envs", "skip_intermediate_obs_in_chunk",
                 "num_action_chunks", "partition", "schedule", "obs_modalities"):
@@ -203,10 +203,9 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
                  "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci"]) == 0
     result = json.loads((tmp_path / "tune_ci.json").read_text())
     assert result["complete"]
-    predicted = [tuple(p[k] for k in ("processes", "envs_per_process", "stages", "partition", "schedule"))
-                 for p in result["predicted"]]
-    assert sorted(predicted) == sorted(tuple(lay.to_dict()[k] for k in ("processes", "envs_per_process", "stages",
-                                                                      "partition", "schedule"))
+    keys = ("processes", "envs_per_process", "pipeline_stages", "partition", "schedule")
+    predicted = [tuple(p[k] for k in keys) for p in result["predicted"]]
+    assert sorted(predicted) == sorted(tuple(lay.to_dict()[k] for k in keys)
                                        for lay in enumerate_layouts([2], 2, (1, 2)))
     rates = [p["predicted"]["env_steps_per_s"] for p in result["predicted"]]
     assert rates == sorted(rates, reverse=True)
@@ -220,8 +219,8 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     assert result["winner"]["name"] == winner["name"]
     profile = RolloutProfile.from_yaml(tmp_path / "tune_ci.yaml")
     assert (profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition,
-            profile.schedule) == (winner["processes"], winner["envs_per_process"], winner["stages"],
+            profile.schedule) == (winner["processes"], winner["envs_per_process"], winner["pipeline_stages"],
                                   winner["partition"], winner["schedule"])
-    curve = result["model"]["t_model_by_batch"]
+    curve = result["calibration"]["t_model_by_batch"]
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
     assert winner["name"] in capsys.readouterr().out

@@ -62,8 +62,8 @@ def files(tmp_path):
 
 
 BAD_INPUT = [
-    (["bench", "--stages", "0"], "argument --stages: must be an int >= 1, got 0"),
-    (["bench", "--stages", "-2"], "argument --stages: must be an int >= 1, got -2"),
+    (["bench", "--pipeline-stages", "0"], "argument --pipeline-stages/--stages: must be an int >= 1, got 0"),
+    (["bench", "--stages", "-2"], "argument --pipeline-stages/--stages: must be an int >= 1, got -2"),
     (["bench", "--rounds", "-1"], "argument --rounds: must be an int >= 1, got -1"),
     (["bench", "--processes", "two"], "argument --processes: expected an int, got 'two'"),
     (["bench", "--warmup", "-1"], "argument --warmup: must be an int >= 0, got -1"),

@@ -25,10 +25,13 @@ PATCHES: tuple = (
     stepping.VectorEnvironmentStepPatch(),
     stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
+    runtime.KitLaunchArgvPatch(),
     runtime.KitThreadCapsPatch(),
+    runtime.KitDescriptorSetsPatch(),
     gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),
+    runtime.RenderQualityPatch(),
 )
 
 #: The registry of this process: every ``apply()`` / ``revert()`` of the package goes through it.

@@ -20,8 +20,7 @@ from typing import Any, Callable
 from ...core.gpus import CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID, binding_env, physical_gpu
 from ...core.profile import RolloutProfile
 from ..registry import Patch, PatchContext
-from ._util import LaunchAppPatch
-from .runtime import launch_with_kit_args
+from .runtime import KitArgsPatch, launch_with_kit_args
 
 #: Kit setting paths of the renderer and physics device.
 KIT_ACTIVE_GPU = "/renderer/activeGpu"
@@ -56,7 +55,7 @@ class GpuBindingPatch(Patch):
             ctx.set_env(name, value)
 
 
-class KitRendererGpuPatch(LaunchAppPatch):
+class KitRendererGpuPatch(KitArgsPatch):
     """The Kit renderer and PhysX on the process's one GPU (module docs)."""
 
     name = "kit_renderer_gpu"

@@ -1,11 +1,21 @@
-"""Process runtime of an OmniGibson env worker: thread caps, numba kernel cache, GC, texture streaming.
+"""Process runtime of an OmniGibson env worker: Kit launch settings, thread caps, numba kernel cache, GC, texture
+streaming, render quality.
 
-- Kit thread caps (carb tasking, TBB, PhysX CPU workers) are Kit command-line settings
-  (``--/path=value``, the form ``SimulationApp``'s ``extra_args`` takes). ``SimulationApp`` appends its
-  own ``threadCount``/``maxThreadCount`` pair (``limit_cpu_threads``) after ``extra_args`` and the
-  process's ``sys.argv`` extras after that, so the caps ride on ``sys.argv`` for the duration of
-  ``_launch_app``: they come last and win. The values Kit ended up with are read back after launch
-  (:func:`effective_kit_settings`).
+- Kit launch settings (thread caps of carb tasking, TBB and PhysX CPU workers; ``/rtx/descriptorSets``) are
+  Kit command-line settings (``--/path=value``, the form ``SimulationApp``'s ``extra_args`` takes).
+  ``SimulationApp`` appends its own ``threadCount``/``maxThreadCount`` pair (``limit_cpu_threads``) after
+  ``extra_args`` and the process's ``sys.argv`` extras after that, so settings on ``sys.argv`` come last and
+  win. main's ``_launch_app`` replaces ``sys.argv`` before it builds the app (``[]`` before BEHAVIOR-1K #2178,
+  ``[argv0]`` since), so anything put on ``sys.argv`` before the launch would be dropped there: the settings
+  go onto ``sys.argv`` at the moment upstream's ``_launch_app`` constructs ``SimulationApp`` (its
+  ``lazy.<path>.SimulationApp`` is redirected for the launch, :func:`kit_app_hook`) and are taken off again
+  after it. The values Kit ended up with are read back after launch (:func:`effective_kit_settings`).
+- ``argv[0]``: Kit skips ``sys.argv[0]`` as the script name; where ``_launch_app`` clears ``sys.argv`` to
+  ``[]``, its first own argument is lost (#2178: Kit then recompiles its Vulkan pipelines on every launch), so
+  the caller's ``argv[0]`` is put back in front when ``SimulationApp`` is constructed.
+- Render quality (reflections, indirect diffuse, ambient occlusion, sampled direct lighting): RTX runtime
+  settings, set after ``og.launch()`` returned, i.e. after the simulator applied its own renderer settings.
+  Changes pixels; only where the profile asks.
 - Python-side pools (OpenMP, MKL, OpenBLAS, torch intra-op) are capped through environment variables,
   and ``torch.set_num_threads`` when torch is already imported.
 - numba: ``NUMBA_CACHE_DIR`` points at a writable directory, numba/llvmlite are imported before Kit (Isaac
@@ -18,17 +28,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.util
 import os
+import re
 import sys
-from typing import Any, Callable, Iterable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ...core.checks import check_writable_dir
-from ...core.profile import RolloutProfile
-from ._util import LaunchAppPatch
+from ...core.profile import RENDER_QUALITY_FIELDS, RTX_DESCRIPTOR_SETS_UPSTREAM, RolloutProfile
+from ._util import LaunchAppPatch, source_of
 
 #: Kit setting path of each thread-cap knob.
 KIT_THREAD_SETTINGS = {
@@ -39,6 +52,24 @@ KIT_THREAD_SETTINGS = {
 #: Environment variables sizing the Python-side thread pools.
 INTRA_OP_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 TEXTURE_BUDGET_SETTING = "/rtx-transient/resourcemanager/texturestreaming/memoryBudget"
+DESCRIPTOR_SETS_SETTING = "/rtx/descriptorSets"
+#: ``rtx_descriptor_sets="auto"``: descriptor sets per camera (render product). Isaac Sim's own extensions set
+#: 360000, which ran BEHAVIOR-1K #2152's failing case of 10 envs x 3 cameras (30 render products): 12000 each.
+DESCRIPTOR_SETS_PER_CAMERA = 12000
+#: RTX setting path of each render-quality knob.
+RENDER_QUALITY_SETTINGS = dict(zip(RENDER_QUALITY_FIELDS, (
+    "/rtx/reflections/enabled",
+    "/rtx/indirectDiffuse/enabled",
+    "/rtx/ambientOcclusion/enabled",
+    "/rtx/directLighting/sampledLighting/enabled",
+)))
+#: ``lazy.<path>.SimulationApp(`` in ``_launch_app``: where upstream builds the Kit app.
+_KIT_APP = re.compile(r"\blazy\.([\w.]+)\.SimulationApp\(")
+#: ``_launch_app`` clearing ``sys.argv`` (main before #2178) or keeping ``argv[0]`` (#2178).
+_CLEARS_ARGV = re.compile(r"^\s*sys\.argv\s*=\s*\[\s*\]", re.M)
+#: An uncommented ``descriptorSets = N`` in a ``.kit`` experience file (1.1.1's files carry it commented out).
+_KIT_DESCRIPTOR_SETS = re.compile(r"^\s*(?:rtx\.)?descriptorSets\s*=\s*(\d+)", re.M)
+_KEEPS_ARGV0 = re.compile(r"^\s*sys\.argv\s*=\s*\[\s*_saved_argv\[0\]\s*\]", re.M)
 #: Imported before Kit, in this order.
 NUMBA_PRELOAD = ("llvmlite", "numba", "numba.np.arrayobj", "numba.core.runtime.context")
 
@@ -52,6 +83,29 @@ def kit_thread_args(profile: RolloutProfile) -> list[str]:
         for knob, path in KIT_THREAD_SETTINGS.items()
         if getattr(profile, knob) is not None
     ]
+
+
+def descriptor_sets(profile: RolloutProfile) -> int | None:
+    """The ``/rtx/descriptorSets`` the launch gets for ``profile`` (``None``: upstream's): ``"auto"`` is
+    :data:`DESCRIPTOR_SETS_PER_CAMERA` per camera of the process (envs per process x ``cameras_per_env``), never
+    below Kit's built-in :data:`~behavior1k_fast.core.profile.RTX_DESCRIPTOR_SETS_UPSTREAM`."""
+    value = profile.rtx_descriptor_sets
+    if value != "auto":
+        return value
+    cameras = profile.envs_per_process * profile.cameras_per_env
+    return max(RTX_DESCRIPTOR_SETS_UPSTREAM, DESCRIPTOR_SETS_PER_CAMERA * cameras)
+
+
+def launch_kit_args(profile: RolloutProfile) -> list[str]:
+    """Every Kit ``--/path=value`` argument the profile's launch patches add (thread caps, descriptor sets)."""
+    sets = descriptor_sets(profile)
+    return kit_thread_args(profile) + ([] if sets is None else [f"--{DESCRIPTOR_SETS_SETTING}={sets}"])
+
+
+def render_quality_settings(profile: RolloutProfile) -> dict[str, bool]:
+    """RTX setting path -> value for the render-quality knobs the profile sets (``None`` knobs are left out)."""
+    return {path: getattr(profile, knob) for knob, path in RENDER_QUALITY_SETTINGS.items()
+            if getattr(profile, knob) is not None}
 
 
 def effective_kit_settings() -> dict[str, Any]:
@@ -68,22 +122,92 @@ def _has_opt_in_macro(module: Any, macro: str) -> bool:
     default to off, so their presence in ``_launch_app`` does not mean the launch applies them."""
     macros = getattr(module, "m", None)
     return macros is not None and macro in macros
-def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str], start: Callable[[], Any]) -> Any:
-    """``start()`` with the Kit ``--/path=value`` ``args`` on ``sys.argv`` for the duration of the launch
-    (they come last and win, see module docs); the values Kit ended up with for the setting paths
-    ``read_back`` are recorded for :func:`effective_kit_settings`."""
-    argv = list(sys.argv)
-    sys.argv[:] = argv + args
+def kit_app_path(launch_source: str) -> str:
+    """The ``omnigibson.lazy`` path of the class upstream's ``_launch_app`` builds the Kit app from
+    (``isaacsim`` on v3.7 and main, ``omni.isaac.kit`` on 1.1.1); ``UpstreamLayoutError`` where it builds none."""
+    match = _KIT_APP.search(launch_source)
+    if match is None:
+        raise UpstreamLayoutError("_launch_app builds no lazy.<module>.SimulationApp: unsupported OmniGibson layout")
+    return match[1]
+
+
+class _Redirect:
+    """``target`` seen through ``path`` (dotted attribute names): the last one's value is ``hook(value)``; every
+    other attribute is ``target``'s, looked up when it is read (``omnigibson.lazy`` imports on access)."""
+
+    def __init__(self, target: Any, path: str, hook: Callable[[Any], Any]) -> None:
+        self._target, self._path, self._hook = target, path, hook
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        first, _, rest = self._path.partition(".")
+        if name != first:
+            return value
+        return _Redirect(value, rest, self._hook) if rest else self._hook(value)
+
+
+@contextlib.contextmanager
+def kit_app_hook(module: Any, before_start: Callable[[], None]) -> Iterator[None]:
+    """For the block, ``before_start()`` runs right before the simulator ``module``'s ``_launch_app`` constructs
+    its ``SimulationApp`` (through ``module.lazy``, redirected for the block; hooks nest)."""
+    path = f"{kit_app_path(source_of(module._launch_app))}.SimulationApp"
+
+    def hook(app_class: Any) -> Callable[..., Any]:
+        def construct(*args: Any, **kwargs: Any) -> Any:
+            before_start()
+            return app_class(*args, **kwargs)
+
+        return construct
+
+    lazy = module.lazy
+    module.lazy = _Redirect(lazy, path, hook)
     try:
-        app = start()
+        yield
     finally:
-        sys.argv[:] = argv
+        module.lazy = lazy
+
+
+def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str], start: Callable[[], Any]) -> Any:
+    """``start()`` with the Kit ``--/path=value`` ``args`` appended to ``sys.argv`` when ``SimulationApp`` is
+    constructed (they come last and win; taken off again after the launch, see module docs); the values Kit
+    ended up with for the setting paths ``read_back`` are recorded for :func:`effective_kit_settings`."""
+    added: list = []
+
+    def before_start() -> None:
+        added.append(sys.argv)
+        sys.argv.extend(args)
+
+    try:
+        with kit_app_hook(module, before_start):
+            app = start()
+    finally:
+        if added and added[0] is sys.argv:  # still the list the arguments went on (1.1.1 and v3.7 keep it)
+            _remove_last_run(sys.argv, args)
     settings = _carb_settings(module)
     _effective.update({path: settings.get(path) for path in read_back})
     return app
 
 
-class KitThreadCapsPatch(LaunchAppPatch):
+def _remove_last_run(items: list, run: list) -> None:
+    """Delete the last occurrence of the consecutive items ``run`` from ``items`` (nothing if absent)."""
+    for at in range(len(items) - len(run), -1, -1):
+        if items[at:at + len(run)] == run:
+            del items[at:at + len(run)]
+            return
+
+
+class KitArgsPatch(LaunchAppPatch):
+    """A launch patch that puts Kit arguments on ``SimulationApp``'s command line (:func:`kit_app_hook`): it
+    needs an ``_launch_app`` that builds ``lazy.<module>.SimulationApp``."""
+
+    def skip_reason(self, module: Any) -> str | None:
+        reason = super().skip_reason(module)
+        if reason is None:
+            kit_app_path(source_of(module._launch_app))
+        return reason
+
+
+class KitThreadCapsPatch(KitArgsPatch):
     """Carb tasking, TBB and PhysX worker thread caps on the Kit command line at launch."""
 
     name = "kit_thread_caps"
@@ -98,6 +222,91 @@ class KitThreadCapsPatch(LaunchAppPatch):
 
     def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         return launch_with_kit_args(module, kit_thread_args(profile), KIT_THREAD_SETTINGS.values(), start)
+
+
+class KitDescriptorSetsPatch(KitArgsPatch):
+    """Kit ``/rtx/descriptorSets`` on the launch command line (:func:`descriptor_sets`): OmniGibson's trimmed
+    ``.kit`` inherits Kit's 10000, which runs out at 8-10 envs x 3 cameras (BEHAVIOR-1K #2152)."""
+
+    name = "rtx_descriptor_sets"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return profile.rtx_descriptor_sets is not None
+
+    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
+        if "descriptorSets" in launch_source and not _has_opt_in_macro(module, "RTX_DESCRIPTOR_SETS"):
+            return "upstream _launch_app already sets /rtx/descriptorSets"
+        kit_files = getattr(getattr(module, "m", None), "KIT_FILES", None) or {}
+        folder = Path(getattr(module, "__file__", "") or ".").parent
+        for name in sorted(set(kit_files.values())):
+            path = folder / name
+            match = _KIT_DESCRIPTOR_SETS.search(path.read_text(errors="replace")) if path.is_file() else None
+            if match:
+                return f"upstream's {name} already sets /rtx/descriptorSets={match[1]}"
+        return None
+
+    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+        args = [f"--{DESCRIPTOR_SETS_SETTING}={descriptor_sets(profile)}"]
+        return launch_with_kit_args(module, args, [DESCRIPTOR_SETS_SETTING], start)
+
+
+class KitLaunchArgvPatch(KitArgsPatch):
+    """Kit gets the caller's ``argv[0]`` where upstream's ``_launch_app`` clears ``sys.argv`` to ``[]`` (the fix
+    of BEHAVIOR-1K #2178, ``sys.argv = [argv0]``): otherwise Kit takes the first launch argument for the script
+    name and drops it."""
+
+    name = "kit_launch_argv"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return profile.keep_launch_argv0
+
+    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
+        if _CLEARS_ARGV.search(launch_source):
+            return None
+        if _KEEPS_ARGV0.search(launch_source):
+            return "upstream _launch_app already keeps sys.argv[0] (PR #2178)"
+        return "upstream _launch_app does not clear sys.argv: Kit gets the caller's argv[0]"
+
+    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+        argv0 = sys.argv[:1]
+
+        def before_start() -> None:
+            if argv0 and sys.argv[:1] != argv0:
+                sys.argv.insert(0, argv0[0])
+
+        with kit_app_hook(module, before_start):
+            return start()
+
+
+class RenderQualityPatch(Patch):
+    """RTX reflections, indirect diffuse, ambient occlusion and sampled direct lighting as the profile sets them,
+    right after ``og.launch()`` (the simulator sets its own renderer settings while it is built). Changes pixels."""
+
+    name = "render_quality"
+    module = "omnigibson"
+    targets = ("launch",)
+    upstream_file = "omnigibson/simulator.py"
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return bool(render_quality_settings(profile))
+
+    def skip_reason(self, module: Any) -> str | None:
+        if not callable(getattr(module, "launch", None)):
+            raise UpstreamLayoutError(f"{module.__name__}.launch is missing: unsupported OmniGibson layout")
+        return None
+
+    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+        wanted = render_quality_settings(profile)
+
+        def launch(wrapped, instance, args, kwargs):
+            sim = wrapped(*args, **kwargs)
+            settings = _carb_settings(module)
+            for path, value in wanted.items():
+                settings.set_bool(path, value)
+            _effective.update({path: settings.get(path) for path in wanted})
+            return sim
+
+        ctx.wrap(module, "launch", launch)
 
 
 class GcAfterLaunchPatch(LaunchAppPatch):

@@ -1,7 +1,7 @@
 """The benchmark's outputs: the table printed to the terminal, the goals check, the JSON and the PNG chart.
 
 A result is a plain dict (what goes into the JSON): ``machine``, ``config``, ``rows`` (the ablation, in
-order), ``baseline`` (the AsyncVectorEnv peer), ``scaling`` (optional sweep over env processes) and
+order, each a :meth:`~..measure.record.RowMeasure.to_dict`), ``baseline`` (the AsyncVectorEnv peer), ``scaling`` (optional sweep over env processes) and
 ``goals``. Times are wall ms per step, where a step is one own action of every env.
 """
 
@@ -68,16 +68,6 @@ SCALING_COLUMNS = (
 def format_scaling(entries: Sequence[dict[str, Any]]) -> str:
     """Text table of the scaling sweep over env processes."""
     return f"Scaling ({entries[0]['label']}):\n" + format_table(entries, SCALING_COLUMNS)
-
-
-def add_speedups(rows: list[dict[str, Any]]) -> None:
-    """Fill ``speedup_vs_stock`` and ``speedup_vs_prev`` (by each row's ``prev`` name) from ms/step."""
-    by_name = {row["name"]: row for row in rows}
-    stock = rows[0]["ms_per_step"]
-    for row in rows:
-        row["speedup_vs_stock"] = stock / row["ms_per_step"]
-        prev = by_name.get(row.get("prev"))
-        row["speedup_vs_prev"] = prev["ms_per_step"] / row["ms_per_step"] if prev else None
 
 
 def check_goals(measured: dict[str, float | None]) -> list[dict[str, Any]]:

@@ -1,0 +1,16 @@
+"""The measurement kit ``bench`` and ``tune`` share: one way to configure, calibrate, run and model a layout.
+
+- :mod:`.config`: :class:`~.config.RunConfig` (backend, chunk size, rounds, policy sizing, device, seed,
+  output), the command-line options that fill it (declared once, added to both parsers), the quick /
+  BEHAVIOR-like / device resolution and the core rule (how many cores the driver and policy keep).
+- :mod:`.policy`: the VLA-cost chunk policy and its size calibration; :mod:`.calibration` sizes it for a
+  run (one forward at the reference layout's stage batch takes that layout's env ms per chunk).
+- :mod:`.runs`: one layout run through the rollout engine (:func:`~.runs.run_engine_row`), measured.
+- :mod:`.record`: :class:`~.record.RowMeasure`, the one typed record of what a run measured.
+- :mod:`.pipeline`: the pipeline model: the round time of a layout from T_env and T_model. The bound bench
+  prints and tune's prediction are the same function (:func:`~.pipeline.pipeline_round`).
+- :mod:`.layouts`: P x E x K layouts, partitions and schedules; the feasible space.
+- :mod:`.resources`: CPU, RSS and GPU memory of the driver and its workers during a run.
+
+Importing this package is light: torch, the engine and the backends are imported where a run needs them.
+"""
