@@ -10,8 +10,9 @@ or stacked into the reply that Ray stores); the harness waits until the reply is
 ``ray.wait(fetch_local=False)``), then times ``executor.collect(worker, out)``: the pipe message and the
 copy out of shared memory, or Ray's fetch (pulled from the other node's object store, deserialized) and
 the copy into the engine's batch ``out``. That is the driver's transfer cost of one chunk; the worker's
-stepping is not in it. Both executors are the engine's own (``ProcessExecutor``, ``RayExecutor`` with a
-node-id placement); the harness reads their pending reply to know when the worker is done.
+stepping is not in it. Both executors are the engine's own (``make_executor("process")``,
+``make_executor("ray")`` with a node-id placement); the harness waits with ``executor.ready`` to know when
+the worker is done.
 
 The "other node" is a second raylet with its own object store on the same machine
 (``ray.cluster_utils.Cluster``): the bytes cross Ray's object manager over loopback, not a network; on a
@@ -33,8 +34,9 @@ import numpy as np
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.rollout.executors import Executor, ProcessExecutor
+from behavior1k_fast.rollout.executors import Supervisor, make_executor
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
+from behavior1k_fast.rollout.supervision import Supervision
 from behavior1k_fast.rollout.worker import WorkerSpec
 from behavior1k_fast.tools.bench.report import describe_machine, machine_tag, write_json
 
@@ -49,17 +51,7 @@ def worker_spec(resolution: int, envs: int, stages: int, chunk: int) -> WorkerSp
     return WorkerSpec(0, pickle.dumps(factory), envs, 0, profile.to_dict(), True, tracing=True)
 
 
-def wait_until_replied(executor: Executor) -> None:
-    """Block until the worker's oldest pending reply is ready, without reading it."""
-    if isinstance(executor, ProcessExecutor):
-        executor._state["channels"][0].conn.poll(None)
-    else:
-        import ray
-
-        ray.wait([executor._refs[0][0]], fetch_local=False)
-
-
-def measure(executor: Executor, rows: tuple[int, ...], chunks: int, warmup: int, seed: int = 0) -> dict:
+def measure(executor: Supervisor, rows: tuple[int, ...], chunks: int, warmup: int, seed: int = 0) -> dict:
     """Per-chunk driver transfer time (``collect``), the worker's publish time and the bytes moved."""
     profiler = get_profiler()
     obs_space, action_space = executor.start()
@@ -74,7 +66,7 @@ def measure(executor: Executor, rows: tuple[int, ...], chunks: int, warmup: int,
             actions = rng.uniform(action_space.low, action_space.high, (len(rows), steps, *action_space.shape))
             profiler.clear()
             executor.submit(0, Chunk(rows, actions.astype(np.float32), steps))
-            wait_until_replied(executor)
+            executor.ready([0], None)
             start = time.perf_counter()
             result, obs = executor.collect(0, out)
             elapsed = time.perf_counter() - start
@@ -82,8 +74,8 @@ def measure(executor: Executor, rows: tuple[int, ...], chunks: int, warmup: int,
                 continue
             fetch.append(elapsed * 1e3)
             publish.append(sum(s[2] for s in profiler.spans if (s[5] or {}).get("command") == "write_obs") / 1e6)
-            chunk_ms.append(float(result.env_seconds.max()) * 1e3)
-            in_reply = None if isinstance(executor, ProcessExecutor) else obs
+            chunk_ms.append(float(result.env_wall_seconds.max()) * 1e3)
+            in_reply = None if executor.pids else obs  # process workers leave obs in shared memory
             reply_bytes.append(len(pickle.dumps(Ok((result, in_reply)), protocol=5)))
     finally:
         executor.close()
@@ -101,13 +93,11 @@ def run(args: argparse.Namespace) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
-    from behavior1k_fast.rollout.ray_executor import RayExecutor
-
     spec = worker_spec(args.resolution, args.envs_per_process, args.stages, args.chunk_size)
     row_sets = [tuple(range(args.envs_per_process // args.stages)), tuple(range(args.envs_per_process))]
     results = []
     for rows in row_sets:
-        results.append({"transport": TRANSPORTS[0], **measure(ProcessExecutor([spec], 300.0, False), rows,
+        results.append({"transport": TRANSPORTS[0], **measure(make_executor("process", [spec], Supervision()), rows,
                                                              args.chunks, args.warmup)})
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     try:
@@ -116,7 +106,7 @@ def run(args: argparse.Namespace) -> dict:
         ray.init(address=cluster.address, logging_level="ERROR")
         for transport, node in zip(TRANSPORTS[1:], (cluster.head_node.node_id, other.node_id)):
             for rows in row_sets:
-                executor = RayExecutor([spec], 300.0, False, {"num_cpus": 1}, (node,))
+                executor = make_executor("ray", [spec], Supervision(), {"num_cpus": 1}, (node,))
                 results.append({"transport": transport, **measure(executor, rows, args.chunks, args.warmup)})
     finally:
         ray.shutdown()

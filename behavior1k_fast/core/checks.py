@@ -70,11 +70,13 @@ def check_number(
     *,
     low_open: bool = False,
     unit: str = "",
+    others: str = "",
 ) -> float:
-    """``value`` as a finite ``float`` within the bounds (``low_open``: strictly above ``low``)."""
+    """``value`` as a finite ``float`` within the bounds (``low_open``: strictly above ``low``). ``others``
+    names the other values the caller accepts, first in the message (e.g. ``"'auto', None or "``)."""
     unit_text = f" {unit}" if unit else ""
     bound = _bound_text(low, high, low_open)
-    what = f"a finite number{unit_text}{' ' + bound if bound else ''}"
+    what = f"{others}a finite number{unit_text}{' ' + bound if bound else ''}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {what}, got {value!r}")
     number = float(value)
@@ -105,12 +107,14 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
-def check_seconds(name: str, value: Any) -> float | None:
+def check_seconds(name: str, value: Any, others: str = "") -> float | None:
     """A time limit: ``None`` (no limit) or a positive number of seconds that the OS can wait for
-    (at most ``threading.TIMEOUT_MAX``: a larger one overflows in the first wait, after work has started)."""
+    (at most ``threading.TIMEOUT_MAX``: a larger one overflows in the first wait, after work has started).
+    ``others``: as for :func:`check_number`."""
     if value is None:
         return None
-    return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds")
+    return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds",
+                        others=others)
 
 
 def check_writable_dir(name: str, path: str) -> str:

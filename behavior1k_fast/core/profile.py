@@ -49,7 +49,7 @@ KNOWN_MODALITIES = VISION_MODALITIES + OTHER_MODALITIES
 PHYSICS_RESCALE_MODES = ("none", "divide_physics", "preserve_sim_time")
 #: How envs are grouped into pipeline stages (see ``behavior1k_fast.rollout``).
 PARTITION_MODES = ("hybrid", "process")
-#: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``).
+#: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedules``).
 SCHEDULES = ("barrier", "async")
 
 #: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K

@@ -2,16 +2,20 @@
 
 Depends on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend. For
 trainers: ``trajectory.TrajectoryRecorder`` (batches with the policy's extras) and ``gym_vector.EngineVectorEnv``
-(the engine as a ``gymnasium.vector.VectorEnv``). A new
-executor (where workers run) goes into ``executors.py`` (or a module of its own, like ``ray_executor.py``)
-and ``make_executor``; what a worker does is ``worker.EnvWorker``; the wire format is ``protocol``.
+(the engine as a ``gymnasium.vector.VectorEnv``). A new schedule is a module in ``schedules/`` built on
+the engine's public surface; a new transport (how the driver talks to a kind of worker) is a
+``transport.Transport`` in ``executors.py`` (or a module of its own, like ``ray_executor.py``) and a branch
+of ``executors.make_executor``; where workers run is ``placement``; what a worker does is
+``worker.EnvWorker``; the wire format is ``protocol`` (``docs/ARCHITECTURE.md`` lists every module).
 """
 
 from .chunk import ChunkResult, check_chunk_actions, step_chunk
-from .engine import RolloutEngine, RolloutStats
+from .accounting import RolloutStats
+from .engine import EngineState, RolloutEngine
 from .errors import (
     ChunkInFlightError,
     ClosedError,
+    EngineBusyError,
     NoChunkInFlightError,
     NotResetError,
     WorkerDiedError,
@@ -31,6 +35,7 @@ __all__ = [
     "check_chunk_actions",
     "step_chunk",
     "RolloutEngine",
+    "EngineState",
     "RolloutStats",
     "PartitionPlan",
     "StageSlice",
@@ -50,6 +55,7 @@ __all__ = [
     "RestartPolicy",
     "RestartRecord",
     "ClosedError",
+    "EngineBusyError",
     "ChunkInFlightError",
     "NoChunkInFlightError",
     "NotResetError",

@@ -52,7 +52,7 @@ class ChunkResult:
     #: float64 ``[n]``: wall seconds the env's backend spent stepping this chunk, its masked-env terminal
     #: observations and boundary resets included (measured where the chunk runs; shared by all rows of
     #: one backend; 0 in a restarted worker's placeholder).
-    env_seconds: np.ndarray | None = None
+    env_wall_seconds: np.ndarray | None = None
     #: Set by the engine (``None`` / empty elsewhere): the boundary observations the chunk's actions were
     #: chosen from (key -> ``[n, *shape]``), the chunk ``[n, N, action_dim]`` as sent, and the policy's
     #: extras for it (key -> ``[n, ...]``; empty when the policy returned actions only).
@@ -66,10 +66,23 @@ class ChunkResult:
         return (self.terminated | self.truncated).any(axis=1)
 
 
+def action_dtype(action_space: Any) -> np.dtype:
+    """The dtype chunk actions reach a backend in: the action space's float dtype (float64 when the space's
+    dtype is not a float type)."""
+    dtype = np.dtype(action_space.dtype)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
 def check_chunk_actions(
-    actions: Any, num_envs: int, action_dim: int, chunk_size: int | None = None, argname: str = "actions"
+    actions: Any, num_envs: int, action_dim: int, chunk_size: int | None = None, argname: str = "actions",
+    dtype: Any = None,
 ) -> np.ndarray:
-    """Validated float chunk actions ``[num_envs, chunk_size, action_dim]``; NaN or inf is an error."""
+    """Validated float chunk actions ``[num_envs, chunk_size, action_dim]``; NaN or inf is an error.
+
+    With ``dtype`` (:func:`action_dtype`) the result is a copy in that dtype, the values the backend will
+    get, checked after the cast (``1e300`` as float32 is inf: an error naming the value): the engine keeps
+    it with the chunk, so whatever the caller does with its array afterwards, the kept actions are the
+    applied ones. Without, ``actions`` itself is returned."""
     check_plain_array(actions, argname, " [envs, steps, action_dim]")
     steps = chunk_size if chunk_size is not None else "N"
     if (
@@ -82,7 +95,16 @@ def check_chunk_actions(
         raise ValueError(f"{argname} must have shape ({num_envs}, {steps}, {action_dim}), got {actions.shape}")
     check_float_dtype(actions, argname)
     check_finite(actions, argname, "[env, step, dim]")
-    return actions
+    if dtype is None:
+        return actions
+    with np.errstate(over="ignore"):
+        cast = actions.astype(dtype)  # always a copy
+    overflow = ~np.isfinite(cast)
+    if overflow.any():
+        index = tuple(np.argwhere(overflow)[0].tolist())
+        raise ValueError(f"{argname} holds {actions[index]!r} at [env, step, dim] = {list(index)}, which the "
+                         f"action dtype {cast.dtype} cannot hold (it would reach the backend as inf)")
+    return cast
 
 
 def stack_obs(obs: Sequence[dict[str, np.ndarray]], keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -143,7 +165,7 @@ def run_chunk(
         for j, row in enumerate(ended):
             infos[row] = {**reset_infos[j], "final_observation": obs[row], "final_info": infos[row]}
             obs[row] = reset_obs[j]
-    env_seconds = time.perf_counter() - start_wall
+    env_wall_seconds = time.perf_counter() - start_wall
     result = ChunkResult(
         env_ids=env_indices,
         obs=None,
@@ -154,7 +176,7 @@ def run_chunk(
         infos=infos,
         global_steps=np.full(n, taken, dtype=np.int64),
         sim_seconds=np.full(n, backend.sim_time - start_time, dtype=np.float64),
-        env_seconds=np.full(n, env_seconds, dtype=np.float64),
+        env_wall_seconds=np.full(n, env_wall_seconds, dtype=np.float64),
     )
     return obs, result
 
@@ -193,5 +215,5 @@ def concat_results(results: Sequence[ChunkResult]) -> ChunkResult:
         infos=[i for r in results for i in r.infos],
         global_steps=np.concatenate([r.global_steps for r in results]),
         sim_seconds=np.concatenate([r.sim_seconds for r in results]),
-        env_seconds=np.concatenate([r.env_seconds for r in results]),
+        env_wall_seconds=np.concatenate([r.env_wall_seconds for r in results]),
     )

@@ -1,215 +1,152 @@
 """The rollout engine: the driver side of the hybrid-partition pipeline.
 
-``RolloutEngine(factory, profile)`` starts P env workers (processes or Ray actors) of E envs each, groups
-their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them chunk by chunk. Each worker's
-backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in hybrid
-partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
+``RolloutEngine(factory, profile)`` starts P env workers (processes, Ray actors or inline) of E envs each,
+groups their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them chunk by chunk. Each
+worker's backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in
+hybrid partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
 
-:meth:`RolloutEngine.rollout` runs the pipeline: stage k's chunk is sent to its workers asynchronously and
-the driver runs the policy for the next stage while they step, so with K >= 2 the forward pass of one stage
-overlaps env stepping of the others. In hybrid partition the other slices of a process hold their last
-action while a stage steps (the backend contract); :class:`RolloutStats` reports, per env, the simulated
-seconds per own action (from the backends' clocks) and the hold steps per round.
+:meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``): stage k's chunk
+is sent to its workers asynchronously and the driver runs the policy for the next stage while they step, so
+with K >= 2 the forward pass of one stage overlaps env stepping of the others. In hybrid partition the other
+slices of a process hold their last action while a stage steps (the backend contract);
+:class:`~.accounting.RolloutStats` reports, per env, the simulated seconds per own action (from the
+backends' clocks) and the hold steps per round.
+
+The surface a schedule is built on (EnvPool's send / recv habit), and nothing else of the engine:
+
+- :meth:`~RolloutEngine.forward`: the policy on a batch of observations, its output validated once;
+- :meth:`~RolloutEngine.send`: a chunk to the envs of some stage slices (:class:`~.plan.StageSlice`), with
+  the observations the policy saw and its extras, attached to the result when it comes back;
+- :meth:`~RolloutEngine.ready`: which busy workers have a result, waiting on any of them up to a deadline;
+- :meth:`~RolloutEngine.receive`: the result of slices sent together, their observations into a batch;
+- :meth:`~RolloutEngine.stage_obs` / :meth:`~RolloutEngine.set_stage_obs` / :meth:`~RolloutEngine.new_batch`:
+  the stage batches; :meth:`~RolloutEngine.take_respawned`: reset observations of respawned workers;
+- :attr:`~RolloutEngine.accounting`: the one :class:`~.accounting.Accounting` of the running rollout.
+
+The engine is in one :class:`EngineState` at a time, checked in one place (:meth:`RolloutEngine._require`):
+a call that does not fit raises a typed error (:mod:`.errors`) and leaves the engine usable; ``send`` and
+``receive`` move it between ``IDLE`` and ``STEPPING``, a schedule never sets a state itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
+import enum
+import functools
+import threading
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..core import gpus
 from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_picklable, check_positive_int
 from ..core.contract import BackendFactory, check_backend_build, check_env_indices
 from ..core.profile import SCHEDULES, RolloutProfile
-from ..core.tracing import MODEL_FORWARD, SLICE_WAIT, get_profiler
-from .chunk import ChunkResult, check_chunk_actions, concat_results
-from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
-from .executors import Executor, InlineExecutor, ProcessExecutor
-from .placement import Setting, check_placement
-from .plan import PartitionPlan
+from ..core.tracing import MODEL_FORWARD, WAIT, get_profiler
+from .accounting import Accounting, RolloutStats
+from .chunk import ChunkResult, action_dtype, check_chunk_actions, concat_results
+from .errors import (ChunkInFlightError, ClosedError, EngineBusyError, NoChunkInFlightError, NotResetError,
+                     WorkerDiedError, WorkerError)
+from .executors import EXECUTORS, make_executor
+from .placement import bind_gpus, check_placement
+from .plan import PartitionPlan, StageSlice
 from .policy import Policy, call_policy, split_policy_output
 from .protocol import Chunk, Reset
-from .schedule import AsyncRun
-from .supervision import RestartPolicy, RestartRecord, Supervision, logger
+from .schedules import schedule_class
+from .supervision import (CHUNK_TIMEOUT_S, RESET_TIMEOUT_S, STARTUP_TIMEOUT_S, RestartPolicy, Supervision,
+                          check_inline_deadlines, logger)
 from .worker import WorkerSpec
 
 
-@dataclass
-class RolloutStats:
-    """What one :meth:`RolloutEngine.rollout` measured. Wall times in seconds, sim times in simulated s."""
+class EngineState(enum.Enum):
+    """Where the engine is (gymnasium's ``AsyncState`` habit); see :meth:`RolloutEngine._require`."""
 
-    rounds: int
-    stages: int
-    chunk_size: int
-    #: Global env ids 0..num_envs-1 index every per-env array.
-    num_envs: int
-    wall_seconds: float
-    #: Driver time inside the policy forward.
-    model_seconds: float
-    #: Driver time blocked on workers.
-    wait_seconds: float
-    #: int [num_envs]: actions each env applied itself (masked actions excluded).
-    own_actions: np.ndarray
-    #: int [num_envs]: episodes that ended during the run.
-    episodes: np.ndarray
-    #: float [num_envs]: summed rewards of applied steps.
-    total_reward: np.ndarray
-    #: float [num_envs]: simulated seconds the env's backend advanced, per own action of the env.
-    sim_seconds_per_own_action: np.ndarray
-    #: float [num_envs]: global steps of the env's backend without an own action of the env, per round
-    #: (other stages' steps, and masked steps after an episode ended inside a chunk).
-    hold_steps_per_round: np.ndarray
-    #: float [num_processes]: wall seconds each env worker spent stepping its chunks (measured in the
-    #: worker around the chunk stepping, see :attr:`~.chunk.ChunkResult.env_seconds`).
-    env_seconds_per_worker: np.ndarray
-    #: int [num_processes]: chunks each env worker stepped (a hybrid worker steps one slice per stage).
-    chunks_per_worker: np.ndarray
-    #: Profiler summary per stage name (empty when the profiler is off).
-    stage_timings: dict = field(default_factory=dict)
-    #: Workers respawned during the run (``restart_workers``), oldest first.
-    restarts: list[RestartRecord] = field(default_factory=list)
-    #: int [num_envs]: own actions lost with the chunks that were pending on a respawned worker.
-    lost_actions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: ``barrier`` or ``async`` (:mod:`.schedule`).
-    schedule: str = "barrier"
-    #: float [num_envs]: wall seconds each env spent at the driver between its chunks (its boundary
-    #: observation there, its next chunk not yet sent: the policy queue and forward), summed over the run.
-    slice_wait_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    @property
-    def envs_never_stepped(self) -> np.ndarray:
-        """Global ids of the envs that took no own action in the run (e.g. their worker died every chunk)."""
-        return np.flatnonzero(self.own_actions == 0)
-
-    @property
-    def env_steps_per_second(self) -> float:
-        """Own env actions per wall-clock second, over all envs."""
-        return float(self.own_actions.sum()) / self.wall_seconds if self.wall_seconds > 0 else 0.0
-
-    @property
-    def env_seconds_per_chunk(self) -> np.ndarray:
-        """float [num_processes]: each env worker's mean wall seconds per chunk it stepped (T_env)."""
-        return self.env_seconds_per_worker / np.maximum(self.chunks_per_worker, 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
-        out["env_steps_per_second"] = self.env_steps_per_second
-        out["env_seconds_per_chunk"] = self.env_seconds_per_chunk.tolist()
-        out["restarts"] = [dataclasses.asdict(r) for r in self.restarts]
-        out["envs_never_stepped"] = self.envs_never_stepped.tolist()
-        return out
+    #: Workers started, no observation yet: :meth:`~RolloutEngine.reset` first.
+    NOT_RESET = "not reset"
+    #: Every env has a boundary observation, no chunk is in flight.
+    IDLE = "idle"
+    #: Chunks are in flight (:meth:`~RolloutEngine.send` without its :meth:`~RolloutEngine.receive`).
+    STEPPING = "stepping"
+    #: Closed (by :meth:`~RolloutEngine.close` or a worker failure): every call raises ClosedError.
+    CLOSED = "closed"
 
 
-class _Accounting:
-    """Per-env and per-worker counters of one rollout."""
+@dataclass(frozen=True)
+class ChunkInputs:
+    """What a chunk was made from: the observations the policy saw (key -> ``[n, ...]``), the actions sent
+    ``[n, N, action_dim]`` and the policy's extras (key -> ``[n, ...]``), rows in the order they were sent."""
 
-    def __init__(self, plan: PartitionPlan):
-        self.plan = plan
-        self.own = np.zeros(plan.num_envs, dtype=np.int64)
-        self.episodes = np.zeros(plan.num_envs, dtype=np.int64)
-        self.reward = np.zeros(plan.num_envs)
-        self.worker_steps = np.zeros(plan.num_processes, dtype=np.int64)
-        self.worker_sim = np.zeros(plan.num_processes)
-        self.worker_env = np.zeros(plan.num_processes)
-        self.worker_chunks = np.zeros(plan.num_processes, dtype=np.int64)
-        self.slice_wait = np.zeros(plan.num_envs)
+    #: ``None`` for a chunk submitted before any reset (no observation was seen).
+    policy_obs: Mapping[str, np.ndarray] | None
+    actions: np.ndarray
+    extras: Mapping[str, np.ndarray]
 
-    def add(self, result: ChunkResult) -> None:
-        ids = result.env_ids
-        self.own[ids] += result.applied.sum(axis=1)
-        self.episodes[ids] += result.episode_ended
-        self.reward[ids] += np.where(result.applied, result.rewards, 0.0).sum(axis=1)
-        workers, first = np.unique(ids // self.plan.envs_per_process, return_index=True)
-        self.worker_steps[workers] += result.global_steps[first]
-        self.worker_sim[workers] += result.sim_seconds[first]
-        self.worker_env[workers] += result.env_seconds[first]
-        self.worker_chunks[workers] += 1
+    def rows(self, rows: slice) -> "ChunkInputs":
+        """The inputs of ``rows`` (views, no copy)."""
+        obs = None if self.policy_obs is None else {k: v[rows] for k, v in self.policy_obs.items()}
+        return ChunkInputs(obs, self.actions[rows], {k: v[rows] for k, v in self.extras.items()})
 
-    def stats(self, rounds: int, chunk_size: int, wall: float, model: float, wait: float,
-              restarts: Sequence[RestartRecord], schedule: str) -> RolloutStats:
-        worker = np.arange(self.plan.num_envs) // self.plan.envs_per_process
-        lost = np.zeros(self.plan.num_envs, dtype=np.int64)
-        for record in restarts:
-            for env, actions in record.lost_actions.items():
-                lost[env] += actions
-        per_action = np.where(self.own > 0, self.worker_sim[worker] / np.maximum(self.own, 1), np.nan)
-        profiler = get_profiler()
-        return RolloutStats(
-            rounds=rounds,
-            stages=self.plan.stages,
-            chunk_size=chunk_size,
-            num_envs=self.plan.num_envs,
-            wall_seconds=wall,
-            model_seconds=model,
-            wait_seconds=wait,
-            own_actions=self.own,
-            episodes=self.episodes,
-            total_reward=self.reward,
-            sim_seconds_per_own_action=per_action,
-            hold_steps_per_round=(self.worker_steps[worker] - self.own) / rounds,
-            env_seconds_per_worker=self.worker_env,
-            chunks_per_worker=self.worker_chunks,
-            stage_timings=profiler.summary() if profiler.enabled else {},
-            restarts=list(restarts),
-            lost_actions=lost,
-            schedule=schedule,
-            slice_wait_seconds=self.slice_wait,
-        )
+    def attach(self, result: ChunkResult) -> ChunkResult:
+        """``result`` with these inputs in its ``policy_obs``, ``actions`` and ``extras``: the one place a
+        result gets the inputs of its chunk."""
+        result.policy_obs = None if self.policy_obs is None else dict(self.policy_obs)
+        result.actions, result.extras = self.actions, dict(self.extras)
+        return result
 
 
-#: Where the env workers run: spawned local processes, Ray actors, or this process.
-EXECUTORS = ("process", "ray", "inline")
+@dataclass(frozen=True)
+class InFlight:
+    """One slice's chunk in flight: the slice, the inputs of the send it was part of and its rows there."""
+
+    piece: StageSlice
+    inputs: ChunkInputs
+    rows: slice
 
 
-def make_executor(
-    kind: str,
-    specs: Sequence[WorkerSpec],
-    supervision: Supervision,
-    ray_actor_options: dict | None = None,
-    placement: Setting = None,
-) -> Executor:
-    """The executor named ``kind`` (one of :data:`EXECUTORS`) for ``specs``; nothing is started yet.
-    ``placement``: as returned by :func:`~.placement.check_placement` (Ray only)."""
-    if kind == "process":
-        return ProcessExecutor(specs, supervision)
-    if kind == "inline":
-        return InlineExecutor(specs, supervision)
-    if kind == "ray":
-        from .ray_executor import RayExecutor
+def _one_driver(call: str) -> Callable:
+    """Run the method as the engine's driving thread (:meth:`RolloutEngine._driving`); ``call`` names it."""
 
-        return RayExecutor(specs, supervision, ray_actor_options, placement)
-    raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def driven(self: "RolloutEngine", *args: Any, **kwargs: Any) -> Any:
+            with self._driving(call):
+                return method(self, *args, **kwargs)
+
+        return driven
+
+    return decorate
 
 
 class RolloutEngine:
     """P env workers x E envs x K stages, driven chunk by chunk (see module docs).
 
-    ``profile``: a :class:`RolloutProfile`, a mapping (RLinf names ``pipeline_stage_num``,
-    ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``, ``num_action_chunks``
-    accepted) or ``None`` (defaults). ``executor``: ``"process"`` (spawned local processes), ``"ray"`` (Ray
-    actors, across machines) or ``"inline"`` (this process, nothing overlaps: for pdb and fast tests). ``auto_reset``: an episode
-    that ends inside a chunk is reset once at the chunk boundary. ``seed``: worker w builds its backend with
-    ``seed + w`` (the backend seeds its envs from it). ``placement`` (Ray only): on which nodes the workers
-    start, ``"spread"`` (default), ``"pack"`` or one node id / resource label per worker (:mod:`.placement`);
-    ``ray_actor_options``: each worker actor's options (``num_cpus``, a ``num_gpus`` share, custom
-    ``resources``), which size its placement bundle.
+    Args:
+        factory: ``factory(num_envs, seed, profile)`` builds one worker's backend; picklable.
+        profile: a :class:`RolloutProfile`, a mapping (RLinf names ``pipeline_stage_num``,
+            ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``,
+            ``num_action_chunks`` accepted) or ``None`` (defaults).
+        executor: ``"process"`` (spawned local processes), ``"ray"`` (Ray actors, across machines) or
+            ``"inline"`` (this process, nothing overlaps: for pdb and fast tests; no deadlines and no hang
+            detection, so a deadline chosen for it is refused: :func:`~.supervision.check_inline_deadlines`).
+        auto_reset: an episode that ends inside a chunk is reset once at the chunk boundary.
+        restart_workers: respawn a dead or hung worker and reset its envs instead of raising, ``True``
+            with the default :class:`~.supervision.RestartPolicy` (at most 3 restarts per worker in 10
+            minutes, with back-off) or a policy of your own (or a mapping of its fields).
+        seed: worker w builds its backend with ``seed + w`` (the backend seeds its envs from it).
+        timeout_s: seconds, the longest wait for one chunk reply (``None``: no limit).
+        ray_actor_options: (Ray) each worker actor's options (``num_cpus``, a ``num_gpus`` share, custom
+            ``resources``), which size its placement bundle.
+        placement: (Ray) on which nodes the workers start, ``"spread"`` (default), ``"pack"`` or one node
+            id / resource label per worker (:mod:`.placement`).
+        reset_timeout_s: seconds, the longest wait for one reset reply.
+        startup_timeout_s: seconds, the longest wait for a worker to build its backend.
+        stall_timeout_s: seconds a process worker may go without finishing a step of a chunk (``"auto"``:
+            from measured step times; ``None``: no limit). See :mod:`.supervision`.
 
-    Supervision (:mod:`.supervision`; seconds, ``None``: no limit): ``timeout_s`` is the longest wait for
-    one chunk reply, ``reset_timeout_s`` for one reset reply, ``startup_timeout_s`` for a worker to build
-    its backend; ``stall_timeout_s`` is the longest a process worker may go without finishing a step of a
-    chunk (``"auto"``: from measured step times). ``restart_workers``: respawn a dead or hung worker and
-    reset its envs instead of raising, ``True`` with the default :class:`~.supervision.RestartPolicy`
-    (at most 3 restarts per worker in 10 minutes, with back-off) or a policy of your own.
-
-    GPU binding: the profile's ``gpu_ids`` place worker w on one GPU (:mod:`behavior1k_fast.core.gpus`),
-    set in its environment before it imports anything (process executor only: Ray places actors on GPUs
-    itself, ``ray_actor_options={"num_gpus": ...}``).
+    GPU binding: the profile's ``gpu_ids`` place worker w on one GPU (:func:`~.placement.bind_gpus`; process
+    executor only: Ray places actors on GPUs itself, ``ray_actor_options={"num_gpus": ...}``).
 
     Before any worker starts, the arguments are checked (with the process and inline executors, the
     layout against this machine's cores and memory: ``core.checks.MachineLimits``), and so is what the
@@ -218,7 +155,8 @@ class RolloutEngine:
     A worker error, a dead or hung worker (without restart, or past the restart budget) closes the engine
     and re-raises; bad arguments raise before anything is sent and leave the engine usable. A call that
     does not fit the engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in
-    flight, not reset).
+    flight, not reset), and so does a call from a second thread while one drives the engine (``rollout``,
+    ``reset``, ``submit``, ``collect``: :class:`~.errors.EngineBusyError`, at once).
     """
 
     def __init__(
@@ -230,11 +168,11 @@ class RolloutEngine:
         auto_reset: bool = True,
         restart_workers: bool | RestartPolicy | Mapping[str, Any] = False,
         seed: int = 0,
-        timeout_s: float | None = 300.0,
+        timeout_s: float | None = CHUNK_TIMEOUT_S,
         ray_actor_options: dict | None = None,
         placement: str | Sequence[str] | None = None,
-        reset_timeout_s: float | None = 300.0,
-        startup_timeout_s: float | None = 1200.0,
+        reset_timeout_s: float | None = RESET_TIMEOUT_S,
+        startup_timeout_s: float | None = STARTUP_TIMEOUT_S,
         stall_timeout_s: float | str | None = "auto",
     ):
         if not callable(factory):
@@ -243,6 +181,9 @@ class RolloutEngine:
         check_choice("executor", executor, EXECUTORS)
         check_bool("auto_reset", auto_reset)
         seed = check_int("seed", seed)
+        if executor == "inline":
+            check_inline_deadlines(timeout_s=timeout_s, reset_timeout_s=reset_timeout_s,
+                                   startup_timeout_s=startup_timeout_s, stall_timeout_s=stall_timeout_s)
         supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
                                   RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
@@ -253,14 +194,10 @@ class RolloutEngine:
                                processes=executor == "process")
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.plan.worker_profile(self.profile)
-        envs = [{} for _ in range(self.plan.num_processes)]
-        if self.profile.gpu_ids is not None:
-            if executor != "process":
-                raise ValueError(f"gpu_ids bind worker processes: executor={executor!r} does not start any "
-                                 "(Ray: ray_actor_options={'num_gpus': ...}; inline: bind this process yourself)")
-            physical = gpus.worker_gpus(self.profile.gpu_ids, self.plan.num_processes, os.environ)
-            gpus.check_gpus_present(physical, *gpus.nvidia_smi_gpus())
-            envs = [gpus.binding_env(p) for p in physical]
+        envs = bind_gpus(self.profile.gpu_ids, self.plan.num_processes, executor)
+        if envs is None:
+            envs = [{} for _ in range(self.plan.num_processes)]
+        else:
             worker_profile = worker_profile.replace(gpu_ids=(0,))  # each worker sees its one GPU as CUDA 0
         for w in range(self.plan.num_processes):
             check_backend_build(factory, self.plan.envs_per_process, seed + w, worker_profile)
@@ -270,16 +207,66 @@ class RolloutEngine:
             for w in range(self.plan.num_processes)
         ]
         self.auto_reset = auto_reset
-        self._closed = True
+        self._state = EngineState.CLOSED
         self._executor = make_executor(executor, specs, supervision, ray_actor_options, placement)
         self.observation_space, self.action_space = self._executor.start()
-        self._closed = False
+        self._state = EngineState.NOT_RESET
         self.action_dim = int(np.prod(self.action_space.shape))
-        self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.stages
-        self._in_flight = [False] * self.plan.stages
-        #: Per stage in flight: (observations acted on, actions, extras), attached to its result in collect().
-        self._chunk_inputs: list[tuple | None] = [None] * self.plan.stages
-        self._model_s = self._wait_s = 0.0
+        #: The dtype the backends get chunk actions in; every chunk is cast to it (a copy) and checked there.
+        self.action_dtype = action_dtype(self.action_space)
+        self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.pipeline_stages
+        #: Worker -> its slices' chunks in flight, in the order they were sent (its replies' order).
+        self._in_flight: dict[int, deque[InFlight]] = {w: deque() for w in range(self.plan.num_processes)}
+        #: The counters of the running (or last) rollout; every forward, send and receive adds to them.
+        self.accounting = Accounting(self.plan)
+        #: (thread id, what it does) of the thread driving the engine now; ``None`` when none is.
+        self._driver: tuple[int, str] | None = None
+        self._driver_lock = threading.Lock()
+
+    # --- state --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _driving(self, doing: str) -> Iterator[None]:
+        """One thread drives the engine at a time: inside, this thread does; a call from another thread
+        meanwhile raises :class:`~.errors.EngineBusyError` at once (the same thread may nest calls)."""
+        me = threading.get_ident()
+        with self._driver_lock:
+            if self._driver is not None and self._driver[0] != me:
+                thread = next((t.name for t in threading.enumerate() if t.ident == self._driver[0]), "?")
+                raise EngineBusyError(f"cannot {doing}: thread {thread!r} is running {self._driver[1]} on this "
+                                      "engine, and one thread drives an engine at a time")
+            outer = self._driver is None
+            if outer:
+                self._driver = (me, doing)
+        try:
+            yield
+        finally:
+            if outer:
+                self._driver = None
+
+    @property
+    def state(self) -> EngineState:
+        return self._state
+
+    def _require(self, *states: EngineState, doing: str = "do this") -> None:
+        """The one check of the engine's state: raise the typed error of the state it is in unless that is
+        one of ``states`` (``doing`` names the call in the message)."""
+        if self._state in states:
+            return
+        if self._state is EngineState.CLOSED:
+            raise ClosedError("the rollout engine is closed")
+        if self._state is EngineState.NOT_RESET:
+            raise NotResetError(f"call reset() before you {doing}")
+        if self._state is EngineState.STEPPING:
+            busy = sorted({f.piece.stage for q in self._in_flight.values() for f in q})
+            raise ChunkInFlightError(f"cannot {doing} with chunks in flight for stages {busy}")
+        raise NoChunkInFlightError(f"cannot {doing}: no chunk is in flight; send one first")
+
+    def _settle(self) -> None:
+        """After a receive, once nothing is in flight: ``IDLE``, or ``NOT_RESET`` while a stage has no
+        observations yet (chunks stepped without a reset)."""
+        if self._state is EngineState.STEPPING and not any(self._in_flight.values()):
+            ready = all(batch is not None for batch in self._stage_obs)
+            self._state = EngineState.IDLE if ready else EngineState.NOT_RESET
 
     # --- properties ---------------------------------------------------------------------------
     @property
@@ -287,8 +274,9 @@ class RolloutEngine:
         return self.plan.num_envs
 
     @property
-    def num_stages(self) -> int:
-        return self.plan.stages
+    def pipeline_stages(self) -> int:
+        """K, the pipeline stages of the plan."""
+        return self.plan.pipeline_stages
 
     @property
     def worker_pids(self) -> list[int]:
@@ -316,76 +304,172 @@ class RolloutEngine:
             raise NotResetError("call reset() before reading observations")
         return self._stage_obs[stage]
 
-    # --- stepping -----------------------------------------------------------------------------
+    def stage_busy(self, stage: int) -> bool:
+        """Whether a slice of ``stage`` has a chunk in flight."""
+        return any(f.piece.stage == stage for q in self._in_flight.values() for f in q)
+
+    # --- the surface of the schedules -----------------------------------------------------------
+    def new_batch(self, rows: int | None = None) -> dict[str, np.ndarray]:
+        """An empty observation batch of ``rows`` envs (default: one stage's): key -> [rows, ...]."""
+        n = self.plan.stage_size if rows is None else rows
+        return {k: np.empty((n, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
+
+    def set_stage_obs(self, stage: int, batch: Mapping[str, np.ndarray]) -> None:
+        """Make ``batch`` (key -> [stage_size, ...], rows in :meth:`stage_envs` order) the boundary
+        observations of ``stage`` (a schedule that received slice by slice hands them back here)."""
+        self.plan.check_stage(stage)
+        self._require(EngineState.IDLE, doing="set stage observations")
+        shapes = {k: (self.plan.stage_size, *b.shape) for k, b in self.observation_space.spaces.items()}
+        if set(batch) != set(shapes) or any(batch[k].shape != shape for k, shape in shapes.items()):
+            raise ValueError(f"batch for stage {stage} must hold {shapes}, "
+                             f"got {({k: getattr(v, 'shape', None) for k, v in batch.items()})}")
+        self._stage_obs[stage] = dict(batch)
+
+    def forward(self, policy: Policy, obs: Mapping[str, np.ndarray], argname: str = "policy output") -> tuple[
+            np.ndarray, dict[str, np.ndarray]]:
+        """The policy's chunk and extras for the envs of ``obs`` (key -> [n, ...]): the one check of the
+        policy's output on its way in (``argname`` names it in errors); its time counts as model seconds.
+        Both are copies (the chunk in :attr:`action_dtype`), so a policy may reuse its output buffers."""
+        self._require(EngineState.IDLE, EngineState.STEPPING, doing="run the policy")
+        batch = len(next(iter(obs.values())))
+        start = time.perf_counter()
+        with get_profiler().section(MODEL_FORWARD, batch=batch):
+            out = call_policy(policy, obs)
+        self.accounting.model_seconds += time.perf_counter() - start
+        actions, extras = split_policy_output(out, batch, argname)
+        return check_chunk_actions(actions, batch, self.action_dim, self.chunk_size, argname, self.action_dtype), extras
+
+    def send(
+        self,
+        pieces: Sequence[StageSlice],
+        actions: np.ndarray,
+        policy_obs: Mapping[str, np.ndarray] | None,
+        extras: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Send each slice of ``pieces`` its rows of the validated chunk ``actions`` (rows: the slices' envs
+        in order, as :meth:`forward` returned them); returns at once. ``policy_obs`` and ``extras`` (same
+        rows) are what the chunk was made from: :meth:`receive` attaches them to the result. A slice's next
+        chunk may be sent before its last one was received (its worker serves them in order)."""
+        self._require(EngineState.NOT_RESET, EngineState.IDLE, EngineState.STEPPING)
+        envs = sum(len(p.local_envs) for p in pieces)
+        if len(actions) != envs:
+            raise ValueError(f"actions have {len(actions)} rows, the slices to send hold {envs} envs")
+        inputs = ChunkInputs(policy_obs, actions, dict(extras or {}))
+        offset = 0
+        with self._guard():
+            for piece in pieces:
+                rows = slice(offset, offset + len(piece.local_envs))
+                offset = rows.stop
+                self._executor.submit(piece.worker, Chunk(piece.local_envs, actions[rows], self.chunk_size))
+                self._in_flight[piece.worker].append(InFlight(piece, inputs, rows))
+                self._state = EngineState.STEPPING
+                self.accounting.sent(piece)
+
+    def ready(self, workers: Sequence[int], timeout_s: float | None = None) -> list[int]:
+        """Of ``workers`` (each with a chunk in flight), those whose oldest result :meth:`receive` can take
+        without waiting (or which died or hung: ``receive`` then raises, or gets the placeholder of a
+        respawn). Waits on all of them at once, up to ``timeout_s`` seconds for the first (``None``: until
+        one is ready); ``[]`` on timeout. Counts as wait seconds."""
+        self._require(EngineState.STEPPING, doing="wait for results")
+        start = time.perf_counter()
+        with self._guard(), get_profiler().section(WAIT, command="ready"):
+            ready = self._executor.ready(list(workers), timeout_s)
+        self.accounting.wait_seconds += time.perf_counter() - start
+        return ready
+
+    def receive(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> ChunkResult:
+        """The result of the chunk of ``pieces`` (slices sent together by one :meth:`send`, each the oldest
+        in flight on its worker), rows in order, ``env_ids`` global, the chunk's inputs attached, its
+        boundary observations in ``result.obs`` (written into ``out``, key -> [rows, ...], when given).
+        Counts as wait seconds; the result is added to :attr:`accounting`."""
+        self._require(EngineState.STEPPING, doing="receive")
+        entries = []
+        for piece in pieces:
+            queue = self._in_flight[piece.worker]
+            if not queue or queue[0].piece != piece:
+                raise NoChunkInFlightError(f"the slice of stage {piece.stage} on worker {piece.worker} is not the "
+                                           "oldest chunk in flight on its worker")
+            entries.append(queue[0])
+        first = entries[0]
+        if any(e.inputs is not first.inputs for e in entries) or any(
+                a.rows.stop != b.rows.start for a, b in zip(entries, entries[1:])):
+            raise ValueError("receive() takes slices sent together by one send(), in their order")
+        out = self.new_batch(sum(len(p.local_envs) for p in pieces)) if out is None else out
+        start = time.perf_counter()
+        offset = 0
+        parts = []
+        with self._guard():
+            for entry in entries:
+                n = len(entry.piece.local_envs)
+                rows = slice(offset, offset + n)
+                offset += n
+                parts.append(self._executor.collect(entry.piece.worker, {k: v[rows] for k, v in out.items()})[0])
+                self._in_flight[entry.piece.worker].popleft()
+        self.accounting.wait_seconds += time.perf_counter() - start
+        self._settle()
+        result = first.inputs.rows(slice(first.rows.start, entries[-1].rows.stop)).attach(concat_results(parts))
+        result.obs = out
+        self.accounting.received(result)
+        return result
+
+    def take_respawned(self) -> dict[int, dict[str, np.ndarray]]:
+        """Workers respawned since the last call -> reset observations of all their envs (key -> [E, ...])."""
+        return self._executor.take_respawned()
+
+    # --- stepping by stage ----------------------------------------------------------------------
+    @_one_driver("reset()")
     def reset(self, env_ids: Sequence[int] | None = None) -> list[dict[str, np.ndarray]]:
         """Reset every env, or only the global ``env_ids``; returns the observations of each stage.
 
         Nothing may be in flight. Resetting a subset needs a full reset first."""
-        self._check_open()
-        if any(self._in_flight):
-            raise ChunkInFlightError(
-                f"cannot reset with chunks in flight for stages {np.flatnonzero(self._in_flight).tolist()}"
-            )
-        e = self.plan.envs_per_process
         if env_ids is None:
+            self._require(EngineState.NOT_RESET, EngineState.IDLE, doing="reset")
             ids = np.arange(self.num_envs)
-            self._stage_obs = [self._new_batch() for _ in range(self.plan.stages)]
+            batches = [self.new_batch() for _ in range(self.plan.pipeline_stages)]
         else:
-            ids = np.sort(check_env_indices(env_ids, self.num_envs))
-            if any(o is None for o in self._stage_obs):
+            self._require(EngineState.IDLE, EngineState.NOT_RESET, doing="reset")
+            if any(batch is None for batch in self._stage_obs):
                 raise NotResetError("reset() every env once before resetting a subset with env_ids")
-            self._copy_batches(range(self.plan.stages))
+            ids = np.sort(check_env_indices(env_ids, self.num_envs))
+            batches = self._copies(range(self.plan.pipeline_stages))
+        e = self.plan.envs_per_process
         rows = {int(w): (ids[ids // e == w] % e).tolist() for w in np.unique(ids // e)}
         with self._guard():
             for w, local in rows.items():
                 self._executor.submit(w, Reset(tuple(local)))
             for w, local in rows.items():
                 obs = self._executor.collect(w)[1]
-                self._store_worker_obs(w, local, obs, range(self.plan.stages))
+                self._store_worker_obs(batches, w, local, obs)
             self._executor.take_respawned()
+        self._stage_obs = batches
+        self._state = EngineState.IDLE
         return list(self._stage_obs)
 
+    @_one_driver("submit()")
     def submit(self, stage: int, actions: np.ndarray) -> None:
         """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once.
 
-        The chunk is validated here, once: the workers trust what the engine sends."""
-        self._check_open()
+        The chunk is validated here, once, as a copy in :attr:`action_dtype` (the values the backends get:
+        an error here leaves the engine usable): the workers trust what the engine sends."""
+        self._require(EngineState.NOT_RESET, EngineState.IDLE, EngineState.STEPPING)
         self.plan.check_stage(stage)
-        self._check_idle(stage)
-        self._submit(stage, check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size))
-
-    def _check_idle(self, stage: int) -> None:
-        if self._in_flight[stage]:
+        if self.stage_busy(stage):
             raise ChunkInFlightError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
+        actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size,
+                                      dtype=self.action_dtype)
+        self.send(self.plan.stage_slices(stage), actions, self._stage_obs[stage])
 
-    def _submit(self, stage: int, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> None:
-        """Send a validated chunk (and keep the policy's validated ``extras`` for it) to the workers of ``stage``."""
-        with self._guard():
-            for s in self.plan.stage_slices(stage):
-                self._executor.submit(s.worker, Chunk(s.local_envs, actions[s.batch_rows], self.chunk_size))
-        self._in_flight[stage] = True
-        self._chunk_inputs[stage] = (self._stage_obs[stage], actions, extras or {})
-
+    @_one_driver("collect()")
     def collect(self, stage: int) -> ChunkResult:
-        """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global."""
-        self._check_open()
+        """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global. Its
+        observations become the stage's boundary observations."""
+        self._require(EngineState.NOT_RESET, EngineState.IDLE, EngineState.STEPPING)
         self.plan.check_stage(stage)
-        if not self._in_flight[stage]:
+        if not self.stage_busy(stage):
             raise NoChunkInFlightError(f"stage {stage} has no chunk in flight; submit() one first")
-        start = time.perf_counter()
-        batch = self._new_batch()
-        with self._guard():
-            parts = [
-                self._executor.collect(s.worker, {k: v[s.batch_rows] for k, v in batch.items()})[0]
-                for s in self.plan.stage_slices(stage)
-            ]
-            self._in_flight[stage] = False
-            self._refresh_restarted()
-        self._wait_s += time.perf_counter() - start
-        result = concat_results(parts)
-        result.policy_obs, result.actions, result.extras = self._chunk_inputs[stage]
-        result.obs = batch
-        self._stage_obs[stage] = batch
+        result = self.receive(self.plan.stage_slices(stage))
+        self._stage_obs[stage] = result.obs
+        self._refresh_respawned()
         return result
 
     def step(self, stage: int, actions: np.ndarray) -> ChunkResult:
@@ -393,6 +477,7 @@ class RolloutEngine:
         self.submit(stage, actions)
         return self.collect(stage)
 
+    @_one_driver("rollout()")
     def rollout(
         self,
         policy: Policy,
@@ -412,13 +497,13 @@ class RolloutEngine:
         ``on_chunk(stage, result)`` receives every collected chunk (the trajectory data, with the
         observations the policy saw and its actions and extras), while the other stages step;
         :class:`~.trajectory.TrajectoryRecorder` gathers them into batches.
-        ``overlap=False`` is the serial baseline: the driver waits for each stage's chunk before it runs the
-        next forward, so nothing steps during a forward; the chunks and their order on every worker, hence
-        the trajectories, are those of ``overlap=True``, only the timing differs. Any failure closes the
-        engine before it is raised. With ``auto_reset=False`` nothing resets an ended episode here: drive
-        the engine with :meth:`submit` / :meth:`collect` and :meth:`reset` (``env_ids``) instead.
-        ``schedule``: ``"barrier"`` (stage by stage, as above) or ``"async"`` (slice by slice, no barrier
-        across processes: :mod:`.schedule`); ``None``: the profile's.
+        ``overlap=False`` is the barrier schedule's serial baseline: the driver waits for each stage's chunk
+        before it runs the next forward, so nothing steps during a forward; the chunks and their order on
+        every worker, hence the trajectories, are those of ``overlap=True``, only the timing differs. Any
+        failure closes the engine before it is raised. With ``auto_reset=False`` nothing resets an ended
+        episode here: drive the engine with :meth:`submit` / :meth:`collect` and :meth:`reset`
+        (``env_ids``) instead. ``schedule``: one of :mod:`.schedules` (``"barrier"``: stage by stage, as
+        above; ``"async"``: slice by slice, no barrier across processes); ``None``: the profile's.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
@@ -426,109 +511,60 @@ class RolloutEngine:
         check_bool("reset", reset)
         check_bool("overlap", overlap)
         schedule = check_choice("schedule", self.profile.schedule if schedule is None else schedule, SCHEDULES)
-        if schedule == "async" and not overlap:
-            raise ValueError("overlap=False is the barrier schedule's serial baseline; schedule='async' overlaps")
-        self._check_open()
-        if any(self._in_flight):
-            raise ChunkInFlightError("rollout() needs every stage collected first")
+        run = schedule_class(schedule)(self, policy, num_rounds, on_chunk, overlap=overlap)
+        self._require(EngineState.NOT_RESET, EngineState.IDLE, doing="start a rollout")
         try:
-            if reset or any(o is None for o in self._stage_obs):
+            if reset or self._state is EngineState.NOT_RESET:
                 self.reset()
-            accounting = _Accounting(self.plan)
+            self.accounting = Accounting(self.plan)
             restarts_before = self._executor.restarts
-            self._model_s = self._wait_s = 0.0
             start = time.perf_counter()
-            if schedule == "async":
-                AsyncRun(self, policy, num_rounds, on_chunk, accounting, accounting.slice_wait).run()
-            else:
-                self._run_barrier(policy, num_rounds, overlap, on_chunk, accounting)
+            run.run()
             wall = time.perf_counter() - start
         except BaseException:
             self.close()
             raise
         restarts = self._executor.restart_records[restarts_before:]
-        stats = accounting.stats(num_rounds, self.chunk_size, wall, self._model_s, self._wait_s, restarts, schedule)
+        stats = self.accounting.stats(num_rounds, self.chunk_size, wall, restarts, schedule)
         if stats.envs_never_stepped.size:
             logger.warning("envs %s took no own action in this rollout of %d rounds (%d worker restarts)",
                            stats.envs_never_stepped.tolist(), num_rounds, len(restarts))
         return stats
 
-    def _run_barrier(
-        self, policy: Policy, num_rounds: int, overlap: bool, on_chunk: Callable[[int, ChunkResult], None] | None,
-        accounting: "_Accounting",
-    ) -> None:
-        """The barrier schedule: stage by stage; with ``overlap`` stage k's next chunk goes out right after
-        its last one is collected, while the other stages step."""
-        stages = self.plan.stages
-        total = num_rounds * stages
-        arrived_ns = [time.perf_counter_ns()] * stages  # when each stage's observations reached the driver
-
-        def submit(k: int) -> None:
-            self._submit(k, *self._forward_stage(policy, k))
-            waited_ns = time.perf_counter_ns() - arrived_ns[k]
-            accounting.slice_wait[self.plan.stage_envs(k)] += waited_ns / 1e9
-            get_profiler().add(SLICE_WAIT, arrived_ns[k], waited_ns, {"stage": k})
-
-        if overlap:
-            for k in range(stages):
-                submit(k)
-        for i in range(total):
-            k = i % stages
-            if not overlap:
-                submit(k)
-            result = self.collect(k)
-            arrived_ns[k] = time.perf_counter_ns()
-            accounting.add(result)
-            if on_chunk is not None:
-                on_chunk(k, result)
-            if overlap and i + stages < total:
-                submit(k)
-
-    def _forward(
-        self, policy: Policy, obs: dict[str, np.ndarray], batch: int, argname: str
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The policy's validated chunk and extras for the ``batch`` envs of ``obs`` (the one check of both on
-        their way in; ``argname`` names the output in its errors)."""
-        start = time.perf_counter()
-        with get_profiler().section(MODEL_FORWARD, batch=batch):
-            out = call_policy(policy, obs)
-        self._model_s += time.perf_counter() - start
-        actions, extras = split_policy_output(out, batch, argname)
-        return check_chunk_actions(actions, batch, self.action_dim, self.chunk_size, argname), extras
-
-    def _forward_stage(self, policy: Policy, stage: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        return self._forward(policy, self._stage_obs[stage], self.plan.stage_size, f"policy output for stage {stage}")
-
-    # --- lifecycle ----------------------------------------------------------------------------
-    def _new_batch(self) -> dict[str, np.ndarray]:
-        """An empty observation batch of one stage: key -> [stage_size, ...]."""
-        n = self.plan.stage_size
-        return {k: np.empty((n, *b.shape), b.dtype) for k, b in self.observation_space.spaces.items()}
-
-    def _copy_batches(self, stages: Any) -> None:
-        """Replace the batches of ``stages`` by copies before writing into them, so that observations
-        already handed out (results, :meth:`reset` returns) never change."""
+    # --- stage batches ---------------------------------------------------------------------------
+    def _copies(self, stages: Any) -> list[dict[str, np.ndarray] | None]:
+        """The stage batches, those of ``stages`` replaced by copies before anything writes into them, so
+        that observations already handed out (results, :meth:`reset` returns) never change."""
+        batches = list(self._stage_obs)
         for k in stages:
-            self._stage_obs[k] = {key: arr.copy() for key, arr in self._stage_obs[k].items()}
+            batches[k] = {key: arr.copy() for key, arr in batches[k].items()}
+        return batches
 
-    def _refresh_restarted(self) -> None:
+    def _refresh_respawned(self) -> None:
         """Envs of a respawned worker were reset: update the observations of stages not in flight."""
         fresh = self._executor.take_respawned()
         if not fresh:
             return
-        idle = [k for k in range(self.plan.stages) if not self._in_flight[k] and self._stage_obs[k] is not None]
-        self._copy_batches(idle)
+        idle = [k for k in range(self.plan.pipeline_stages) if not self.stage_busy(k)]
+        batches = self._copies(idle)
         for worker, obs in fresh.items():
-            self._store_worker_obs(worker, range(self.plan.envs_per_process), obs, idle)
+            self._store_worker_obs([batches[k] if k in idle else None for k in range(len(batches))],
+                                   worker, range(self.plan.envs_per_process), obs)
+        self._stage_obs = batches
 
-    def _store_worker_obs(self, worker: int, local: Sequence[int], obs: dict[str, np.ndarray], stages: Any) -> None:
-        """Write the observations of ``worker``'s envs ``local`` (rows of ``obs``) into the batches of ``stages``."""
+    def _store_worker_obs(self, batches: Sequence[dict[str, np.ndarray] | None], worker: int, local: Sequence[int],
+                          obs: dict[str, np.ndarray]) -> None:
+        """Write the observations of ``worker``'s envs ``local`` (rows of ``obs``) into ``batches`` (one per
+        stage; ``None``: leave that stage alone)."""
         ids = worker * self.plan.envs_per_process + np.asarray(local)
-        for k in stages:
+        for k, batch in enumerate(batches):
+            if batch is None:
+                continue
             batch_rows, obs_rows = np.nonzero(self.plan.stage_envs(k)[:, None] == ids)
-            for key, arr in self._stage_obs[k].items():
+            for key, arr in batch.items():
                 arr[batch_rows] = obs[key][obs_rows]
 
+    # --- lifecycle ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
         """Close the engine when a worker fails, dies or times out (state of its envs unknown)."""
@@ -538,13 +574,9 @@ class RolloutEngine:
             self.close()
             raise
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the rollout engine is closed")
-
     def close(self) -> None:
         """Stop every worker and free the shared memory. Idempotent, and retryable after an interrupt."""
-        self._closed = True
+        self._state = EngineState.CLOSED
         self._executor.close()
 
     def __enter__(self) -> "RolloutEngine":
@@ -555,5 +587,5 @@ class RolloutEngine:
 
     def __repr__(self) -> str:
         p = self.plan
-        return (f"RolloutEngine({p.num_processes} workers x {p.envs_per_process} envs x {p.stages} stages, "
-                f"partition={p.mode!r}, chunk_size={self.chunk_size}, closed={self._closed})")
+        return (f"RolloutEngine({p.num_processes} workers x {p.envs_per_process} envs x {p.pipeline_stages} "
+                f"stages, partition={p.mode!r}, chunk_size={self.chunk_size}, state={self._state.value!r})")

@@ -144,7 +144,7 @@ class EngineVectorEnv(VectorEnv):
                 "reset(options={'reset_mask': mask}) them first"
             )
         self._fresh_seed = None
-        stages = range(engine.num_stages)
+        stages = range(engine.pipeline_stages)
         for k in stages:
             engine.submit(k, actions[engine.stage_envs(k)])
         results = [engine.collect(k) for k in stages]

@@ -1,9 +1,15 @@
-"""Where the Ray executor's env workers run: the ``placement`` setting, checked, then reserved on the cluster.
+"""Where the env workers run: the one home of placement, for every executor.
+
+- **Process workers, GPU binding** (:func:`bind_gpus`): the profile's ``gpu_ids`` place worker w on one GPU
+  (:mod:`behavior1k_fast.core.gpus`), set in its environment before it imports anything; its profile then
+  names that GPU as CUDA 0 (the only one it sees). Ray places actors on GPUs itself
+  (``ray_actor_options={"num_gpus": ...}``); the inline executor starts no process to bind.
+- **Ray actors, nodes**: the ``placement`` setting, checked, then reserved on the cluster.
 
 Placement is kept apart from what a worker does (:mod:`.worker`) and from how the driver talks to it
-(:mod:`.ray_executor`): this module only decides on which Ray node each worker's actor starts.
+(:mod:`.executors`, :mod:`.ray_executor`): this module only decides where each worker starts.
 
-``placement`` is one of
+``placement`` (Ray) is one of
 
 - ``"spread"`` (the default on Ray): one placement group with one bundle per worker, strategy ``SPREAD``:
   the workers go over the live nodes as evenly as their resources allow;
@@ -30,10 +36,13 @@ check the setting, and ``import behavior1k_fast`` stays light).
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+from ..core import gpus
 
 SPREAD = "spread"
 PACK = "pack"
@@ -45,6 +54,20 @@ LABEL_SHARE = 0.001
 NODE_ID = re.compile(r"[0-9a-f]{56}")
 
 Setting = str | tuple[str, ...] | None
+
+
+def bind_gpus(gpu_ids: Sequence[int] | None, num_workers: int, executor: str) -> list[dict[str, str]] | None:
+    """Per worker, the environment variables binding it to its GPU of ``gpu_ids`` (round robin, indices into
+    the GPUs this process sees), checked against the GPUs present; ``None`` without ``gpu_ids``. ValueError
+    for an executor that starts no worker process of its own (module docs)."""
+    if gpu_ids is None:
+        return None
+    if executor != "process":
+        raise ValueError(f"gpu_ids bind worker processes: executor={executor!r} does not start any "
+                         "(Ray: ray_actor_options={'num_gpus': ...}; inline: bind this process yourself)")
+    physical = gpus.worker_gpus(gpu_ids, num_workers, os.environ)
+    gpus.check_gpus_present(physical, *gpus.nvidia_smi_gpus())
+    return [gpus.binding_env(p) for p in physical]
 
 
 def check_placement(

@@ -24,6 +24,7 @@ class StageSlice:
     """The envs one worker steps for one stage: local indices in that worker, their global ids, and their
     rows in the stage's batch (its observations and actions)."""
 
+    stage: int
     worker: int
     local_envs: tuple[int, ...]
     global_envs: tuple[int, ...]
@@ -36,13 +37,14 @@ class PartitionPlan:
 
     num_processes: int
     envs_per_process: int
-    stages: int
+    #: K, the number of pipeline stages.
+    pipeline_stages: int
     mode: str = "hybrid"
 
     def __post_init__(self) -> None:
         p = check_positive_int("num_env_processes", self.num_processes)
         e = check_positive_int("envs_per_process", self.envs_per_process)
-        k = check_positive_int("pipeline_stages", self.stages)
+        k = check_positive_int("pipeline_stages", self.pipeline_stages)
         check_choice("partition", self.mode, PARTITION_MODES)
         if self.mode == "hybrid" and e % k:
             raise ValueError(
@@ -66,12 +68,12 @@ class PartitionPlan:
     @property
     def stage_size(self) -> int:
         """Envs per stage: the policy's batch size."""
-        return self.num_envs // self.stages
+        return self.num_envs // self.pipeline_stages
 
     @property
     def stages_per_process(self) -> int:
         """Stages that share one process's physics (the K each backend is built for)."""
-        return self.stages if self.mode == "hybrid" else 1
+        return self.pipeline_stages if self.mode == "hybrid" else 1
 
     def worker_profile(self, profile: RolloutProfile) -> RolloutProfile:
         """``profile`` as each worker's backend is built with it: ``pipeline_stages`` = the stages that
@@ -79,24 +81,24 @@ class PartitionPlan:
         return profile.replace(pipeline_stages=self.stages_per_process)
 
     def check_stage(self, stage: Any) -> None:
-        """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, stages)``."""
-        check_int("stage", stage, 0, self.stages - 1)
+        """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, pipeline_stages)``."""
+        check_int("stage", stage, 0, self.pipeline_stages - 1)
 
     def stage_slices(self, stage: int) -> tuple[StageSlice, ...]:
         """The per-worker slices of ``stage``, in global env order."""
         self.check_stage(stage)
         e = self.envs_per_process
         if self.mode == "hybrid":
-            width = e // self.stages
+            width = e // self.pipeline_stages
             workers = range(self.num_processes)
             local = tuple(range(stage * width, (stage + 1) * width))
         else:
-            per_stage = self.num_processes // self.stages
+            per_stage = self.num_processes // self.pipeline_stages
             workers = range(stage * per_stage, (stage + 1) * per_stage)
             local = tuple(range(e))
         n = len(local)
         return tuple(
-            StageSlice(w, local, tuple(w * e + i for i in local), slice(j * n, (j + 1) * n))
+            StageSlice(stage, w, local, tuple(w * e + i for i in local), slice(j * n, (j + 1) * n))
             for j, w in enumerate(workers)
         )
 

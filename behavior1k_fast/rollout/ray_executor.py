@@ -1,8 +1,9 @@
-"""The Ray executor: env workers as Ray actors (one per process slot of the plan), so one config runs
+"""The Ray transport: env workers as Ray actors (one per process slot of the plan), so one config runs
 across machines. Imported only when ``executor="ray"`` is asked for (``import ray`` is heavy).
 
 Which node each actor starts on is :mod:`.placement`'s business (a placement group, node pins or resource
-labels); this module moves the requests and replies. A worker whose node dies is reported as
+labels); this module moves the requests and replies (the :class:`~.executors.Supervisor` over it keeps
+deadlines, restarts and placeholders, as for every transport). A worker whose node dies is reported as
 :class:`~.errors.WorkerDiedError` naming that node and every worker that was on it (Ray notices a dead node
 through its health checks: ``health_check_period_ms`` x ``health_check_failure_threshold`` of the head's
 system config), or respawned where the placement allows with ``restart_workers``.
@@ -21,13 +22,13 @@ from collections import deque
 from typing import Any, Sequence
 
 import ray
-from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnschedulableError, RayActorError
 
-from .errors import WorkerDiedError, WorkerHungError
-from .executors import CLOSE_GRACE_S, RESTART_HINT, Executor
+from .errors import WorkerDiedError
 from .placement import RayPlacement, Setting, live_nodes
-from .protocol import Command, Failure, Ok, Reply, Request, unwrap
-from .supervision import Supervision
+from .protocol import Command, Failure, Ok, Reply, Request
+from .serve import CLOSE_GRACE_S
+from .transport import RESTART_HINT, Transport
 from .worker import EnvWorker, WorkerSpec
 
 #: Actor option -> the Ray resource it asks for.
@@ -75,116 +76,105 @@ class RayEnvHost:
             self.worker.close()
 
 
-class RayExecutor(Executor):
+class RayTransport(Transport):
     """Workers as Ray actors; their boundary observations travel in the replies (Ray's object store).
 
     ``placement``: a setting checked by :func:`~.placement.check_placement` (``None``: Ray's scheduler, with
-    ``actor_options``' own ``scheduling_strategy`` if any); it is reserved on the cluster in :meth:`start`."""
+    ``actor_options``' own ``scheduling_strategy`` if any); it is reserved on the cluster when the first
+    worker launches (``startup_timeout_s``: how long that may take)."""
 
     def __init__(
         self,
         specs: Sequence[WorkerSpec],
-        supervision: Supervision,
+        startup_timeout_s: float | None,
         actor_options: dict | None = None,
         placement: Setting = None,
     ):
-        super().__init__(specs, supervision)
+        super().__init__(specs)
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
-        self._actor_cls = ray.remote(RayEnvHost)
-        self._actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
-        self._setting = placement
-        self._placement: RayPlacement | None = None
+        self.actor_cls = ray.remote(RayEnvHost)
+        self.actor_options = {"num_cpus": 1, "max_restarts": 0, **(actor_options or {})}
+        self.setting = placement
+        self.startup_timeout_s = startup_timeout_s
+        self.placement: RayPlacement | None = None
         if placement is None:  # a placement checks each node's capacity itself, which is stricter
-            check_actor_resources(self._actor_options, len(self.specs), ray.cluster_resources())
-        self._actors: list[Any] = [None] * len(self.specs)
-        self._refs: list[deque] = [deque() for _ in self.specs]
-        self._nodes: list[str | None] = [None] * len(self.specs)
+            check_actor_resources(self.actor_options, len(self.specs), ray.cluster_resources())
+        self.actors: list[Any] = [None] * len(self.specs)
+        self.refs: list[deque] = [deque() for _ in self.specs]
+        self.nodes: list[str | None] = [None] * len(self.specs)
 
     @property
     def worker_nodes(self) -> list[str | None]:
-        return list(self._nodes)
+        return list(self.nodes)
 
-    def start(self) -> tuple[Any, Any]:
-        if self._setting is not None:
-            self._placement = RayPlacement(
-                self._setting, len(self.specs), self._actor_options, self.supervision.startup_timeout_s
-            )
-        return super().start()
-
-    def _launch(self, worker: int) -> None:
-        if self._placement is None:
-            options = self._actor_options
+    def launch(self, worker: int) -> None:
+        if self.setting is not None and self.placement is None:
+            self.placement = RayPlacement(self.setting, len(self.specs), self.actor_options, self.startup_timeout_s)
+        if self.placement is None:
+            options = self.actor_options
         else:
-            why = self._placement.unreachable(worker)
+            why = self.placement.unreachable(worker)
             if why is not None:
                 raise WorkerDiedError(worker, self.specs[worker].env_ids, "restart", f"cannot respawn it: {why}")
-            options = self._placement.options(worker)
-        actor = self._actor_cls.options(**options).remote(self.specs[worker])
-        self._actors[worker] = actor
-        self._refs[worker] = deque([actor.init.remote()])
+            options = self.placement.options(worker)
+        actor = self.actor_cls.options(**options).remote(self.specs[worker])
+        self.actors[worker] = actor
+        self.refs[worker] = deque([actor.init.remote()])
 
-    def _await_init(self, worker: int) -> tuple[Any, Any]:
-        spaces, self._nodes[worker] = unwrap(self._receive(worker, Command.INIT), worker)
-        return spaces
+    def setup(self, worker: int, payload: Any) -> tuple[tuple[Any, Any], None]:
+        spaces, self.nodes[worker] = payload
+        return spaces, None
 
-    def _send(self, worker: int, request: Request) -> None:
-        self._refs[worker].append(self._actors[worker].call.remote(request))
+    def send(self, worker: int, request: Request) -> None:
+        self.refs[worker].append(self.actors[worker].call.remote(request))
 
-    def _receive(self, worker: int, command: Command) -> Reply:
-        ref = self._refs[worker][0]
-        seconds, name = self.supervision.deadline(command)
+    def poll(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """``ray.wait`` on every worker's oldest reply at once (a dead actor's reply is ready: its error). A
+        reply counts once the actor produced it; fetching it is :meth:`receive`'s (the transfer cost)."""
+        by_ref = {self.refs[w][0]: w for w in workers}
+        refs = list(by_ref)
+        done, _ = ray.wait(refs, num_returns=1, timeout=timeout_s, fetch_local=False)
+        if done:
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)  # the others there too
+        return sorted(by_ref[ref] for ref in done)
+
+    def receive(self, worker: int, command: Command) -> Reply:
+        ref = self.refs[worker].popleft()
         try:
-            reply = ray.get(ref, timeout=seconds)
-        except GetTimeoutError:
-            raise WorkerHungError(
-                worker, self.specs[worker].env_ids, str(command), f"the Ray actor gave no reply within {name}={seconds:g} s"
-            ) from None
+            return ray.get(ref)
         except (RayActorError, ActorUnschedulableError) as exc:
             raise WorkerDiedError(
                 worker, self.specs[worker].env_ids, str(command), self._death_detail(worker, exc), RESTART_HINT
             ) from None
-        self._refs[worker].popleft()
-        return reply
 
-    def _ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
-        """``ray.wait`` on every worker's oldest reply at once. Without a limit it waits up to the chunk
-        deadline and then names the worker it has waited on longest, whose :meth:`collect` enforces the
-        deadline (an actor serves one call at a time, so there is no progress to watch mid-chunk). ``workers``
-        come oldest request first."""
-        by_ref = {self._refs[w][0]: w for w in workers}
-        limit = self.supervision.chunk_timeout_s if timeout_s is None else timeout_s
-        refs = list(by_ref)
-        done, _ = ray.wait(refs, num_returns=1, timeout=limit)
-        if done:
-            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # every other one already there too
-            return sorted(by_ref[ref] for ref in done)
-        return [] if timeout_s is not None else [workers[0]]
+    def who(self, worker: int) -> str:
+        return "the Ray actor"
 
     def _death_detail(self, worker: int, exc: Exception) -> str:
         """Why ``worker``'s actor is gone: its node died (naming every worker that was on it), or Ray's word."""
-        node = self._nodes[worker]
+        node = self.nodes[worker]
         if node is None or node in {n.node_id for n in live_nodes()}:
             return f"Ray actor died: {exc}"
-        on_node = [w for w, n in enumerate(self._nodes) if n == node]
+        on_node = [w for w, n in enumerate(self.nodes) if n == node]
         env_ids = [int(e) for w in on_node for e in self.specs[w].env_ids]
         return f"its Ray node {node} died; workers {on_node} (envs {env_ids}) were on it"
 
-    def _discard(self, worker: int) -> None:
-        if self._actors[worker] is not None:
-            ray.kill(self._actors[worker])
-        self._actors[worker] = None
-        self._refs[worker] = deque()
-        self._nodes[worker] = None
+    def discard(self, worker: int) -> None:
+        if self.actors[worker] is not None:
+            ray.kill(self.actors[worker])
+        self.actors[worker] = None
+        self.refs[worker] = deque()
+        self.nodes[worker] = None
 
     def close(self) -> None:
-        for w, actor in enumerate(self._actors):
+        for w, actor in enumerate(self.actors):
             if actor is None:
                 continue
             try:
                 ray.get(actor.close.remote(), timeout=CLOSE_GRACE_S)
             except Exception:
                 pass  # a dead or stuck actor is killed below either way
-            self._discard(w)
-        if self._placement is not None:
-            self._placement.remove()
+            self.discard(w)
+        if self.placement is not None:
+            self.placement.remove()

@@ -13,8 +13,8 @@ SIGINT blocked, so a Ctrl-C for it during those milliseconds is delivered right 
 
 :class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
 before the child imports anything), sends requests without blocking on the worker's work, and waits for each
-reply while watching the process sentinel, so a death is seen at once. :meth:`ProcessChannel.receive` is the
-one place the driver waits on a process.
+reply while watching the process sentinel, so a death is seen at once (:meth:`ProcessChannel.poll` and
+:meth:`ProcessChannel.read`, inside the one wait loop :func:`~.supervision.wait_for_replies`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,14 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError, WorkerHungError
+from .errors import WorkerDiedError
 from .protocol import Close, Command, Failure, Ok, Reply, Request
+from .supervision import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
 
 #: Seconds between checks that the owner process is still alive.
 OWNER_CHECK_PERIOD_S = 0.5
 #: Seconds a process gets to finish its current request and exit after ``close()`` before it is killed.
 CLOSE_GRACE_S = 5.0
-#: Seconds between two calls of the ``watch`` of :meth:`ProcessChannel.receive`.
-WATCH_PERIOD_S = 0.1
 #: Serialises the temporary environment of :class:`ProcessChannel` starts.
 _SPAWN_LOCK = threading.Lock()
 
@@ -150,33 +149,13 @@ class ProcessChannel:
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
 
-    def receive(
-        self,
-        command: Command,
-        timeout_s: float | None,
-        watch: Callable[[], None] | None = None,
-        deadline_name: str = "timeout_s",
-        since: float | None = None,
-    ) -> Reply:
-        """The next reply. :class:`WorkerDiedError` at once if the process exits first,
-        :class:`WorkerHungError` once ``timeout_s`` seconds passed since ``since`` (a ``time.monotonic()``
-        value; default: now) without a reply (``None``: no limit; the message names the setting
-        ``deadline_name``). ``watch`` is called every :data:`WATCH_PERIOD_S` while waiting and may raise to
-        stop the wait (hang detection, :mod:`.supervision`)."""
-        deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
-        while True:
-            period = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if watch is not None:
-                period = WATCH_PERIOD_S if period is None else min(period, WATCH_PERIOD_S)
-            if wait([self.conn, self.proc.sentinel], timeout=period):
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WorkerHungError(
-                    self.worker, self.env_ids, str(command),
-                    f"pid {self.proc.pid} gave no reply within {deadline_name}={timeout_s:g} s",
-                )
-            if watch is not None:
-                watch()
+    def poll(self, timeout_s: float | None) -> bool:
+        """Whether a reply arrived or the process died, waiting up to ``timeout_s`` seconds (``None``: block)."""
+        return bool(wait([self.conn, self.proc.sentinel], timeout=timeout_s))
+
+    def read(self, command: Command) -> Reply:
+        """The reply :meth:`poll` found; :class:`~.errors.WorkerDiedError` (with the exit code) when the process
+        died instead."""
         if self.conn.poll():
             try:
                 return self.conn.recv()
@@ -188,6 +167,14 @@ class ProcessChannel:
         if code is not None and code < 0:
             detail += f" ({signal.Signals(-code).name})"
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
+
+    def receive(self, command: Command, timeout_s: float | None, deadline_name: str = "timeout_s") -> Reply:
+        """The next reply, waiting at most ``timeout_s`` seconds (``None``: no limit) in the one wait loop
+        (:func:`~.supervision.wait_for_replies`): :class:`~.errors.WorkerHungError` past the deadline (named
+        ``deadline_name``), :class:`~.errors.WorkerDiedError` at once if the process dies."""
+        watch = ReplyWatch(self.worker, self.env_ids, command, timeout_s, deadline_name, who=f"pid {self.proc.pid}")
+        wait_for_replies(lambda workers, seconds: workers if self.poll(seconds) else [], {self.worker: watch})
+        return self.read(command)
 
 
 def stop_processes(

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.checks import check_int, check_positive_int
 from ..core.profile import RolloutProfile
-from .engine import RolloutStats
+from .accounting import RolloutStats
 from .plan import PartitionPlan
 
 
@@ -71,9 +71,9 @@ def engine_shard(
 
 #: Per-env and per-worker fields of :class:`~.engine.RolloutStats`, joined in engine order.
 _JOINED = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
-           "env_seconds_per_worker", "chunks_per_worker")
+           "env_wall_seconds_per_worker", "chunks_per_worker")
 #: Fields every engine of one job must agree on.
-_SHARED = ("rounds", "stages", "chunk_size")
+_SHARED = ("rounds", "pipeline_stages", "chunk_size")
 
 
 def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
@@ -92,7 +92,7 @@ def merge_stats(parts: Sequence[RolloutStats]) -> RolloutStats:
     first = parts[0]
     return RolloutStats(
         rounds=first.rounds,
-        stages=first.stages,
+        pipeline_stages=first.pipeline_stages,
         chunk_size=first.chunk_size,
         num_envs=sum(p.num_envs for p in parts),
         wall_seconds=max(p.wall_seconds for p in parts),

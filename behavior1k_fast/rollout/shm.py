@@ -18,6 +18,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .chunk import action_dtype
+
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
 SHM_PREFIX = "b1kf_"
 #: Where the segments live as files (Linux); elsewhere stale segments are not looked for.
@@ -188,13 +190,12 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
 
 
 def action_buffer_space(action_space: Any, chunk_size: int) -> Any:
-    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in the action
-    space's dtype (float64 when that is not a float type)."""
+    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in
+    :func:`~.chunk.action_dtype` of the action space."""
     from gymnasium import spaces
 
-    dtype = action_space.dtype if np.issubdtype(action_space.dtype, np.floating) else np.float64
     shape = (chunk_size, int(np.prod(action_space.shape)))
-    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, dtype)})
+    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, action_dtype(action_space))})
 
 
 def check_observation_space(space: Any) -> None:

@@ -6,13 +6,18 @@
 - **Hang detection inside a chunk**: a process worker publishes its progress in a small shared-memory
   segment (:class:`ChunkProgress`, one per worker, created and unlinked by the driver like the other
   ``b1kf_*`` segments): a counter it advances after every step of a chunk, and the steps finished of the
-  chunk it runs. While the driver waits for a chunk reply, :class:`StallWatch` raises
+  chunk it runs. While the driver waits for a chunk reply, the reply's :class:`ReplyWatch` raises
   :class:`~.errors.WorkerHungError` once that counter stood still for the stall limit, long before the
   chunk deadline. The limit is ``stall_timeout_s``; ``"auto"`` derives it from the step times measured so
   far (:data:`STALL_FACTOR` x the median wall time of one step, at least :data:`STALL_FLOOR_S`). A stall
   is measured from the moment the driver starts waiting, so time the driver spent elsewhere never counts
-  against a worker. Ray actors and the inline executor have deadlines only (a Ray actor serves one call at
-  a time, so it cannot be asked for its progress while it runs a chunk; inline work runs in the caller).
+  against a worker. Ray actors have deadlines only (a Ray actor serves one call at a time, so it cannot be
+  asked for its progress while it runs a chunk). The inline executor has neither: its work runs in the
+  caller's thread, where nothing can stop it, so a deadline chosen for it is refused
+  (:func:`check_inline_deadlines`; the defaults, :class:`DefaultSeconds`, are taken and never fire).
+- **One wait loop** (:func:`wait_for_replies`): every transport (process, Ray, inline) and the policy
+  process wait for replies there, each reply watched by a :class:`ReplyWatch` (its deadline, its stall
+  limit): the one place a hang is detected and named.
 - **Bounded restarts** (:class:`RestartPolicy`, the engine's ``restart_workers``): a dead or hung worker
   is respawned at most ``max_restarts`` times within ``window_s`` seconds, the n-th restart of a window
   after ``backoff_s * 2**(n-2)`` seconds (the first at once). Every restart is logged as a warning and
@@ -26,7 +31,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -74,23 +79,52 @@ class RestartPolicy:
         raise TypeError(f"restart_workers must be a bool, a RestartPolicy or a mapping of its fields, got {value!r}")
 
 
+class DefaultSeconds(float):
+    """A deadline left at its default: a float that knows it was not chosen. The inline executor, which has
+    no deadlines, takes it and refuses a deadline that was chosen (:func:`check_inline_deadlines`)."""
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+
+#: The engine's default deadlines, in seconds (``startup_timeout_s``, ``reset_timeout_s``, ``timeout_s``).
+STARTUP_TIMEOUT_S = DefaultSeconds(1200.0)
+RESET_TIMEOUT_S = DefaultSeconds(300.0)
+CHUNK_TIMEOUT_S = DefaultSeconds(300.0)
+
+
+def check_inline_deadlines(**deadlines: Any) -> None:
+    """The inline executor runs every worker in the caller's thread, where nothing can stop a hung one (and
+    an alarm would cut into a pdb session), so it has no deadlines and no hang detection: a deadline chosen
+    for it (anything but ``None``, a default, or ``stall_timeout_s="auto"``) is a ``ValueError`` naming it."""
+    for name, value in deadlines.items():
+        if value is None or isinstance(value, DefaultSeconds) or (isinstance(value, str) and value == "auto"):
+            continue
+        raise ValueError(f"executor='inline' runs the workers in this thread, where nothing can stop a hung one, "
+                         f"so it has no deadlines: {name}={value!r} would never fire (pass None, or use "
+                         f"executor='process')")
+
+
 @dataclass(frozen=True)
 class Supervision:
     """Deadlines (seconds, ``None``: no limit), the stall limit inside a chunk and the restart policy
     (``None``: a dead or hung worker is an error). See the module docs."""
 
-    startup_timeout_s: float | None = 1200.0
-    reset_timeout_s: float | None = 300.0
-    chunk_timeout_s: float | None = 300.0
+    startup_timeout_s: float | None = STARTUP_TIMEOUT_S
+    reset_timeout_s: float | None = RESET_TIMEOUT_S
+    chunk_timeout_s: float | None = CHUNK_TIMEOUT_S
     #: Seconds without a finished step inside a chunk; ``"auto"`` (from measured step times) or ``None``.
     stall_timeout_s: float | str | None = "auto"
     restart: RestartPolicy | None = None
 
     def __post_init__(self) -> None:
-        for name in ("startup_timeout_s", "reset_timeout_s", "chunk_timeout_s"):
-            object.__setattr__(self, name, check_seconds(name, getattr(self, name)))
-        if self.stall_timeout_s != "auto":
-            object.__setattr__(self, "stall_timeout_s", check_seconds("stall_timeout_s", self.stall_timeout_s))
+        # named as the engine's arguments are (chunk_timeout_s is the engine's timeout_s)
+        for name, argument in (("startup_timeout_s", "startup_timeout_s"), ("reset_timeout_s", "reset_timeout_s"),
+                               ("chunk_timeout_s", "timeout_s")):
+            object.__setattr__(self, name, check_seconds(argument, getattr(self, name)))
+        if not (isinstance(self.stall_timeout_s, str) and self.stall_timeout_s == "auto"):
+            object.__setattr__(self, "stall_timeout_s", check_seconds(
+                "stall_timeout_s", self.stall_timeout_s, others="'auto' (from measured step times), None (no limit) or "))
         if self.restart is not None and not isinstance(self.restart, RestartPolicy):
             raise TypeError(f"restart must be a RestartPolicy or None, got {self.restart!r}")
 
@@ -113,7 +147,7 @@ class StepTimes:
         """Record one collected :class:`~.chunk.ChunkResult` (a restart's placeholder has no steps)."""
         steps = 0 if result.global_steps is None else int(result.global_steps[0])
         if steps > 0:
-            self._samples.append(float(result.env_seconds[0]) / steps)
+            self._samples.append(float(result.env_wall_seconds[0]) / steps)
 
     def stall_limit(self, stall_timeout_s: float | str | None) -> float | None:
         """The stall limit in seconds for the setting ``stall_timeout_s`` (module docs)."""
@@ -164,28 +198,92 @@ class ChunkProgress:
         self.counters[BEATS] += 1
 
 
-class StallWatch:
-    """Called while the driver waits for a chunk reply; raises :class:`~.errors.WorkerHungError` once the
-    worker's step counter stood still for ``limit_s`` seconds (since this watch was made, at the latest)."""
+#: Seconds between two checks of the watches while the driver waits for replies (:func:`wait_for_replies`).
+WATCH_PERIOD_S = 0.1
 
-    def __init__(self, progress: ChunkProgress, limit_s: float, worker: int, env_ids: Sequence[int], command: str):
-        self._counters = progress.counters
-        self._beats = int(self._counters[BEATS])
-        self._since = time.monotonic()
-        self.limit_s = limit_s
-        self.worker, self.env_ids, self.command = worker, env_ids, command
 
-    def __call__(self) -> None:
-        beats, now = int(self._counters[BEATS]), time.monotonic()
-        if beats != self._beats:
-            self._beats, self._since = beats, now
-        elif now - self._since >= self.limit_s:
-            done, total = int(self._counters[DONE]), int(self._counters[TOTAL])
-            last = f"last step finished: {done} of {total} of its chunk" if done else "no step of its chunk finished"
-            raise WorkerHungError(
-                self.worker, self.env_ids, self.command,
-                f"no step finished for {now - self._since:.1f} s (stall_timeout_s={self.limit_s:g}); {last}",
-            )
+class ReplyWatch:
+    """What the driver watches while it waits for one reply of ``worker``: the deadline of ``command``
+    (``seconds`` after ``since``, a ``time.monotonic()``; default: when the watch is made; ``None``: no limit)
+    and, for a process worker's chunk, its step counter (``progress``): once that stood still for ``stall_s``
+    seconds (since the watch was made, at the latest) the worker is hung. :meth:`check` is the one place a
+    hang is named (:class:`~.errors.WorkerHungError`); ``who`` starts its message (``"pid 123"``, ``"the Ray
+    actor"``)."""
+
+    def __init__(
+        self,
+        worker: int | str,
+        env_ids: Sequence[int],
+        command: str,
+        seconds: float | None,
+        deadline_name: str = "timeout_s",
+        *,
+        since: float | None = None,
+        progress: ChunkProgress | None = None,
+        stall_s: float | None = None,
+        who: str = "",
+    ):
+        now = time.monotonic()
+        self.worker, self.env_ids, self.command = worker, env_ids, str(command)
+        self.seconds, self.deadline_name, self.who = seconds, deadline_name, who
+        self.deadline = None if seconds is None else (now if since is None else since) + seconds
+        self.counters = None if progress is None or stall_s is None else progress.counters
+        self.stall_s = stall_s
+        self.beats = 0 if self.counters is None else int(self.counters[BEATS])
+        self.beat_at = now
+
+    @property
+    def active(self) -> bool:
+        """It has a deadline or a stall limit: the wait must wake up to check it."""
+        return self.deadline is not None or self.counters is not None
+
+    def check(self) -> None:
+        """Raise :class:`~.errors.WorkerHungError` when the worker stalled or its deadline passed."""
+        now = time.monotonic()
+        if self.counters is not None:
+            beats = int(self.counters[BEATS])
+            if beats != self.beats:
+                self.beats, self.beat_at = beats, now
+            elif now - self.beat_at >= self.stall_s:
+                done, total = int(self.counters[DONE]), int(self.counters[TOTAL])
+                last = f"last step finished: {done} of {total} of its chunk" if done else "no step of its chunk finished"
+                raise WorkerHungError(
+                    self.worker, self.env_ids, self.command,
+                    f"no step finished for {now - self.beat_at:.1f} s (stall_timeout_s={self.stall_s:g}); {last}",
+                )
+        if self.deadline is not None and now >= self.deadline:
+            who = f"{self.who} " if self.who else ""
+            raise WorkerHungError(self.worker, self.env_ids, self.command,
+                                  f"{who}gave no reply within {self.deadline_name}={self.seconds:g} s")
+
+
+def wait_for_replies(
+    poll: Callable[[Sequence[Any], float | None], Sequence[Any]],
+    watches: Mapping[Any, ReplyWatch],
+    timeout_s: float | None = None,
+) -> list[Any]:
+    """The one loop in which the driver waits for replies, whatever the transport.
+
+    ``poll(workers, seconds)`` returns those of ``workers`` whose oldest reply arrived, or that died, within
+    ``seconds`` (``None``: block until one does); ``watches`` maps each worker waited on to its
+    :class:`ReplyWatch`, checked at least every :data:`WATCH_PERIOD_S` while any of them has a limit.
+    Returns the workers ``poll`` found, or ``[]`` once ``timeout_s`` passed (``None``: no limit); a watch
+    that finds its worker hung raises :class:`~.errors.WorkerHungError`."""
+    workers = list(watches)
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    watched = any(w.active for w in watches.values())
+    while True:
+        period = WATCH_PERIOD_S if watched else None
+        if end is not None:
+            remaining = max(0.0, end - time.monotonic())
+            period = remaining if period is None else min(period, remaining)
+        found = list(poll(workers, period))
+        if found:
+            return found
+        for watch in watches.values():
+            watch.check()
+        if end is not None and time.monotonic() >= end:
+            return []
 
 
 # --- restarts ---------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ global id order (row ``e`` is env ``e`` whatever its stage), ``N`` steps per chu
 - ``obs``: key -> ``[R, E, *shape]``: the boundary observation each env's policy forward saw in round r;
   ``last_obs``: key -> ``[E, *shape]``: the boundary observations after the last round (what the next
   rollout's first forward sees; the bootstrap value of a trainer).
-- ``actions`` ``[R, E, N, action_dim]``: the chunk sent (as the policy returned it; after an episode ended
-  inside a chunk its remaining actions were not applied, see ``applied``).
+- ``actions`` ``[R, E, N, action_dim]``: the chunk sent, in the engine's ``action_dtype`` (what the backend
+  got, whatever the policy did with its output buffer later; after an episode ended inside a chunk its
+  remaining actions were not applied, see ``applied``).
 - ``extras``: key -> ``[R, E, ...]``: what the policy returned with those actions (``logprob``, ``value``).
 - ``rewards`` float64, ``terminated``, ``truncated``, ``applied`` bool, each ``[R, E, N]``: per step;
   ``rewards`` is 0 where ``applied`` is False. An env whose episode ended at step t of round r (with
@@ -110,7 +111,7 @@ def _nbytes(value: Any) -> int:
 def gather_boundary_obs(engine: Any, out: Mapping[str, np.ndarray]) -> None:
     """Write every env's latest boundary observation into ``out`` (key -> ``[num_envs, *shape]``, rows in
     global env id order), from the engine's per-stage batches."""
-    for k in range(engine.num_stages):
+    for k in range(engine.pipeline_stages):
         ids = engine.stage_envs(k)
         for key, value in engine.stage_obs(k).items():
             out[key][ids] = value
@@ -170,18 +171,20 @@ class TrajectoryRecorder:
         if pin_memory and not tensors:
             raise ValueError("pin_memory=True needs tensors=True (numpy arrays cannot be pinned)")
         self.engine = engine
-        self._alloc = _Allocator(tensors, pin_memory)
-        self._returns = np.zeros(engine.num_envs)
-        self._lengths = np.zeros(engine.num_envs, dtype=np.int64)
+        #: Allocates each batch's arrays (numpy, torch, pinned).
+        self.alloc = _Allocator(tensors, pin_memory)
+        #: float [num_envs], int [num_envs]: the running episode's summed rewards and own actions, per env.
+        self.returns = np.zeros(engine.num_envs)
+        self.lengths = np.zeros(engine.num_envs, dtype=np.int64)
         #: Per stage, the engine's boundary observations after the last recorded rollout (outside resets and
         #: steps replace them).
-        self._last_obs: list[Any] = [None] * engine.num_stages
+        self._last_obs: list[Any] = [None] * engine.pipeline_stages
 
     def reset_episodes(self) -> None:
         """Forget the running episode sums (after resetting the engine by hand)."""
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
-        self._last_obs = [None] * self.engine.num_stages
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+        self._last_obs = [None] * self.engine.pipeline_stages
 
     def rollout(
         self,
@@ -212,7 +215,7 @@ class TrajectoryRecorder:
                 on_chunk(stage, result)
 
         stats = self.engine.rollout(policy, num_rounds, reset=reset, overlap=overlap, on_chunk=record)
-        self._last_obs = [self.engine.stage_obs(k) for k in range(self.engine.num_stages)]
+        self._last_obs = [self.engine.stage_obs(k) for k in range(self.engine.pipeline_stages)]
         return stats, batch.finish()
 
 
@@ -241,7 +244,7 @@ class _Batch:
 
     def __init__(self, recorder: TrajectoryRecorder, num_rounds: int):
         self.recorder = recorder
-        self.alloc = recorder._alloc
+        self.alloc = recorder.alloc
         engine = recorder.engine
         self.shape = (num_rounds, engine.num_envs)
         self.chunk_size = engine.chunk_size
@@ -289,8 +292,8 @@ class _Batch:
         recorder = self.recorder
         done = result.terminated | result.truncated
         # Rewards are 0 where masked, and no step after an episode's end is applied: whole-row sums.
-        recorder._returns[ids] += result.rewards.sum(axis=1)
-        recorder._lengths[ids] += result.applied.sum(axis=1)
+        recorder.returns[ids] += result.rewards.sum(axis=1)
+        recorder.lengths[ids] += result.applied.sum(axis=1)
         for row in np.flatnonzero(done.any(axis=1)):
             env, info = int(ids[row]), result.infos[row]
             final_info = info.get("final_info", info)
@@ -299,12 +302,12 @@ class _Batch:
                 final_obs = {key: value[row] for key, value in result.obs.items()}
             step = int(np.argmax(done[row]))
             self.ended.append(_Ended(
-                env, int(r[row]), step, recorder._returns[env], recorder._lengths[env], final_info.get("success"),
+                env, int(r[row]), step, recorder.returns[env], recorder.lengths[env], final_info.get("success"),
                 bool(result.terminated[row, step]), bool(result.truncated[row, step]),
                 bool(info.get("worker_restarted", False)), final_obs,
             ))
-            recorder._returns[env] = 0.0
-            recorder._lengths[env] = 0
+            recorder.returns[env] = 0.0
+            recorder.lengths[env] = 0
 
     def finish(self) -> Trajectory:
         if not (self.rounds_done == self.shape[0]).all():

@@ -7,7 +7,7 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
 1. **Measure** (each briefly). T_env: for every envs-per-process E and hybrid stage count K the candidate
    layouts need, one engine with ``executor="process"`` and ONE env process of E envs in K hybrid stages is
    run for a warm-up and ``--probe-rounds`` rounds with a one-block policy (negligible forward); every
-   stage chunk's wall time in the worker (:attr:`~behavior1k_fast.rollout.chunk.ChunkResult.env_seconds`)
+   stage chunk's wall time in the worker (:attr:`~behavior1k_fast.rollout.chunk.ChunkResult.env_wall_seconds`)
    is one sample. This is a single-process measure: layouts of P processes reuse it, with its spread
    standing for the spread over processes (below), and a CPU-work term for the cores they share.
    T_model(b): the policy (calibrated by :func:`~.measure.calibration.calibrate`, the rule bench uses: one
@@ -163,7 +163,7 @@ def measure_env_chunks(factory: Any, base: RolloutProfile, envs: int, stages: in
         if config.run.warmup:
             engine.rollout(policy, config.run.warmup)
         engine.rollout(policy, config.probe_rounds, reset=config.run.warmup == 0,
-                       on_chunk=lambda stage, result: samples.append(float(result.env_seconds[0]) * 1e3))
+                       on_chunk=lambda stage, result: samples.append(float(result.env_wall_seconds[0]) * 1e3))
     return samples
 
 

@@ -106,3 +106,22 @@ class LoudBackend(FaultyBackend):
         for ob in obs if get_obs else ():
             ob[self.loud.key] = np.full(np.shape(ob[self.loud.key]), self.loud.value)
         return obs, rewards, terminated, truncated, infos
+
+
+@dataclass(frozen=True)
+class EchoFactory:
+    """Point-mass backends whose step info carries the action row each env got at that step, as the
+    backend received it (``info["action"]``; a chunk result keeps the info of its last applied step)."""
+
+    base: PointMassFactory = field(default_factory=PointMassFactory)
+
+    def __call__(self, num_envs, seed, profile):
+        return EchoBackend(self.base(num_envs, seed, profile), FaultyFactory(), faulty=False)
+
+
+class EchoBackend(FaultyBackend):
+    def step(self, actions, env_indices=None, get_obs=True, render=True):
+        obs, rewards, terminated, truncated, infos = super().step(actions, env_indices, get_obs, render)
+        for info, action in zip(infos, actions):
+            info["action"] = np.array(action)
+        return obs, rewards, terminated, truncated, infos

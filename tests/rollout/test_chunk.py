@@ -85,7 +85,7 @@ def test_chunk_stops_when_every_selected_env_ended():
     assert result.global_steps.tolist() == [3, 3]
     assert backend.global_steps == 3
     assert result.sim_seconds[0] == pytest.approx(3 * backend.sim_step_dt)
-    assert result.env_seconds[0] > 0 and result.env_seconds[0] == result.env_seconds[1]  # one backend, one time
+    assert result.env_wall_seconds[0] > 0 and result.env_wall_seconds[0] == result.env_wall_seconds[1]  # one backend, one time
 
 
 def test_env_indices_leave_other_envs_alone():

@@ -129,13 +129,13 @@ def test_stats_report_each_workers_env_time():
     with engine(pipeline_stages=2) as e:
         stats = e.rollout(policy, 3)
     assert stats.chunks_per_worker.tolist() == [6, 6]  # hybrid: one slice of each worker per stage
-    assert np.all(stats.env_seconds_per_worker > 0)
+    assert np.all(stats.env_wall_seconds_per_worker > 0)
     # the workers step inside the driver's timed loop
-    assert stats.env_seconds_per_worker.max() <= stats.wall_seconds
-    np.testing.assert_allclose(stats.env_seconds_per_chunk, stats.env_seconds_per_worker / 6)
+    assert stats.env_wall_seconds_per_worker.max() <= stats.wall_seconds
+    np.testing.assert_allclose(stats.env_wall_seconds_per_chunk, stats.env_wall_seconds_per_worker / 6)
     d = stats.to_dict()
-    assert d["env_seconds_per_worker"] == stats.env_seconds_per_worker.tolist()
-    assert d["env_seconds_per_chunk"] == stats.env_seconds_per_chunk.tolist()
+    assert d["env_wall_seconds_per_worker"] == stats.env_wall_seconds_per_worker.tolist()
+    assert d["env_wall_seconds_per_chunk"] == stats.env_wall_seconds_per_chunk.tolist()
     assert d["chunks_per_worker"] == [6, 6]
 
 

@@ -53,6 +53,7 @@ def nothing_left():
 
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("where", WHERE)
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_worker_fault(where, how, nothing_left):
     with pytest.raises(EXPECTED[how]) as info:
         engine = RolloutEngine(FaultyFactory(where=where, how=how, after_steps=1), PROFILE, **FAST)
@@ -275,3 +276,63 @@ def test_a_closed_vector_env_raises_closed_error_and_starts_no_workers(nothing_l
     with pytest.raises(ClosedError):
         env.reset(seed=7)  # used to start a new engine and its workers, which a later close() left running
     env.close()
+
+
+@pytest.mark.deadline(120)
+def test_a_factory_hanging_in_init_in_every_worker_fails_within_the_startup_deadline(nothing_left, monkeypatch):
+    import time
+
+    from behavior1k_fast.rollout import executors
+
+    monkeypatch.setattr(executors, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
+    start = time.monotonic()
+    with pytest.raises(WorkerHungError, match=r"worker 0 \(envs \[0, 1\]\) hung in 'init'.*startup_timeout_s=2"):
+        RolloutEngine(FaultyFactory(where="init", how="hang", seeds=(0, 1)), PROFILE, **dict(FAST, startup_timeout_s=2.0))
+    assert time.monotonic() - start < 60  # the deadline and the kills, not a close grace for the other worker
+
+
+@pytest.mark.parametrize("schedule", ["barrier", "async"])
+def test_close_inside_on_chunk_ends_the_rollout_with_closed_error_after_the_callback(schedule, nothing_left):
+    engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE.replace(schedule=schedule), **FAST)
+    pids, returned = engine.worker_pids, []
+
+    def close_it(stage, result):
+        engine.close()
+        returned.append(stage)  # the callback itself runs to its end
+
+    with pytest.raises(ClosedError, match="the rollout engine is closed"):
+        engine.rollout(policy, 3, on_chunk=close_it)
+    assert len(returned) == 1
+    assert_gone(pids)
+
+
+@pytest.mark.deadline(120)
+def test_a_second_thread_rollout_fails_at_once_and_the_first_completes(nothing_left):
+    import threading
+
+    from behavior1k_fast.rollout import EngineBusyError
+
+    engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST)
+    inside, release, outcome = threading.Event(), threading.Event(), {}
+
+    def slow_policy(obs):
+        inside.set()
+        release.wait(60)
+        return policy(obs)
+
+    def first():
+        outcome["stats"] = engine.rollout(slow_policy, 2)
+
+    thread = threading.Thread(target=first, name="trainer")
+    thread.start()
+    try:
+        assert inside.wait(60)
+        for call in (lambda: engine.rollout(policy, 1), engine.reset, lambda: engine.collect(0)):
+            with pytest.raises(EngineBusyError, match="thread 'trainer' is running rollout\\(\\) on this engine"):
+                call()
+    finally:
+        release.set()
+        thread.join(60)
+    assert outcome["stats"].own_actions.sum() == 2 * 4 * CHUNK  # the first rollout was not disturbed
+    assert engine.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # and the engine is free again
+    engine.close()

@@ -38,7 +38,7 @@ def test_inline_executor_gives_the_trajectories_of_worker_processes(partition):
     runs = []
     for executor in ("inline", "process"):
         with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(partition=partition),
-                           executor=executor, timeout_s=30) as e:
+                           executor=executor) as e:
             runs.append(record(e, 5))
     (traj_inline, stats_inline), (traj_process, stats_process) = runs
     assert_same_trajectories(traj_inline, traj_process)
@@ -87,7 +87,7 @@ def test_state_errors_are_typed_runtime_errors_and_leave_the_engine_usable():
             e.submit(0, chunk)
         with pytest.raises(ChunkInFlightError, match="cannot reset with chunks in flight for stages \\[0\\]"):
             e.reset()
-        with pytest.raises(ChunkInFlightError, match="every stage collected"):
+        with pytest.raises(ChunkInFlightError, match="cannot start a rollout with chunks in flight for stages \\[0\\]"):
             e.rollout(policy, 1)
         assert e.collect(0).applied.all()
     with pytest.raises(ClosedError, match="closed"):

@@ -6,7 +6,7 @@ from behavior1k_fast.rollout import PartitionPlan
 
 
 def test_hybrid_stage_k_is_slice_k_of_every_process():
-    plan = PartitionPlan(num_processes=2, envs_per_process=4, stages=2, mode="hybrid")
+    plan = PartitionPlan(num_processes=2, envs_per_process=4, pipeline_stages=2, mode="hybrid")
     assert plan.stage_size == 4 and plan.stages_per_process == 2
     assert plan.stage_envs(0).tolist() == [0, 1, 4, 5]
     assert plan.stage_envs(1).tolist() == [2, 3, 6, 7]
@@ -14,7 +14,7 @@ def test_hybrid_stage_k_is_slice_k_of_every_process():
 
 
 def test_process_stage_k_is_a_set_of_whole_processes():
-    plan = PartitionPlan(num_processes=4, envs_per_process=2, stages=2, mode="process")
+    plan = PartitionPlan(num_processes=4, envs_per_process=2, pipeline_stages=2, mode="process")
     assert plan.stages_per_process == 1
     assert plan.stage_envs(0).tolist() == [0, 1, 2, 3]
     assert plan.stage_envs(1).tolist() == [4, 5, 6, 7]
@@ -33,7 +33,7 @@ def test_rlinf_names_build_the_plan():
         {"pipeline_stage_num": 2, "num_env_subprocess": 2, "total_num_envs": 8, "skip_intermediate_obs_in_chunk": False}
     )
     plan = PartitionPlan.from_profile(profile)
-    assert (plan.num_processes, plan.envs_per_process, plan.stages, plan.mode) == (2, 4, 2, "hybrid")
+    assert (plan.num_processes, plan.envs_per_process, plan.pipeline_stages, plan.mode) == (2, 4, 2, "hybrid")
     assert profile.skip_intermediate_obs is False
 
 

@@ -56,14 +56,14 @@ def test_dead_ray_actor_is_reported_or_restarted(ray_runtime):
     zeros = np.zeros((2, CHUNK, 2), np.float32)
     with RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30, restart_workers=True) as engine:
         engine.reset()
-        kill_actor(ray_runtime, engine._executor._actors[1])
+        kill_actor(ray_runtime, engine._executor.transport.actors[1])
         result = engine.step(0, zeros)  # rows: env 0 (worker 0), env 2 (worker 1, dead)
         assert engine.restarts == 1
         assert result.applied[0].all() and not result.applied[1].any() and result.infos[1]["worker_restarted"]
         assert engine.step(1, zeros).applied.all()
     engine = RolloutEngine(factory, PROFILE, executor="ray", timeout_s=30)
     engine.reset()
-    kill_actor(ray_runtime, engine._executor._actors[0])
+    kill_actor(ray_runtime, engine._executor.transport.actors[0])
     with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs \[0, 1\]\) died .*Ray actor died"):
         engine.step(1, zeros)
     with pytest.raises(RuntimeError, match="closed"):

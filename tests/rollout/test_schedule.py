@@ -1,11 +1,14 @@
-"""The asynchronous schedule: no barrier across processes, the same trajectories as the barrier schedule."""
+"""The schedules over the engine's surface; the asynchronous one: no barrier across processes, the same
+trajectories as the barrier schedule."""
 
 import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
+from behavior1k_fast.core.profile import SCHEDULES
 from behavior1k_fast.core.tracing import SLICE_WAIT, get_profiler
-from behavior1k_fast.rollout import RolloutEngine, WorkerHungError
+from behavior1k_fast.rollout import EngineState, NoChunkInFlightError, RolloutEngine, WorkerHungError
+from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES, schedule_class
 
 from .faulty import FaultyFactory
 from .helpers import CHUNK, assert_gone, assert_same_trajectories, our_segments, policy, record
@@ -85,6 +88,7 @@ def test_schedule_settings_are_checked_before_anything_runs():
         assert e.rollout(policy, 1, schedule="async").own_actions.sum() == 8 * CHUNK  # still usable
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_worker_stuck_in_an_async_rollout_is_caught_by_its_progress():
     engine = RolloutEngine(FaultyFactory(where="chunk", how="hang", after_steps=2), profile(),
                            timeout_s=None, stall_timeout_s=1.0)
@@ -93,3 +97,34 @@ def test_a_worker_stuck_in_an_async_rollout_is_caught_by_its_progress():
         engine.rollout(policy, 3, schedule="async")
     assert_gone(pids)
     assert our_segments() == []
+
+
+def test_each_schedule_of_the_profile_has_one_driver_module_registered_under_its_name():
+    assert sorted(SCHEDULE_CLASSES) == sorted(SCHEDULES)
+    for name, cls in SCHEDULE_CLASSES.items():
+        assert cls.name == name and cls.__module__.startswith("behavior1k_fast.rollout.schedules.")
+    with pytest.raises(ValueError, match="schedule='eager' has no driver"):
+        schedule_class("eager")
+
+
+def test_receive_takes_the_oldest_chunk_of_each_worker_as_it_was_sent_and_settles_the_state():
+    with RolloutEngine(PointMassFactory(), profile(), executor="inline") as e:
+        e.reset()
+        assert e.state is EngineState.IDLE
+        sent = []
+        for k in range(2):
+            obs = e.stage_obs(k)
+            actions, extras = e.forward(policy, obs)
+            e.send(e.plan.stage_slices(k), actions, obs, extras)
+            sent.append((obs, actions))
+        assert e.state is EngineState.STEPPING
+        first, second = e.plan.stage_slices(0), e.plan.stage_slices(1)
+        with pytest.raises(NoChunkInFlightError, match="not the oldest chunk in flight on its worker"):
+            e.receive(second)  # stage 0's chunks are older on every worker
+        with pytest.raises(ValueError, match="slices sent together by one send"):
+            e.receive(first[::-1])
+        results = [e.receive(first), e.receive(second)]
+        assert e.state is EngineState.IDLE and e.accounting.own.sum() == 8 * CHUNK
+        for (obs, actions), result in zip(sent, results):  # each result carries the inputs of its chunk
+            np.testing.assert_array_equal(result.actions, actions)
+            np.testing.assert_array_equal(result.policy_obs["proprio"], obs["proprio"])

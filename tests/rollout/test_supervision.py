@@ -14,7 +14,7 @@ from behavior1k_fast.rollout.errors import ClosedError
 from behavior1k_fast.rollout.supervision import (
     RestartBudget,
     RestartPolicy,
-    StallWatch,
+    ReplyWatch,
     StepTimes,
     Supervision,
 )
@@ -32,6 +32,7 @@ def assert_clean(pids):
     assert our_segments() == []
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_worker_stuck_inside_a_chunk_is_caught_by_its_progress_without_any_deadline():
     engine = RolloutEngine(FaultyFactory(where="chunk", how="hang", after_steps=2), PROFILE,
                            timeout_s=None, stall_timeout_s=1.0)
@@ -89,6 +90,7 @@ def test_a_worker_that_crashes_on_every_chunk_is_restarted_within_its_budget_the
     assert_clean(pids)
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_hung_worker_is_killed_and_restarted_like_a_dead_one():
     with RolloutEngine(FaultyFactory(how="hang", after_steps=1), PROFILE, stall_timeout_s=1.0,
                        restart_workers=RestartPolicy(max_restarts=1, backoff_s=0.0)) as engine:
@@ -123,25 +125,25 @@ def test_auto_stall_limit_follows_the_median_step_time_above_a_floor():
     assert times.stall_limit(None) is None and times.stall_limit(2.5) == 2.5
     for seconds in (4.0, 8.0, 400.0):  # 4 steps per chunk: 1, 2 and 100 s per step
         times.add(ChunkResult(np.arange(1), None, *[np.zeros((1, 4))] * 4, global_steps=np.array([4]),
-                              env_seconds=np.array([seconds])))
+                              env_wall_seconds=np.array([seconds])))
     assert supervision.STALL_FACTOR * 2.0 > supervision.STALL_FLOOR_S  # the median (2 s) decides here
     assert times.stall_limit("auto") == supervision.STALL_FACTOR * 2.0
 
 
-def test_stall_watch_restarts_its_clock_whenever_the_worker_finishes_a_step(monkeypatch):
+def test_reply_watch_restarts_its_stall_clock_whenever_the_worker_finishes_a_step(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(supervision.time, "monotonic", lambda: clock[0])
     progress = supervision.ChunkProgress.create()
     try:
         progress.begin(4)
-        watch = StallWatch(progress, 5.0, 0, [0], "chunk")
+        watch = ReplyWatch(0, [0], "chunk", None, progress=progress, stall_s=5.0)
         for t in range(1, 4):
             clock[0] += 4.0
             progress.step(t)
-            watch()  # a step finished within the limit each time: no stall
+            watch.check()  # a step finished within the limit each time: no stall
         clock[0] += 5.0
         with pytest.raises(WorkerHungError, match="last step finished: 3 of 4 of its chunk"):
-            watch()
+            watch.check()
     finally:
         progress.buffers.close()
         progress.buffers.unlink()

@@ -102,7 +102,7 @@ def run_engine_row(factory: Any, row: Row, policy: Callable, config: RunConfig,
         t_model_ms=stats.model_seconds * 1e3 / forwards,
         t_env_ms=busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
         t_env_source="busiest env worker's stage spans",
-        t_env_worker_ms=float(stats.env_seconds_per_worker.max()) * 1e3 / worker_chunks,
+        t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
         partition=profile.partition, overlap=row.overlap, prev=row.prev, profile=profile.to_dict(),
         **usage_fields(usage, pids, profile.total_num_envs),
     )

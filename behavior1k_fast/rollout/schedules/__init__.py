@@ -1,0 +1,29 @@
+"""The schedules of :meth:`~behavior1k_fast.rollout.engine.RolloutEngine.rollout`, one sibling module each,
+all built only on the engine's public surface (:class:`~.base.EngineSurface`).
+
+- :mod:`.barrier` (``"barrier"``): stage by stage, every slice of a stage sent and received together;
+- :mod:`.asynchronous` (``"async"``): slice by slice, no barrier across processes.
+
+A new schedule is one more module here: a :class:`~.base.Schedule` subclass with its ``name`` (also listed
+in ``core.profile.SCHEDULES``, the profile's allowed values), registered in :data:`SCHEDULE_CLASSES`.
+"""
+
+from __future__ import annotations
+
+from .asynchronous import Asynchronous
+from .barrier import Barrier
+from .base import EngineSurface, Schedule
+
+#: ``profile.schedule`` -> the class that runs it.
+SCHEDULE_CLASSES: dict[str, type[Schedule]] = {cls.name: cls for cls in (Barrier, Asynchronous)}
+
+
+def schedule_class(name: str) -> type[Schedule]:
+    """The schedule class of ``name``; ValueError naming the ones there are."""
+    try:
+        return SCHEDULE_CLASSES[name]
+    except KeyError:
+        raise ValueError(f"schedule={name!r} has no driver in this version; there are {sorted(SCHEDULE_CLASSES)}") from None
+
+
+__all__ = ["Asynchronous", "Barrier", "EngineSurface", "Schedule", "SCHEDULE_CLASSES", "schedule_class"]
