@@ -24,6 +24,6 @@ mkdir -p "$OUT"
   python3 -c "import mujoco, torch, numpy; print('mujoco', mujoco.__version__, 'torch', torch.__version__, \
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 } 2>&1 | tee "$OUT/h200_machine.txt"
-python3 -m behavior1k_fast.tools.cli validate --chunks 4 --json "$OUT/validate_h200.json" 2>&1 | tee "$OUT/validate_h200.log"
+python3 -m behavior1k_fast.tools.cli validate --json "$OUT/validate_h200.json" 2>&1 | tee "$OUT/validate_h200.log"
 timeout 520 python3 -m behavior1k_fast.tools.cli bench --rounds 16 --scaling 1,2,4,8,14 --trace --out-dir "$OUT" "$@" \
   2>&1 | tee "$OUT/bench_h200.log"

@@ -138,10 +138,10 @@ def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.n
     values = batch.extras["value"].astype(np.float64)
     eps = batch.episodes
     with torch.no_grad():
-        last_value = policy.critic(ActorCritic.features(batch.last_obs)).squeeze(-1).numpy()
+        last_value = policy.critic(policy.features(batch.last_obs)).squeeze(-1).numpy()
         cut = eps.truncated & ~eps.terminated  # time limit: the episode would have gone on
         if cut.any():
-            final = ActorCritic.features({k: v[cut] for k, v in eps.final_obs.items()})
+            final = policy.features({k: v[cut] for k, v in eps.final_obs.items()})
             reward[eps.round[cut], eps.env[cut]] += gamma_chunk * policy.critic(final).squeeze(-1).numpy()
     adv = np.zeros_like(reward)
     running = np.zeros(reward.shape[1])
@@ -157,7 +157,7 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
                rng: np.random.Generator) -> dict[str, float]:
     """``config.epochs`` epochs of clipped PPO over the batch's chunks; mean losses of the last epoch."""
     adv, returns = advantages(batch, policy, config)
-    x = ActorCritic.features({k: v.reshape(-1, *v.shape[2:]) for k, v in batch.obs.items()})
+    x = policy.features({k: v.reshape(-1, *v.shape[2:]) for k, v in batch.obs.items()})
     action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
     old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1))
     adv = torch.as_tensor(adv.reshape(-1), dtype=torch.float32)
@@ -181,26 +181,35 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
 
 
-def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None
-          ) -> tuple[dict[str, Any], ActorCritic]:
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None,
+          profile: RolloutProfile | None = None, factory: Any = None,
+          make_policy: Callable[[int, int, int], ActorCritic] | None = None,
+          stop: Callable[[dict], bool] | None = None) -> tuple[dict[str, Any], ActorCritic]:
     """Train one policy; returns its learning curve (one entry per iteration) and the policy.
-    ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added."""
+    ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added. For other
+    layouts and policies (``benchmarks/time_to_train.py``): ``profile`` and ``factory`` replace
+    :func:`make_profile` and :func:`make_factory`, ``make_policy(obs_dim, action_dim, chunk_size)`` the
+    ``ActorCritic`` (``obs_dim`` counts the :data:`OBS_KEYS` it reads), and training ends early after the
+    iteration whose entry ``stop`` accepts."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
-    profile = make_profile(config)
+    profile = profile or make_profile(config)
     curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
-                                              "wall_s", "policy_loss", "value_loss", "entropy")}
+                                              "wall_s", "rollout_s", "update_s", "policy_loss", "value_loss",
+                                              "entropy")}
     start = time.perf_counter()
-    with RolloutEngine(make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
+    with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
         obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
-        policy = ActorCritic(obs_dim, engine.action_dim, config.chunk_size)
+        policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=1e-5)
         recorder = TrajectoryRecorder(engine)
         env_steps = 0
         for it in range(config.iterations):
+            began = time.perf_counter()
             stats, batch = recorder.rollout(policy, config.rounds, reset=it == 0)
             env_steps += int(stats.own_actions.sum())
+            rolled = time.perf_counter()
             losses = ppo_update(policy, optimizer, batch, config, rng)
             eps = batch.episodes
             entry = {
@@ -210,12 +219,16 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
                 "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
                 "episodes": int(len(eps.env)),
                 "wall_s": time.perf_counter() - start,
+                "rollout_s": rolled - began,
+                "update_s": time.perf_counter() - rolled,
                 **losses,
             }
             for key, value in entry.items():
                 curve[key].append(value)
             if on_iteration is not None:
                 on_iteration(it, batch, entry)
+            if stop is not None and stop(entry):
+                break
     return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
 
 

@@ -49,8 +49,11 @@ KNOWN_MODALITIES = VISION_MODALITIES + OTHER_MODALITIES
 PHYSICS_RESCALE_MODES = ("none", "divide_physics", "preserve_sim_time")
 #: How envs are grouped into pipeline stages (see ``behavior1k_fast.rollout``).
 PARTITION_MODES = ("hybrid", "process")
-#: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedules``).
-SCHEDULES = ("barrier", "async")
+#: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``; ``lookahead``: the next chunk
+#: is chosen from an observation read ``lookahead_steps`` before the current chunk ends, ``rollout.chunk``).
+SCHEDULES = ("barrier", "async", "lookahead")
+#: ``lookahead_steps`` value: the lead is derived from measured step and policy times.
+AUTO_LEAD = "auto"
 
 #: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K
 #: #2152; Isaac Sim's own extensions set 360000): the least ``rtx_descriptor_sets`` may be.
@@ -105,12 +108,18 @@ class RolloutProfile:
     #: How physics frequency follows K: ``none``, ``divide_physics`` (RLinf) or ``preserve_sim_time``.
     physics_rescale: str = "divide_physics"
     #: ``barrier``: a stage's chunk goes out to all its processes at once, once all of them returned the last
-    #: one; ``async``: each slice's chunk goes out as soon as the policy ran on a batch holding it.
+    #: one; ``async``: each slice's chunk goes out as soon as the policy ran on a batch holding it;
+    #: ``lookahead`` (K = 1): each chunk is chosen from observations read ``lookahead_steps`` before the
+    #: previous chunk ends, while those steps run (``behavior1k_fast.rollout.chunk``).
     schedule: str = "barrier"
     #: ``async``: envs a policy batch waits for (``None``: one stage's envs, the barrier's batch).
     async_min_batch: int | None = None
     #: ``async``: seconds a ready slice waits for others to fill the batch before the policy runs anyway.
     async_max_wait_s: float = 0.005
+    #: ``lookahead``: the lead d, actions of a chunk still to run once its lead observation was read
+    #: (``0 <= d < chunk_size``; 0: read at the chunk's end, today's barrier with K = 1) or ``"auto"``
+    #: (the smallest d whose d steps cover the policy's forward and transfer, measured).
+    lookahead_steps: int | str = 0
 
     # --- thread caps (None = leave the library default) ---------------------------------------
     #: Kit ``/plugins/carb.tasking.plugin/threadCount``.
@@ -164,6 +173,25 @@ class RolloutProfile:
             raise ValueError(
                 f"total_num_envs={self.total_num_envs} is not divisible by "
                 f"num_env_processes={self.num_env_processes}"
+            )
+        self._check_lookahead()
+
+    def _check_lookahead(self) -> None:
+        """The lookahead knobs against the layout: one stage (every env steps at every global step), a lead
+        shorter than the chunk, and a lead only where the schedule is ``lookahead``."""
+        if self.schedule == "lookahead" and self.pipeline_stages != 1:
+            raise ValueError(
+                f"schedule='lookahead' needs pipeline_stages=1 (every env steps at every global step), "
+                f"got pipeline_stages={self.pipeline_stages}"
+            )
+        if self.lookahead_steps != AUTO_LEAD and self.lookahead_steps >= self.chunk_size:
+            raise ValueError(
+                f"lookahead_steps={self.lookahead_steps} must be < chunk_size={self.chunk_size} "
+                "(the lead observation is read inside the chunk)"
+            )
+        if self.lookahead_steps != 0 and self.schedule != "lookahead":
+            raise ValueError(
+                f"lookahead_steps={self.lookahead_steps!r} needs schedule='lookahead', got schedule={self.schedule!r}"
             )
 
     # --- constructors -----------------------------------------------------------------------------
@@ -357,6 +385,15 @@ def _check_field(name: str, value: Any) -> Any:
             raise ValueError(f"rtx_descriptor_sets must be an int >= {RTX_DESCRIPTOR_SETS_UPSTREAM}, 'auto' or None, "
                              f"got {value!r}")
         return check_int(name, value, RTX_DESCRIPTOR_SETS_UPSTREAM)
+    if name == "lookahead_steps":
+        if isinstance(value, str):
+            if value == AUTO_LEAD:
+                return value
+            raise ValueError(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {value!r}")
+        try:
+            return check_int(name, value, 0)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {value!r}") from None
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one
 
 

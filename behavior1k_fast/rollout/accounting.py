@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -67,6 +68,15 @@ class RolloutStats:
     #: float [num_envs]: wall seconds each env spent at the driver between its chunks (module docs),
     #: summed over the run.
     slice_wait_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: float [num_processes]: wall seconds each env worker waited for its next chunk, from its previous
+    #: reply (:attr:`~.chunk.ChunkResult.stall_seconds`; the policy was late), summed over the run.
+    stall_seconds_per_worker: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: int [num_envs]: chunks the env sat out (``lookahead``: its episode ended after a lead, so the chunk
+    #: chosen at that lead was not applied; :mod:`.chunk`).
+    sat_out_chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: ``lookahead``: the lead d of most chunks sent with one (the last chunk of a rollout has none);
+    #: ``None`` for the other schedules.
+    lookahead_steps: int | None = None
 
     @property
     def envs_never_stepped(self) -> np.ndarray:
@@ -104,16 +114,23 @@ class Accounting:
         self.worker_sim = np.zeros(plan.num_processes)
         self.worker_env = np.zeros(plan.num_processes)
         self.worker_chunks = np.zeros(plan.num_processes, dtype=np.int64)
+        self.worker_stall = np.zeros(plan.num_processes)
+        self.sat_out = np.zeros(plan.num_envs, dtype=np.int64)
+        #: Lead d -> chunks (slices) sent with it.
+        self.leads: Counter[int] = Counter()
         self.slice_wait = np.zeros(plan.num_envs)
         #: ``time.perf_counter_ns()`` when each env's latest boundary observation reached the driver.
         self.arrived_ns = np.full(plan.num_envs, time.perf_counter_ns(), dtype=np.int64)
         self.model_seconds = 0.0
         self.wait_seconds = 0.0
 
-    def received(self, result: ChunkResult) -> None:
-        """Count one received chunk result (its envs' boundary observations arrived now)."""
+    def received(self, result: ChunkResult, arrived: bool = True) -> None:
+        """Count one received chunk result (``arrived``: its envs' boundary observations arrived with it;
+        a chunk with a lead brought them at its lead, :meth:`lead_received`)."""
         ids = result.env_ids
-        self.arrived_ns[ids] = time.perf_counter_ns()
+        if arrived:
+            self.arrived_ns[ids] = time.perf_counter_ns()
+        self.sat_out[ids] += result.sat_out
         self.own[ids] += result.applied.sum(axis=1)
         self.episodes[ids] += result.episode_ended
         self.reward[ids] += np.where(result.applied, result.rewards, 0.0).sum(axis=1)
@@ -121,10 +138,17 @@ class Accounting:
         self.worker_steps[workers] += result.global_steps[first]
         self.worker_sim[workers] += result.sim_seconds[first]
         self.worker_env[workers] += result.env_wall_seconds[first]
+        self.worker_stall[workers] += result.stall_seconds[first]
         self.worker_chunks[workers] += 1
 
-    def sent(self, piece: StageSlice) -> None:
-        """Count the slice wait of ``piece``, whose next chunk was sent now."""
+    def lead_received(self, env_ids: np.ndarray) -> None:
+        """The lead observations of ``env_ids`` arrived now."""
+        self.arrived_ns[env_ids] = time.perf_counter_ns()
+
+    def sent(self, piece: StageSlice, lead_steps: int | None = None) -> None:
+        """Count the slice wait of ``piece``, whose next chunk was sent now (with lead ``lead_steps``)."""
+        if lead_steps is not None:
+            self.leads[lead_steps] += 1
         now = time.perf_counter_ns()
         ids = np.asarray(piece.global_envs)
         arrived = int(self.arrived_ns[ids].min())
@@ -160,4 +184,7 @@ class Accounting:
             lost_actions=lost,
             schedule=schedule,
             slice_wait_seconds=self.slice_wait,
+            stall_seconds_per_worker=self.worker_stall,
+            sat_out_chunks=self.sat_out,
+            lookahead_steps=self.leads.most_common(1)[0][0] if self.leads else None,
         )

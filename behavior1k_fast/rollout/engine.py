@@ -5,7 +5,8 @@ groups their envs into K stages (:class:`~.plan.PartitionPlan`), and drives them
 worker's backend is built with ``profile.pipeline_stages`` = the number of stages sharing its physics (K in
 hybrid partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
 
-:meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``): stage k's chunk
+:meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``, and
+``lookahead``, a pipeline in time: one stage, each chunk chosen while the last one ends): stage k's chunk
 is sent to its workers asynchronously and the driver runs the policy for the next stage while they step, so
 with K >= 2 the forward pass of one stage overlaps env stepping of the others. In hybrid partition the other
 slices of a process hold their last action while a stage steps (the backend contract);
@@ -19,6 +20,8 @@ The surface a schedule is built on (EnvPool's send / recv habit), and nothing el
   the observations the policy saw and its extras, attached to the result when it comes back;
 - :meth:`~RolloutEngine.ready`: which busy workers have a result, waiting on any of them up to a deadline;
 - :meth:`~RolloutEngine.receive`: the result of slices sent together, their observations into a batch;
+  :meth:`~RolloutEngine.receive_lead`: for a chunk sent with a lead (``lead_steps``), its lead report and
+  observations first (the ``lookahead`` schedule);
 - :meth:`~RolloutEngine.stage_obs` / :meth:`~RolloutEngine.set_stage_obs` / :meth:`~RolloutEngine.new_batch`:
   the stage batches; :meth:`~RolloutEngine.take_respawned`: reset observations of respawned workers;
 - :attr:`~RolloutEngine.accounting`: the one :class:`~.accounting.Accounting` of the running rollout.
@@ -46,7 +49,7 @@ from ..core.contract import BackendFactory, check_backend_build, check_env_indic
 from ..core.profile import SCHEDULES, RolloutProfile
 from ..core.tracing import MODEL_FORWARD, WAIT, get_profiler
 from .accounting import Accounting, RolloutStats
-from .chunk import ChunkResult, action_dtype, check_chunk_actions, concat_results
+from .chunk import ChunkLead, ChunkResult, action_dtype, check_chunk_actions, concat_leads, concat_results
 from .errors import (ChunkInFlightError, ClosedError, EngineBusyError, NoChunkInFlightError, NotResetError,
                      WorkerDiedError, WorkerError)
 from .executors import EXECUTORS, make_executor
@@ -96,13 +99,19 @@ class ChunkInputs:
         return result
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class InFlight:
     """One slice's chunk in flight: the slice, the inputs of the send it was part of and its rows there."""
 
     piece: StageSlice
     inputs: ChunkInputs
     rows: slice
+    #: d of a chunk sent with a lead (two replies: LEAD, END); ``None``: one reply.
+    lead_steps: int | None = None
+    #: Once its LEAD came: the batch :meth:`RolloutEngine.receive_lead` wrote the lead observations into and
+    #: this slice's rows there.
+    lead_batch: dict[str, np.ndarray] | None = None
+    lead_rows: slice | None = None
 
 
 def _one_driver(call: str) -> Callable:
@@ -187,6 +196,7 @@ class RolloutEngine:
         supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
                                   RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
+        schedule_class(self.profile.schedule)  # a schedule without a driver fails before any work
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
         if executor != "ray":  # Ray places workers across a cluster, not only on this machine
@@ -345,25 +355,30 @@ class RolloutEngine:
         actions: np.ndarray,
         policy_obs: Mapping[str, np.ndarray] | None,
         extras: Mapping[str, np.ndarray] | None = None,
+        lead_steps: int | None = None,
     ) -> None:
         """Send each slice of ``pieces`` its rows of the validated chunk ``actions`` (rows: the slices' envs
         in order, as :meth:`forward` returned them); returns at once. ``policy_obs`` and ``extras`` (same
         rows) are what the chunk was made from: :meth:`receive` attaches them to the result. A slice's next
-        chunk may be sent before its last one was received (its worker serves them in order)."""
+        chunk may be sent before its last one was received (its worker serves them in order).
+        ``lead_steps`` d (``0 <= d < chunk_size``): the workers read the lead observations after step
+        ``N - d`` and report them at once (:meth:`receive_lead`) before the chunk's result (:mod:`.chunk`)."""
         self._require(EngineState.NOT_RESET, EngineState.IDLE, EngineState.STEPPING)
         envs = sum(len(p.local_envs) for p in pieces)
         if len(actions) != envs:
             raise ValueError(f"actions have {len(actions)} rows, the slices to send hold {envs} envs")
+        if lead_steps is not None:
+            lead_steps = check_int("lead_steps", lead_steps, 0, self.chunk_size - 1)
         inputs = ChunkInputs(policy_obs, actions, dict(extras or {}))
         offset = 0
         with self._guard():
             for piece in pieces:
                 rows = slice(offset, offset + len(piece.local_envs))
                 offset = rows.stop
-                self._executor.submit(piece.worker, Chunk(piece.local_envs, actions[rows], self.chunk_size))
-                self._in_flight[piece.worker].append(InFlight(piece, inputs, rows))
+                self._executor.submit(piece.worker, Chunk(piece.local_envs, actions[rows], self.chunk_size, lead_steps))
+                self._in_flight[piece.worker].append(InFlight(piece, inputs, rows, lead_steps))
                 self._state = EngineState.STEPPING
-                self.accounting.sent(piece)
+                self.accounting.sent(piece, lead_steps)
 
     def ready(self, workers: Sequence[int], timeout_s: float | None = None) -> list[int]:
         """Of ``workers`` (each with a chunk in flight), those whose oldest result :meth:`receive` can take
@@ -377,39 +392,87 @@ class RolloutEngine:
         self.accounting.wait_seconds += time.perf_counter() - start
         return ready
 
-    def receive(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> ChunkResult:
-        """The result of the chunk of ``pieces`` (slices sent together by one :meth:`send`, each the oldest
-        in flight on its worker), rows in order, ``env_ids`` global, the chunk's inputs attached, its
-        boundary observations in ``result.obs`` (written into ``out``, key -> [rows, ...], when given).
-        Counts as wait seconds; the result is added to :attr:`accounting`."""
-        self._require(EngineState.STEPPING, doing="receive")
+    def _oldest_sent_together(self, pieces: Sequence[StageSlice], lead: bool) -> list[InFlight]:
+        """The in-flight entries of ``pieces``: each the oldest on its worker (``lead``: its LEAD not yet
+        received; else its result), all from one :meth:`send`, in its order."""
         entries = []
         for piece in pieces:
             queue = self._in_flight[piece.worker]
             if not queue or queue[0].piece != piece:
                 raise NoChunkInFlightError(f"the slice of stage {piece.stage} on worker {piece.worker} is not the "
                                            "oldest chunk in flight on its worker")
-            entries.append(queue[0])
+            entry = queue[0]
+            if lead and (entry.lead_steps is None or entry.lead_batch is not None):
+                raise NoChunkInFlightError(f"the chunk of worker {piece.worker} has no lead report to receive "
+                                           f"({'sent without a lead' if entry.lead_steps is None else 'received'})")
+            if not lead and entry.lead_steps is not None and entry.lead_batch is None:
+                raise NoChunkInFlightError(f"the chunk of worker {piece.worker} was sent with a lead: "
+                                           "receive_lead() it first")
+            entries.append(entry)
         first = entries[0]
         if any(e.inputs is not first.inputs for e in entries) or any(
                 a.rows.stop != b.rows.start for a, b in zip(entries, entries[1:])):
             raise ValueError("receive() takes slices sent together by one send(), in their order")
-        out = self.new_batch(sum(len(p.local_envs) for p in pieces)) if out is None else out
+        return entries
+
+    def _collect(self, entries: Sequence[InFlight], out: dict[str, np.ndarray] | None) -> list[Any]:
+        """The payloads of ``entries``' oldest replies, their observations into the rows of ``out``."""
         start = time.perf_counter()
-        offset = 0
-        parts = []
+        offset, parts = 0, []
         with self._guard():
             for entry in entries:
                 n = len(entry.piece.local_envs)
                 rows = slice(offset, offset + n)
                 offset += n
-                parts.append(self._executor.collect(entry.piece.worker, {k: v[rows] for k, v in out.items()})[0])
-                self._in_flight[entry.piece.worker].popleft()
+                part = None if out is None else {k: v[rows] for k, v in out.items()}
+                parts.append(self._executor.collect(entry.piece.worker, part)[0])
         self.accounting.wait_seconds += time.perf_counter() - start
+        return parts
+
+    def receive_lead(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> tuple[
+            ChunkLead, dict[str, np.ndarray]]:
+        """The lead report (:class:`~.chunk.ChunkLead`: which rows' episodes ended before the lead, which
+        sit the chunk out, whose committed actions run) and the lead observations (into ``out`` when given)
+        of the chunk of ``pieces``, sent together with a lead and each the oldest on its worker. The result
+        of that chunk follows with :meth:`receive`, whose ``obs`` are these lead observations."""
+        self._require(EngineState.STEPPING, doing="receive")
+        entries = self._oldest_sent_together(pieces, lead=True)
+        out = self.new_batch(sum(len(p.local_envs) for p in pieces)) if out is None else out
+        lead = concat_leads(self._collect(entries, out))
+        offset = 0
+        for entry in entries:
+            n = len(entry.piece.local_envs)
+            entry.lead_batch, entry.lead_rows = out, slice(offset, offset + n)
+            offset += n
+        self.accounting.lead_received(lead.env_ids)
+        return lead, out
+
+    def receive(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> ChunkResult:
+        """The result of the chunk of ``pieces`` (slices sent together by one :meth:`send`, each the oldest
+        in flight on its worker), rows in order, ``env_ids`` global, the chunk's inputs attached, its
+        boundary observations in ``result.obs`` (written into ``out``, key -> [rows, ...], when given; for a
+        chunk with a lead: its lead observations, :meth:`receive_lead` first). Counts as wait seconds; the
+        result is added to :attr:`accounting`."""
+        self._require(EngineState.STEPPING, doing="receive")
+        entries = self._oldest_sent_together(pieces, lead=False)
+        first, last = entries[0], entries[-1]
+        led = first.lead_steps is not None
+        if not led and out is None:
+            out = self.new_batch(sum(len(p.local_envs) for p in pieces))
+        parts = self._collect(entries, None if led else out)
+        for entry in entries:
+            self._in_flight[entry.piece.worker].popleft()
         self._settle()
-        result = first.inputs.rows(slice(first.rows.start, entries[-1].rows.stop)).attach(concat_results(parts))
-        result.obs = out
-        self.accounting.received(result)
+        result = first.inputs.rows(slice(first.rows.start, last.rows.stop)).attach(concat_results(parts))
+        if not led:
+            result.obs = out
+        elif all(e.lead_batch is first.lead_batch for e in entries) and all(
+                a.lead_rows.stop == b.lead_rows.start for a, b in zip(entries, entries[1:])):
+            span = slice(first.lead_rows.start, last.lead_rows.stop)
+            result.obs = {k: v[span] for k, v in first.lead_batch.items()}
+        else:
+            result.obs = {k: np.concatenate([e.lead_batch[k][e.lead_rows] for e in entries]) for k in first.lead_batch}
+        self.accounting.received(result, arrived=not led)
         return result
 
     def take_respawned(self) -> dict[int, dict[str, np.ndarray]]:
@@ -503,7 +566,9 @@ class RolloutEngine:
         failure closes the engine before it is raised. With ``auto_reset=False`` nothing resets an ended
         episode here: drive the engine with :meth:`submit` / :meth:`collect` and :meth:`reset`
         (``env_ids``) instead. ``schedule``: one of :mod:`.schedules` (``"barrier"``: stage by stage, as
-        above; ``"async"``: slice by slice, no barrier across processes); ``None``: the profile's.
+        above; ``"async"``: slice by slice, no barrier across processes; ``"lookahead"``: the next chunk
+        chosen from lead observations, the policy input holding the committed actions under
+        :data:`~.policy.COMMITTED_KEY`); ``None``: the profile's.
         """
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")

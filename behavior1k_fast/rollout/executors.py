@@ -6,7 +6,8 @@
   have a reply (or died), reads one reply and stops a worker; nothing else. Boundary observations come back
   through shared memory for processes, in the replies otherwise.
 - The :class:`Supervisor` is the executor the engine talks to, the same over every transport: the
-  pending-reply queue of each worker (replies in request order), the deadlines and hang detection (each
+  pending-reply queue of each worker (replies in request order; a chunk with a lead owes two, its LEAD and
+  its END, :func:`reply_parts`), the deadlines and hang detection (each
   reply waited for in the one loop :func:`~.supervision.wait_for_replies`, watched by a
   :class:`~.supervision.ReplyWatch`), the restart budget and respawn, and the placeholder results.
 
@@ -14,8 +15,9 @@ A dead worker is detected at once (process sentinel / actor error): :class:`~.er
 hung one (past its deadline, or without progress inside a chunk) is stopped and reported as
 :class:`~.errors.WorkerHungError` (:mod:`.supervision`). With a restart policy (``restart_workers``) the
 worker is replaced instead, within the policy's budget, by a fresh worker whose envs are all reset; every
-request that was pending on it then yields a placeholder result: the reset observation, zero rewards,
-``truncated`` at the first step, no action applied, ``info["worker_restarted"] = True``.
+reply that was pending on it then is a placeholder: the reset observation, zero rewards, ``truncated`` at
+the first step, no action applied, ``info["worker_restarted"] = True`` (a pending LEAD: every row's episode
+ended before the lead, its lead observation the reset one).
 
 A new transport is a :class:`~.transport.Transport` subclass (in this module, or a module of its own like
 :mod:`.ray_executor` when it imports something heavy) and a branch of :func:`make_executor`. Where a
@@ -37,7 +39,7 @@ import numpy as np
 
 from ..core.tracing import IPC, WAIT, get_profiler
 from ..patching import omnigibson as omnigibson_patches
-from .chunk import ChunkResult
+from .chunk import ChunkLead, ChunkResult
 from .errors import WorkerDiedError, WorkerHungError
 from .placement import Setting
 from .protocol import Attach, Chunk, Command, Failure, Ok, Reply, Request, Reset, unwrap
@@ -52,11 +54,25 @@ from .worker import EnvWorker, WorkerSpec, env_worker_main
 EXECUTORS = ("process", "ray", "inline")
 
 
+#: Which reply of its request a pending entry waits for (:mod:`.protocol`): the one reply of most requests,
+#: or the LEAD and the END reply of a chunk with a lead.
+ONLY, LEAD, END = "only", "lead", "end"
+
+
+def reply_parts(request: Request) -> tuple[str, ...]:
+    """The replies ``request`` is answered with, in order."""
+    if isinstance(request, Chunk) and request.lead_steps is not None:
+        return (LEAD, END)
+    return (ONLY,)
+
+
 @dataclass(eq=False)
 class Pending:
-    """One request waiting for its reply on a worker, oldest first in the worker's queue."""
+    """One reply a worker owes, oldest first in the worker's queue."""
 
     request: Request
+    #: :data:`ONLY`, :data:`LEAD` or :data:`END`.
+    part: str = ONLY
     #: The reply once read (or the placeholder a respawn answered it with).
     reply: Reply | None = None
     #: Watched since the driver first waited for this reply (deadline, stall limit).
@@ -69,7 +85,8 @@ class Supervisor:
     """The executor the engine talks to: one :class:`Transport` supervised (module docs).
 
     Calls: :meth:`start`, :meth:`submit` ``(worker, request)``, :meth:`ready` (workers whose reply is
-    there), :meth:`collect` ``(worker)`` (replies in submit order), :meth:`take_respawned`, :meth:`close`."""
+    there), :meth:`collect` ``(worker)`` (replies in submit order; a chunk with a lead is collected twice,
+    its LEAD then its END), :meth:`take_respawned`, :meth:`close`."""
 
     def __init__(self, transport: Transport, supervision: Supervision):
         self.transport = transport
@@ -162,7 +179,7 @@ class Supervisor:
         """Queue ``request`` (a :class:`~.protocol.Reset` or :class:`~.protocol.Chunk`) on ``worker``."""
         with get_profiler().section(IPC, worker=worker, command=str(request.command)):
             self.transport.send(worker, request)
-        self.pending[worker].append(Pending(request))
+        self.pending[worker].extend(Pending(request, part) for part in reply_parts(request))
 
     def _oldest(self, worker: int) -> Pending:
         """The oldest pending request of ``worker``, its watch started on the first wait for it."""
@@ -188,8 +205,10 @@ class Supervisor:
             entries[exc.worker].hung = exc
             return [exc.worker]
 
-    def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
-        """Payload and boundary observations of the oldest pending request of ``worker``.
+    def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray] | None]:
+        """Payload and observations of the oldest reply ``worker`` owes: a chunk's result and its boundary
+        observations, a reset's infos and observations, a lead chunk's :class:`~.chunk.ChunkLead` and its
+        lead observations, or its END result and ``None`` (the lead's observations were the chunk's).
 
         With ``out`` (key -> array with one row per env of the request) the observations are copied
         straight into it (one copy from shared memory) and ``out`` is returned."""
@@ -206,10 +225,13 @@ class Supervisor:
                     raise
                 self._recover(worker, exc)
         self.pending[worker].popleft()
-        data, obs = unwrap(entry.reply, worker)
+        payload = unwrap(entry.reply, worker)
         get_profiler().merge(entry.reply.spans)
+        data, obs = (payload, None) if entry.part == END else payload
         if isinstance(data, ChunkResult):
             self.step_times.add(data)
+        if entry.part == END:
+            return data, None
         if obs is None:
             with get_profiler().section(IPC, worker=worker, command="read_obs"):
                 obs = self.transport.read_obs(worker, entry.request.rows, out)
@@ -229,7 +251,7 @@ class Supervisor:
         """Respawn the stopped ``worker`` within the restart budget (which raises once it is spent); a
         respawn that dies or hangs itself is charged and retried."""
         while True:
-            pending = [entry.request for entry in self.pending[worker]]
+            pending = list({id(e.request): e.request for e in self.pending[worker]}.values())
             backoff = self.budget.charge(worker, self.specs[worker].env_ids, pending, cause)
             time.sleep(backoff)
             try:
@@ -250,7 +272,8 @@ class Supervisor:
         self.respawned[worker] = obs
         for entry in self.pending[worker]:
             sel = list(entry.request.rows)
-            entry.reply = Ok(placeholder(entry.request, spec, [infos[r] for r in sel], {k: v[sel] for k, v in obs.items()}))
+            entry.reply = Ok(placeholder(entry.request, entry.part, spec, [infos[r] for r in sel],
+                                         {k: v[sel] for k, v in obs.items()}))
             entry.hung = None
 
     def close(self) -> None:
@@ -258,16 +281,21 @@ class Supervisor:
         self.transport.close()
 
 
-def placeholder(request: Request, spec: WorkerSpec, infos: list[dict], obs: dict) -> tuple:
-    """The payload a respawned worker's pending ``request`` is answered with (module docs)."""
+def placeholder(request: Request, part: str, spec: WorkerSpec, infos: list[dict], obs: dict) -> Any:
+    """The payload a respawned worker's pending reply ``part`` of ``request`` is answered with (module
+    docs). A lead chunk's LEAD: every row's episode ended before the lead (its lead observation is the
+    reset one, no committed action runs); its END: the placeholder result without observations."""
     infos = [{**i, "worker_restarted": True} for i in infos]
     if not isinstance(request, Chunk):
         return (infos, obs)
     n, steps = len(request.rows), request.steps
+    env_ids = spec.env_ids[list(request.rows)]
+    if part == LEAD:
+        return (ChunkLead(env_ids, request.lead_steps, np.ones(n, dtype=bool), np.zeros(n, dtype=bool)), obs)
     truncated = np.zeros((n, steps), dtype=bool)
     truncated[:, 0] = True
     result = ChunkResult(
-        env_ids=spec.env_ids[list(request.rows)],
+        env_ids=env_ids,
         obs=None,
         rewards=np.zeros((n, steps)),
         terminated=np.zeros((n, steps), dtype=bool),
@@ -278,7 +306,7 @@ def placeholder(request: Request, spec: WorkerSpec, infos: list[dict], obs: dict
         sim_seconds=np.zeros(n),
         env_wall_seconds=np.zeros(n),
     )
-    return (result, obs)
+    return result if part == END else (result, obs)
 
 
 @dataclass
@@ -413,7 +441,8 @@ class InlineTransport(Transport):
         self.replies[worker] = deque([Ok(self.workers[worker].ready())])
 
     def send(self, worker: int, request: Request) -> None:
-        self.replies[worker].append(self.workers[worker].handle(request))
+        answer = self.workers[worker].handle(request)  # a lead chunk: both its replies, now
+        self.replies[worker].extend((answer,) if isinstance(answer, (Ok, Failure)) else answer)
 
     def poll(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
         """Every reply is there: inline work ran when it was sent."""

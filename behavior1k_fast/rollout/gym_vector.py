@@ -15,13 +15,20 @@ backend info key that gymnasium's own vector code writes (:data:`GYMNASIUM_INFO_
 statistics of ``RecordEpisodeStatistics``, and the autoreset keys) is reported as ``backend_<key>`` (the
 reference simulator's reset info has an ``episode`` counter).
 
-Autoreset, as gymnasium 1.x defines it (``metadata["autoreset_mode"]``):
+Autoreset, as gymnasium 1.x defines it (``autoreset_mode``, also in ``metadata["autoreset_mode"]``):
 
-- ``auto_reset=True`` (default): ``AutoresetMode.SAME_STEP``. An env whose episode ends inside a chunk is
-  reset at the chunk boundary; the step returns its reset observation, and ``info["final_obs"]`` /
-  ``info["final_info"]`` (masks ``_final_obs`` / ``_final_info``) hold its terminal observation and info.
-- ``auto_reset=False``: ``AutoresetMode.DISABLED``. Reset ended envs with
-  ``reset(options={"reset_mask": mask})`` before stepping again (stepping an ended env raises).
+- ``AutoresetMode.NEXT_STEP`` (default, as gymnasium's own vector envs): the step in which an env's episode
+  ends returns its terminal observation; the next step resets it: that step's actions of the env are
+  ignored, and it returns the reset observation, reward 0, ``terminated`` and ``truncated`` False and an
+  info with no backend keys (``step_rewards`` 0, ``applied`` False). Underneath, the env steps that chunk in
+  its ended episode (the physics it shares with the other envs of its worker advances it anyway) and is
+  reset right after it, so the state the next actions act on is the reset observation's. Wrappers that
+  need ``NEXT_STEP`` (``NormalizeObservation``, ...) run on it.
+- ``AutoresetMode.SAME_STEP``: an env whose episode ends inside a chunk is reset at the chunk boundary; the
+  step returns its reset observation, and ``info["final_obs"]`` / ``info["final_info"]`` (masks
+  ``_final_obs`` / ``_final_info``) hold its terminal observation and info.
+- ``AutoresetMode.DISABLED``: reset ended envs with ``reset(options={"reset_mask": mask})`` before
+  stepping again (stepping an ended env raises).
 
 ``reset(seed=s)`` rebuilds the engine with ``seed=s`` (worker w seeds its backend with ``s + w``): the backend
 contract has no seeded reset, so this is how a seed makes the episodes reproducible; it costs an engine
@@ -31,6 +38,7 @@ after it, ``reset`` and ``step`` raise :class:`~.errors.ClosedError` (nothing st
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -38,7 +46,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..core.checks import check_int
+from ..core.checks import check_bool, check_int
 from ..core.contract import BackendFactory
 from ..core.profile import RolloutProfile
 from .chunk import check_chunk_actions
@@ -60,7 +68,10 @@ def _backend_info(info: Mapping[str, Any]) -> dict[str, Any]:
 class EngineVectorEnv(VectorEnv):
     """A :class:`RolloutEngine` of ``factory`` and ``profile`` behind the gymnasium vector API (module docs).
 
-    ``seed``, ``auto_reset`` and ``engine_kwargs`` (``executor``, ``timeout_s``, ...) go to the engine.
+    ``autoreset_mode``: an ``AutoresetMode`` or its value (``"NextStep"``, ``"SameStep"``, ``"Disabled"``),
+    as gymnasium's ``SyncVectorEnv`` takes it. ``seed`` and ``engine_kwargs`` (``executor``, ``timeout_s``,
+    ...) go to the engine. ``auto_reset`` is the deprecated spelling of ``SAME_STEP`` (True) and ``DISABLED``
+    (False).
     """
 
     def __init__(
@@ -69,21 +80,31 @@ class EngineVectorEnv(VectorEnv):
         profile: RolloutProfile | Mapping[str, Any] | None = None,
         *,
         seed: int = 0,
-        auto_reset: bool = True,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        auto_reset: bool | None = None,
         **engine_kwargs: Any,
     ):
         seed = check_int("seed", seed, low=0)
-        self._engine_args = (factory, profile, dict(auto_reset=auto_reset, **engine_kwargs))
+        if auto_reset is not None:
+            check_bool("auto_reset", auto_reset)
+            warnings.warn("EngineVectorEnv(auto_reset=...) is deprecated: pass autoreset_mode=AutoresetMode."
+                          "SAME_STEP (True) or AutoresetMode.DISABLED (False)", DeprecationWarning, stacklevel=2)
+            autoreset_mode = AutoresetMode.SAME_STEP if auto_reset else AutoresetMode.DISABLED
+        try:
+            self.autoreset_mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]} (an AutoresetMode), "
+                             f"got {autoreset_mode!r}") from None
+        # the engine resets at the chunk boundary only for SAME_STEP; NEXT_STEP resets in the next step()
+        engine_auto_reset = self.autoreset_mode is AutoresetMode.SAME_STEP
+        self._engine_args = (factory, profile, dict(auto_reset=engine_auto_reset, **engine_kwargs))
         self.engine = self._start(seed)
         #: The running engine was built with this seed and has not been reset yet.
         self._fresh_seed: int | None = seed
         engine = self.engine
         self.num_envs = engine.num_envs
         self.chunk_size = engine.chunk_size
-        self.metadata = {
-            "autoreset_mode": AutoresetMode.SAME_STEP if engine.auto_reset else AutoresetMode.DISABLED,
-            "render_modes": [],
-        }
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         box = engine.action_space
         shape = (self.chunk_size, *box.shape)
         self.single_action_space = gym.spaces.Box(
@@ -92,6 +113,7 @@ class EngineVectorEnv(VectorEnv):
         self.single_observation_space = engine.observation_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        #: bool [num_envs]: the env's episode ended in the last step and it is not reset yet.
         self._ended = np.zeros(self.num_envs, dtype=bool)
 
     def _start(self, seed: int) -> RolloutEngine:
@@ -138,11 +160,12 @@ class EngineVectorEnv(VectorEnv):
         """One chunk per env: ``actions`` ``[num_envs, N, action_dim]`` (module docs for what comes back)."""
         engine = self.engine
         actions = check_chunk_actions(np.asarray(actions), self.num_envs, engine.action_dim, self.chunk_size)
-        if self._ended.any():
+        if self._ended.any() and self.autoreset_mode is AutoresetMode.DISABLED:
             raise RuntimeError(
                 f"envs {np.flatnonzero(self._ended).tolist()} ended and auto-reset is off: "
                 "reset(options={'reset_mask': mask}) them first"
             )
+        resetting = self._ended.copy()  # NEXT_STEP: this step resets them
         self._fresh_seed = None
         stages = range(engine.pipeline_stages)
         for k in stages:
@@ -157,6 +180,10 @@ class EngineVectorEnv(VectorEnv):
             terminated[ids] = result.terminated.any(axis=1)
             truncated[ids] = result.truncated.any(axis=1)
             for row, env in enumerate(ids.tolist()):
+                if resetting[env]:
+                    infos = self._add_info(infos, {"step_rewards": np.zeros_like(result.rewards[row]),
+                                                   "applied": np.zeros_like(result.applied[row])}, env)
+                    continue
                 info = dict(result.infos[row])
                 final = {_FINAL_KEYS[key]: info.pop(key) for key in _FINAL_KEYS if key in info}
                 if final:
@@ -165,6 +192,10 @@ class EngineVectorEnv(VectorEnv):
                 info = _backend_info(info)
                 info.update(step_rewards=result.rewards[row], applied=result.applied[row])
                 infos = self._add_info(infos, info, env)
+        if resetting.any():
+            engine.reset(np.flatnonzero(resetting))
+            rewards[resetting] = 0.0
+            terminated[resetting] = truncated[resetting] = False
         if not engine.auto_reset:
             self._ended = terminated | truncated
         return self._gather_obs(), rewards, terminated, truncated, infos

@@ -30,6 +30,11 @@ from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
 from .shutdown import close_on_sigterm, deferred_interrupts, release
 
+#: Key of the policy input that holds each env's committed actions ``[B, d, action_dim]`` under the
+#: ``lookahead`` schedule (:mod:`.schedules.lookahead`): the actions of its current chunk still to run after
+#: the observation the next chunk is chosen from. A policy that ignores them is allowed.
+COMMITTED_KEY = "committed_actions"
+
 #: A policy maps a batched observation dict (key -> [B, ...]) to chunk actions [B, N, action_dim], or to
 #: (actions, extras) with extras a dict of [B, ...] arrays or tensors.
 Policy = Callable[[dict[str, Any]], Any]

@@ -5,16 +5,35 @@ Requests (driver -> worker), one dataclass per :class:`Command`:
 - :class:`Attach` ``(observations, actions, progress)``: attach the driver's shared-memory buffers (process
   workers); ``progress`` is the segment of the worker's step counter (:mod:`.supervision`).
 - :class:`Reset` ``(rows)``: reset those local envs; reply payload ``(infos, obs)``.
-- :class:`Chunk` ``(rows, actions)``: run one chunk (:func:`~.chunk.run_chunk`); reply ``(result, obs)``.
-  ``actions`` is ``None`` when the driver left them in the worker's rows of the action buffer.
+- :class:`Chunk` ``(rows, actions, steps, lead_steps)``: run one chunk. ``actions`` is ``None`` when the driver
+  left them in the worker's rows of the action buffer. Without a lead (``lead_steps=None``,
+  :func:`~.chunk.run_chunk`) one reply ``(result, obs)``. With a lead d (the ``lookahead`` schedule,
+  :class:`~.chunk.ChunkRun`) two replies: **LEAD** ``(lead, obs)`` (a :class:`~.chunk.ChunkLead`, sent as
+  soon as the lead observations were read after step ``N - d``), then **END** ``result`` (the
+  :class:`~.chunk.ChunkResult` once the d remaining actions ran; no observations: the lead's were this
+  chunk's). ``lead_steps=0`` makes the backend calls of ``lead_steps=None``.
 - :class:`Forward` ``(obs)``: one policy forward (the policy process); reply payload: the actions.
 - :class:`Close`: stop serving (no reply).
 
 The first reply of a process, before any request, answers :attr:`Command.INIT` (its payload: the env
 worker's ``(observation_space, action_space)``). Replies are :class:`Ok` ``(payload, spans)`` (``spans``: the
 worker tracer's drained spans) or :class:`Failure` (the exception's type, message and traceback, the command
-and the global env ids). ``obs`` in a payload is ``None`` when the worker wrote its boundary observations
-into shared memory, else stacked arrays (Ray actors, the inline executor).
+and the global env ids). ``obs`` in a payload is ``None`` when the worker wrote its boundary (or lead)
+observations into shared memory, else stacked arrays (Ray actors, the inline executor).
+
+**Reply order.** A worker answers its requests in the order they came, each request's replies in the order
+above; a :class:`Failure` is always the last reply to its request (a failure before the lead is the only
+one). For the lookahead schedule that is ``LEAD(c), END(c), LEAD(c+1), END(c+1), ...``: the driver sends
+chunk c + 1 once it has LEAD(c) from every worker (and read their lead observations), then receives
+``END(c)`` from every worker, then ``LEAD(c+1)`` from every worker. A worker sends END(c) right after the
+last step of chunk c and then takes chunk c + 1 at once when it is queued already; the wait otherwise is
+its stall (:attr:`~.chunk.ChunkResult.stall_seconds`). Reading every END before any LEAD means no worker
+waits on a full pipe (an END with images in ``final_observation``) while the driver waits for another
+worker's lead. The observation rows are written once per chunk, at the lead; the action rows of chunk
+c + 1 may be written once LEAD(c) came (the worker copied chunk c's when it started it).
+
+**Worker state.** An env whose episode ended after a lead sits out its next chunk (:mod:`.chunk`); the
+worker remembers that until a chunk with that row comes, and a :class:`Reset` of the row forgets it.
 """
 
 from __future__ import annotations
@@ -72,6 +91,8 @@ class Chunk:
     actions: np.ndarray | None
     #: N, the chunk length (kept when ``actions`` travels through shared memory).
     steps: int
+    #: d: read the lead observations after step ``N - d`` and reply twice (module docs); ``None``: once.
+    lead_steps: int | None = None
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ progress watch inside a chunk (an actor serves one call at a time).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import ray
 from ray.exceptions import ActorUnschedulableError, RayActorError
 
 from .errors import WorkerDiedError
 from .placement import RayPlacement, Setting, live_nodes
-from .protocol import Command, Failure, Ok, Reply, Request
+from .protocol import Chunk, Command, Failure, Ok, Reply, Request
 from .serve import CLOSE_GRACE_S
 from .transport import RESTART_HINT, Transport
 from .worker import EnvWorker, WorkerSpec
@@ -55,11 +55,14 @@ def check_actor_resources(options: dict, actors: int, cluster: dict) -> None:
 
 class RayEnvHost:
     """Ray actor body: the same :class:`~.worker.EnvWorker` behind ``init()`` and ``call()``; the INIT
-    payload also carries the id of the node the actor runs on."""
+    payload also carries the id of the node the actor runs on. A chunk with a lead is two actor calls,
+    ``call()`` (returns its LEAD reply once the lead observations are there) then ``finish()`` (its END): the
+    actor serves one call after the other, so a chunk queued meanwhile starts right after the END."""
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
         self.worker: EnvWorker | None = None
+        self.rest: Iterator[Reply] = iter(())
 
     def init(self) -> Reply:
         try:
@@ -69,7 +72,16 @@ class RayEnvHost:
         return Ok((self.worker.ready(), ray.get_runtime_context().get_node_id()))
 
     def call(self, request: Request) -> Reply:
-        return self.worker.handle(request)
+        answer = self.worker.handle(request)
+        if isinstance(answer, (Ok, Failure)):
+            return answer
+        self.rest = answer
+        return next(answer)
+
+    def finish(self) -> Reply | None:
+        """The END reply of the lead chunk served last (``None`` when it failed before its lead: that failure
+        was its only reply)."""
+        return next(self.rest, None)
 
     def close(self) -> None:
         if self.worker is not None:
@@ -127,7 +139,10 @@ class RayTransport(Transport):
         return spaces, None
 
     def send(self, worker: int, request: Request) -> None:
-        self.refs[worker].append(self.actors[worker].call.remote(request))
+        actor = self.actors[worker]
+        self.refs[worker].append(actor.call.remote(request))
+        if isinstance(request, Chunk) and request.lead_steps is not None:
+            self.refs[worker].append(actor.finish.remote())
 
     def poll(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
         """``ray.wait`` on every worker's oldest reply at once (a dead actor's reply is ready: its error). A

@@ -28,7 +28,7 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from .errors import WorkerDiedError
+from .errors import WorkerDiedError, exit_detail, exit_if_reimporting_main
 from .protocol import Close, Command, Failure, Ok, Reply, Request
 from .supervision import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
 
@@ -49,8 +49,9 @@ class Handler(Protocol):
     def ready(self) -> Any:
         """Payload of the INIT reply."""
 
-    def handle(self, request: Request) -> Reply:
-        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`)."""
+    def handle(self, request: Request) -> Reply | Iterator[Reply]:
+        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`). A request
+        answered more than once (a chunk with a lead) gives an iterator of its replies, a failure last."""
 
     def close(self) -> None: ...
 
@@ -88,14 +89,16 @@ def serve(conn: Any, owner_pid: int, build: Callable[[], Handler], env_ids: Sequ
                 return
             if isinstance(request, Close):
                 return
-            reply = handler.handle(request)
-            try:
-                conn.send(reply)
-            except (BrokenPipeError, ConnectionResetError):
-                return  # the owner closed its end: nobody reads the reply
-            except Exception as exc:  # e.g. an info value that does not pickle
-                if not _send_quietly(conn, Failure.from_exception(exc, request.command, handler.env_ids)):
-                    return
+            answer = handler.handle(request)
+            for reply in (answer,) if isinstance(answer, (Ok, Failure)) else answer:
+                try:
+                    conn.send(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the owner closed its end: nobody reads the reply
+                except Exception as exc:  # e.g. an info value that does not pickle
+                    if not _send_quietly(conn, Failure.from_exception(exc, request.command, handler.env_ids)):
+                        return
+                    break  # a failure is the last reply to its request
     finally:
         handler.close()
 
@@ -129,7 +132,11 @@ class ProcessChannel:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
         with _SPAWN_LOCK, _environment(env or {}), _children_ignore_sigint():
-            self.proc.start()
+            try:
+                self.proc.start()
+            except RuntimeError:
+                exit_if_reimporting_main()  # a script without the main-module guard (errors.py)
+                raise
         #: ``time.monotonic()`` when the process was started.
         self.started = time.monotonic()
         child.close()
@@ -162,10 +169,7 @@ class ProcessChannel:
             except (EOFError, ConnectionResetError):
                 pass
         self.proc.join(OWNER_CHECK_PERIOD_S * 10)
-        code = self.proc.exitcode
-        detail = f"pid {self.proc.pid} exit code {code}"
-        if code is not None and code < 0:
-            detail += f" ({signal.Signals(-code).name})"
+        detail = exit_detail(self.proc.pid, self.proc.exitcode)
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
 
     def receive(self, command: Command, timeout_s: float | None, deadline_name: str = "timeout_s") -> Reply:

@@ -71,7 +71,8 @@ def engine_shard(
 
 #: Per-env and per-worker fields of :class:`~.engine.RolloutStats`, joined in engine order.
 _JOINED = ("own_actions", "episodes", "total_reward", "sim_seconds_per_own_action", "hold_steps_per_round",
-           "env_wall_seconds_per_worker", "chunks_per_worker")
+           "env_wall_seconds_per_worker", "chunks_per_worker", "slice_wait_seconds", "stall_seconds_per_worker",
+           "sat_out_chunks")
 #: Fields every engine of one job must agree on.
 _SHARED = ("rounds", "pipeline_stages", "chunk_size")
 

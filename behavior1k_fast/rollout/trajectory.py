@@ -11,6 +11,10 @@ global id order (row ``e`` is env ``e`` whatever its stage), ``N`` steps per chu
   got, whatever the policy did with its output buffer later; after an episode ended inside a chunk its
   remaining actions were not applied, see ``applied``).
 - ``extras``: key -> ``[R, E, ...]``: what the policy returned with those actions (``logprob``, ``value``).
+- ``committed`` ``[R, E, d, action_dim]`` (``lookahead`` schedule; ``None`` otherwise): the committed
+  actions the policy was given with ``obs`` (:data:`~.policy.COMMITTED_KEY`). Under ``lookahead``, ``obs[r]``
+  is the lead observation chunk r was chosen from, and ``rewards[r]`` are those of chunk r itself, so an
+  on-policy learner trains on exactly what the policy saw.
 - ``rewards`` float64, ``terminated``, ``truncated``, ``applied`` bool, each ``[R, E, N]``: per step;
   ``rewards`` is 0 where ``applied`` is False. An env whose episode ended at step t of round r (with
   auto-reset) starts its next episode at round r + 1 from ``obs[r + 1, e]``.
@@ -22,7 +26,8 @@ global id order (row ``e`` is env ``e`` whatever its stage), ``N`` steps per chu
 
 Memory per round, in bytes: ``E * (obs_bytes + N * action_dim * action_itemsize + extras_bytes + 11 * N)``
 (``obs_bytes``, ``extras_bytes``: one env's observation and extras; 11 = float64 reward + three bools per
-step), plus ``obs_bytes + 44`` per episode that ends (43 without ``success``), and ``E * obs_bytes`` once
+step; under ``lookahead`` plus ``d * action_dim * action_itemsize`` of committed actions), plus
+``obs_bytes + 44`` per episode that ends (43 without ``success``), and ``E * obs_bytes`` once
 per batch (``last_obs``).
 :attr:`Trajectory.nbytes` gives the total of a batch.
 
@@ -42,6 +47,7 @@ import numpy as np
 from ..core.checks import check_bool, check_positive_int
 from .chunk import ChunkResult
 from .engine import RolloutEngine
+from .policy import COMMITTED_KEY
 
 #: Per-step arrays of a batch ``[R, E, N]`` and their dtypes.
 STEP_FIELDS = {"rewards": np.float64, "terminated": np.bool_, "truncated": np.bool_, "applied": np.bool_}
@@ -87,6 +93,8 @@ class Trajectory:
     truncated: Any
     applied: Any
     episodes: Episodes
+    #: ``[R, E, d, action_dim]`` under the ``lookahead`` schedule, else ``None`` (module docs).
+    committed: Any = None
 
     @property
     def nbytes(self) -> int:
@@ -274,12 +282,15 @@ class _Batch:
             self._allocate("actions", self.shape + result.actions.shape[1:], result.actions.dtype)
             for key, value in result.extras.items():
                 self._allocate(f"extras/{key}", self.shape + value.shape[1:], value.dtype)
+            if COMMITTED_KEY in result.policy_obs:
+                committed = result.policy_obs[COMMITTED_KEY]
+                self._allocate("committed", self.shape + committed.shape[1:], committed.dtype)
         elif set(result.extras) != self.extras_keys:
             raise ValueError(f"the policy's extras keys changed within a rollout: {sorted(self.extras_keys)} "
                              f"then {sorted(result.extras)} (stage {stage}, round {int(r.max())})")
         views = self.views
         for key, value in result.policy_obs.items():
-            views[f"obs/{key}"][r, ids] = value
+            views["committed" if key == COMMITTED_KEY else f"obs/{key}"][r, ids] = value
         views["actions"][r, ids] = result.actions
         for key, value in result.extras.items():
             views[f"extras/{key}"][r, ids] = value
@@ -338,4 +349,5 @@ class _Batch:
             truncated=out["truncated"],
             applied=out["applied"],
             episodes=episodes,
+            committed=out.get("committed"),
         )

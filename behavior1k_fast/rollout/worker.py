@@ -10,21 +10,28 @@ neither side blocks on a full pipe while the other one waits for it (images of a
 
 The requests do not assume a stage order: any subset of a worker's envs can be stepped in any order. A
 worker trusts what the engine sends (the engine validates a chunk once, where it enters).
+
+A chunk with a lead (``Chunk.lead_steps``, the ``lookahead`` schedule) is answered twice, LEAD then END
+(:mod:`.protocol`): :meth:`EnvWorker.handle` returns an iterator of the two replies, and the LEAD reply is
+produced as soon as the lead observations are published, before the remaining actions run. The worker
+keeps the rows that sit out their next chunk (:mod:`.chunk`) and the time its last chunk or reset reply
+was produced, from which each chunk's stall is measured.
 """
 
 from __future__ import annotations
 
 import pickle
+import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ..core.contract import BackendFactory, VectorBackend
 from ..core.profile import RolloutProfile
-from ..core.tracing import IPC, get_profiler
+from ..core.tracing import IPC, WAIT, get_profiler
 from .bootstrap import bootstrap_process
-from .chunk import run_chunk
+from .chunk import ChunkResult, ChunkRun
 from .protocol import Attach, Chunk, Failure, Ok, Reply, Request, Reset
 from .serve import serve
 from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space, stack_as_space
@@ -75,13 +82,20 @@ class EnvWorker:
         self.obs_buffers: SharedBuffers | None = None
         self.action_buffers: SharedBuffers | None = None
         self.progress: ChunkProgress | None = None
+        #: bool ``[num_envs]``: local rows that sit out their next chunk (their episode ended after a lead).
+        self.sit_out = np.zeros(spec.num_envs, dtype=bool)
+        #: ``time.perf_counter_ns()`` when the last chunk or reset reply was produced (``None``: none yet).
+        self.idle_since_ns: int | None = None
 
     def ready(self) -> tuple[Any, Any]:
         """The INIT payload: ``(observation_space, action_space)`` of one env."""
         return self.backend.observation_space, self.backend.action_space
 
-    def handle(self, request: Request) -> Reply:
-        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`)."""
+    def handle(self, request: Request) -> Reply | Iterator[Reply]:
+        """Serve one request; never raises (an exception becomes a :class:`~.protocol.Failure`). A chunk
+        with a lead is answered by an iterator of its replies, LEAD then END (a failure ends it)."""
+        if isinstance(request, Chunk) and request.lead_steps is not None:
+            return self._lead_replies(request)
         env_ids = self.env_ids[list(request.rows)]
         try:
             if isinstance(request, Attach):
@@ -91,29 +105,76 @@ class EnvWorker:
                     self.progress = ChunkProgress.attach(request.progress)
                 payload = None
             elif isinstance(request, Reset):
+                self.sit_out[list(request.rows)] = False
                 obs, infos = self.backend.reset(list(request.rows))
                 payload = (infos, self._publish_obs(request.rows, obs))
+                self.idle_since_ns = time.perf_counter_ns()
             elif isinstance(request, Chunk):
-                actions = request.actions
-                if actions is None:
-                    actions = self.action_buffers.read(request.rows)[ACTIONS_KEY]
-                if self.progress is not None:
-                    self.progress.begin(request.steps)
-                obs, result = run_chunk(
-                    self.backend,
-                    actions,
-                    np.asarray(request.rows),
-                    skip_intermediate_obs=self.profile.skip_intermediate_obs,
-                    auto_reset=self.spec.auto_reset,
-                    on_step=None if self.progress is None else self.progress.step,
-                )
-                result.env_ids = env_ids
-                payload = (result, self._publish_obs(request.rows, obs))
+                stall, run = self._start(request)
+                obs, _ = run.to_lead()
+                payload = (self._finish(request, run, stall), self._publish_obs(request.rows, obs))
             else:
                 raise TypeError(f"env workers do not serve {type(request).__name__} requests")
             return Ok(payload, get_profiler().drain())
         except Exception as exc:
             return Failure.from_exception(exc, request.command, env_ids)
+
+    def _lead_replies(self, request: Chunk) -> Iterator[Reply]:
+        """LEAD ``(lead, obs)`` once the lead observations are published, then END ``result``."""
+        env_ids = self.env_ids[list(request.rows)]
+        try:
+            stall, run = self._start(request)
+            obs, lead = run.to_lead()
+            lead.env_ids = env_ids
+            lead_reply = Ok((lead, self._publish_obs(request.rows, obs)), get_profiler().drain())
+        except Exception as exc:
+            yield Failure.from_exception(exc, request.command, env_ids)
+            return
+        yield lead_reply
+        try:
+            end_reply = Ok(self._finish(request, run, stall), get_profiler().drain())
+        except Exception as exc:
+            end_reply = Failure.from_exception(exc, request.command, env_ids)
+        yield end_reply
+
+    def _start(self, request: Chunk) -> tuple[float, ChunkRun]:
+        """The stall before ``request`` (seconds since the last chunk or reset reply, a ``wait`` span of the
+        trace) and its chunk run, with the rows that sit it out taken from :attr:`sit_out`."""
+        stall = 0.0
+        if self.idle_since_ns is not None:
+            now = time.perf_counter_ns()
+            get_profiler().add(WAIT, self.idle_since_ns, now - self.idle_since_ns,
+                               {"worker": self.spec.worker, "command": "stall"})
+            stall = (now - self.idle_since_ns) / 1e9
+        actions = request.actions
+        if actions is None:
+            actions = self.action_buffers.read(request.rows)[ACTIONS_KEY]
+        rows = list(request.rows)
+        sit_out = self.sit_out[rows]
+        self.sit_out[rows] = False
+        if self.progress is not None:
+            self.progress.begin(request.steps)
+        run = ChunkRun(
+            self.backend,
+            actions,
+            np.asarray(request.rows),
+            lead_steps=request.lead_steps or 0,
+            sit_out=sit_out,
+            skip_intermediate_obs=self.profile.skip_intermediate_obs,
+            auto_reset=self.spec.auto_reset,
+            on_step=None if self.progress is None else self.progress.step,
+        )
+        return stall, run
+
+    def _finish(self, request: Chunk, run: ChunkRun, stall: float) -> ChunkResult:
+        """The result of ``run`` after its last step, in global env ids with its stall; remembers the rows
+        that sit out their next chunk."""
+        result = run.finish()
+        self.sit_out[np.asarray(request.rows)[run.ended_after_lead]] = True
+        result.env_ids = self.env_ids[list(request.rows)]
+        result.stall_seconds = np.full(len(request.rows), stall)
+        self.idle_since_ns = time.perf_counter_ns()
+        return result
 
     def _publish_obs(self, rows: Sequence[int], obs: Sequence[Mapping[str, np.ndarray]]) -> dict | None:
         """Boundary observations of ``rows``: into shared memory (returns ``None``) or stacked for the reply."""

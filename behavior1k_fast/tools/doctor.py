@@ -119,12 +119,22 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
     """Launch settings: Kit command-line arguments (thread caps, descriptor sets), the ``argv[0]`` fix, the
-    render-quality settings; the intra-op pools."""
-    from ..patching.omnigibson.runtime import INTRA_OP_ENV_VARS, launch_kit_args, render_quality_settings
+    render-quality settings; the intra-op pools. ``above_cores``: each Kit thread cap larger than the cores
+    this process may use, as ``{knob, setting, value, usable_cores}`` (Kit starts that many workers per
+    simulator process: on a small machine they only contend)."""
+    from ..patching.omnigibson.runtime import (INTRA_OP_ENV_VARS, KIT_THREAD_SETTINGS, launch_kit_args,
+                                               render_quality_settings)
 
     torch = sys.modules.get("torch")
+    usable = _cpu()["usable"] or os.cpu_count() or 1
+    above = [
+        {"knob": knob, "setting": setting, "value": getattr(profile, knob), "usable_cores": usable}
+        for knob, setting in KIT_THREAD_SETTINGS.items()
+        if getattr(profile, knob) is not None and getattr(profile, knob) > usable
+    ]
     return {
         "kit_args": launch_kit_args(profile),
+        "above_cores": above,
         "keep_launch_argv0": profile.keep_launch_argv0,
         "render_settings": render_quality_settings(profile),
         "intra_op_threads": profile.intra_op_threads,
@@ -245,8 +255,12 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
     threads = report["threads"]
     render = " ".join(f"{path}={value}" for path, value in threads["render_settings"].items())
-    lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}",
-              f"  {'Kit argv[0] kept':<21} {'yes' if threads['keep_launch_argv0'] else 'no (upstream as is)'}",
+    lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]
+    lines += [f"  {'':<21} {cap['setting'].rsplit('/', 1)[-1]}={cap['value']} is more than the {cap['usable_cores']} "
+              f"usable cores here: set {cap['knob']}: {cap['usable_cores']} (or lower) in the profile"
+              for cap in threads["above_cores"]]
+    lines += [f"  {'Kit argv[0] fix':<21} "
+              f"{'on (where _launch_app clears sys.argv)' if threads['keep_launch_argv0'] else 'off (upstream as is)'}",
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]

@@ -13,38 +13,48 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
    T_model(b): the policy (calibrated by :func:`~.measure.calibration.calibrate`, the rule bench uses: one
    forward at the default layout's stage batch, all N envs, takes that layout's mean T_env per chunk; or
    sized by ``--model-ms`` / ``--model-width`` / ``--model-depth``), one forward per batch 1..N.
-2. **Predict** every feasible layout (:func:`~.measure.layouts.enumerate_layouts`): P processes x E envs (P x E = N), K stages,
-   partition ``hybrid`` / ``process``, schedule ``barrier`` / ``async``. Feasible: the partition plan is
-   valid (:class:`~behavior1k_fast.rollout.plan.PartitionPlan`), P fits the cores (one core per env process
-   plus one for the driver and the policy: P <= cores - 1, ``--max-processes`` overrides), and on CUDA the
+2. **Predict** every feasible layout (:func:`~.measure.layouts.enumerate_layouts`): P processes x E envs
+   (P x E = N, E = 1 included), K stages, every partition and every schedule of
+   :data:`~behavior1k_fast.core.profile.SCHEDULES` the profile accepts for the layout. Feasible: the
+   partition plan is valid (:class:`~behavior1k_fast.rollout.plan.PartitionPlan`), P is within the process
+   budget and the cores (the core rule bench uses, :func:`~.measure.config.process_budget`: cores - 1 with
+   the policy on the CPU, cores with it on a GPU; ``--max-processes`` sets the budget), and on CUDA the
    policy's memory at the stage batch fits the free GPU memory (measured at batch 1 and N, linear between).
-   The pipeline model (:mod:`.measure.pipeline`: the function bench's bound is), per round of one chunk
-   per env, in ms (:func:`~.measure.pipeline.predict`):
+   The pipeline model (:mod:`.measure.pipeline`: bench's bound is the same function), per round of one
+   chunk per env, in ms (:func:`~.measure.pipeline.predict`):
 
    - X: a stage's env time. Barrier: the stage waits for the slowest of its processes (all P in hybrid
      partition, P / K in process partition), so X = the expected largest of that many draws from the
-     measured per-chunk times (:func:`~.measure.pipeline.expected_max`); async: no barrier across processes, X = their mean.
+     measured per-chunk times (:func:`~.measure.pipeline.expected_max`); async: no barrier across
+     processes, X = their mean.
    - C = chunks a worker steps per round (the plan's ``stages_per_process``: K in hybrid partition, 1 in
      process partition); T_m = T_model(N / K).
    - ``round = max(C * X, K * T_m, X + T_m, W / cores)``: the busiest worker's stepping, the driver's K
      forwards, each stage's own env -> forward cycle (with K = 1: X + T_m, nothing overlaps), and the CPU
      work of a round spread over the free cores, W = P * C * mean chunk time (+ K * T_m * the policy's
      threads when the policy runs on the CPU); free cores = the cores of this process's affinity minus
-     what other work used of them over half a second when tune starts (psutil), at least 1.
+     what other processes used over half a second when tune starts (:func:`~.measure.machine.sample_load`),
+     at least 1.
    - predicted ms/step = round / chunk size; env-steps/s = N * 1000 / (ms/step).
-3. **Run** the ``--top`` best predicted layouts for real (plus the default layout, for the speedup over it):
-   ``RolloutEngine(executor="process")`` with the calibrated policy, one warm-up round and ``--rounds``
-   timed rounds (:func:`~.measure.runs.run_engine_row`), ``--repeats`` times interleaved; the fastest
-   repeat counts (the least disturbed by other work on the machine). ``--exhaustive`` runs every feasible layout
-   (at most ``--max-layouts``, best predicted first) to check the pick against the best measured one.
+3. **Run** ``--top`` layouts for real, one at a time, each the best by the prediction corrected with the
+   measured error of the runs before it (:class:`Feedback`: the median measured / predicted ratio of its
+   family, one stage or the partition, and the schedule; else of all runs), plus the default layout, for the
+   speedup over it: ``RolloutEngine(executor="process")`` with the calibrated policy, one warm-up round and
+   ``--rounds`` timed rounds (:func:`~.measure.runs.run_engine_row`); then ``--repeats`` - 1 more runs of
+   each, interleaved. A layout's measure is its median run, with the min-max. ``--exhaustive`` runs every
+   feasible layout (at most ``--max-layouts``, in the same corrected order) to check the pick (the best of
+   the first ``--top``) against the best measured one. Predicted (raw and corrected) against measured is
+   reported for every layout run.
 4. **Write** the measured winner as a profile YAML (RLinf's key names where they exist:
    ``pipeline_stage_num``, ``num_env_subprocess``, ``total_num_envs``, ``skip_intermediate_obs_in_chunk``,
-   ``num_action_chunks``; ours for ``partition``, ``schedule``...; loadable by
-   :meth:`~behavior1k_fast.core.profile.RolloutProfile.from_yaml`; written by ``RolloutProfile.to_yaml``), and the table of predicted against
-   measured (printed, and as JSON next to the YAML: ``tune_<tag>.yaml`` / ``tune_<tag>.json``).
+   ``num_action_chunks``; ours for ``partition``, ``schedule``...; written by
+   :meth:`~behavior1k_fast.core.profile.RolloutProfile.to_yaml`, loadable by ``from_yaml``), and the table of
+   predicted against measured (printed, and as JSON next to the YAML: ``tune_<tag>.yaml`` /
+   ``tune_<tag>.json``, in ``./behavior1k_fast_results`` unless ``--out-dir`` or ``--record`` says otherwise),
+   with the machine's load before and after and a warning when it was busy.
 
 The default layout (what runs without tuning): the profile's defaults (K = 1, barrier) over the most
-env processes that fit the cores and divide N. Importing this module is light: the work imports its
+env processes within the budget that divide N. Importing this module is light: the work imports its
 dependencies when it runs.
 """
 
@@ -56,7 +66,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.profile import RolloutProfile
-from .argtypes import env_list, int_list, positive_int, process_count
+from .argtypes import env_list, int_list, positive_int
 from .measure.config import RunConfig, add_run_arguments, run_options, usable_cores
 from .measure.layouts import Layout, default_layout, enumerate_layouts
 
@@ -74,7 +84,6 @@ class TuneConfig:
     top: int = 3
     exhaustive: bool = False
     max_layouts: int = 16
-    repeats: int = 1
     layouts: list = field(default_factory=list)
 
 
@@ -83,11 +92,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("tune", help="pick the layout (P x E x K, partition, schedule) by measuring",
                               description=__doc__.split("\n\n")[0])
     add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores",
-                      quick_rounds=4, reference="the default layout", out_dir=".")
+                      quick_rounds=4, reference="the default layout", repeats=1, quick_repeats=1)
     p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
-    p.add_argument("--max-processes", type=process_count, default=None,
-                   help="most env processes (default: cores - 1, one core left for driver and policy)")
     p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=int_list, default=None,
                    metavar="K1,K2,...",
                    help="pipeline stage counts to consider (default: all that divide; quick: 1,2; --stages is its "
@@ -96,8 +103,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--exhaustive", action="store_true",
                    help="run every feasible layout for real (at most --max-layouts) to check the pick")
     p.add_argument("--max-layouts", type=positive_int, default=16, help="cap of --exhaustive (default: 16)")
-    p.add_argument("--repeats", type=positive_int, default=1,
-                   help="real runs per layout, interleaved; the fastest counts (default: 1)")
     p.add_argument("--probe-rounds", type=positive_int, default=None,
                    help="rounds of each T_env measure (default: 3)")
     p.set_defaults(func=run)
@@ -113,14 +118,14 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
     from ..core.contract import check_backend_build
     from .argtypes import usage_errors
     from .backend_args import check_image_memory
-    from .measure.config import check_run
+    from .measure.config import check_out_dir, check_run
 
     with usage_errors():
         config = RunConfig(**run_options(args), executor="process")
         check_run(config)
         cores = usable_cores()
         totals = tuple(args.envs or (2 * cores,))
-        max_processes = args.max_processes or max(1, cores - 1)
+        max_processes = min(config.process_budget, cores)
         check_local_layout(max_processes, max(totals), config.chunk_size)
         check_image_memory(args, max(totals))
         stages = tuple(args.pipeline_stages) if args.pipeline_stages else ((1, 2) if args.quick else None)
@@ -132,9 +137,10 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
         for e, k in sorted({(lay.envs_per_process, lay.stages_per_process) for lay in layouts}):
             check_backend_build(factory, e, config.seed, RolloutProfile(pipeline_stages=k,
                                                                         chunk_size=config.chunk_size))
+        check_out_dir(config)
     return TuneConfig(run=config, total_envs=totals, max_processes=max_processes, cores=cores, pipeline_stages=stages,
                       probe_rounds=args.probe_rounds or 3, top=args.top, exhaustive=args.exhaustive,
-                      max_layouts=args.max_layouts, repeats=args.repeats, layouts=layouts)
+                      max_layouts=args.max_layouts, layouts=layouts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,16 +200,6 @@ def max_stage_batch_on_gpu(policy: Any, rows: Sequence[Mapping[str, Any]], max_b
                           "total_bytes": total}
 
 
-def free_cores(cores: int, window_s: float = 0.5) -> float:
-    """``cores`` minus the cores other work keeps busy (psutil's system-wide CPU use over ``window_s``, while
-    this process waits), at least 1."""
-    import os
-
-    import psutil
-
-    return max(1.0, cores - psutil.cpu_percent(interval=window_s) / 100.0 * (os.cpu_count() or cores))
-
-
 def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     """Measure, predict, run the best, write YAML and JSON (module docs); the result."""
     from tqdm import tqdm
@@ -212,8 +208,10 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     from ..rollout.bootstrap import call_with_profile
     from .bench import report
     from .measure.calibration import calibrate
+    from .measure.machine import busy_warning, sample_load
     from .measure.pipeline import Costs, predict, rank
     from .measure.policy import WIDTHS, ChunkPolicy
+    from .measure.record import median_run
     from .measure.runs import Row, backend_spaces, run_engine_row
 
     settings = config.run
@@ -227,7 +225,8 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     out_dir = Path(settings.out_dir)
     json_path, yaml_path = out_dir / f"tune_{tag}.json", out_dir / f"tune_{tag}.yaml"
     max_n = max(config.total_envs)
-    cores_free = free_cores(config.cores)
+    loads = [sample_load()]
+    cores_free = max(1.0, config.cores - loads[0].other_cpu_cores)
     bar = tqdm(total=len(probes) + 1, desc="measure T_env", unit="run", disable=not progress)
 
     spaces = call_with_profile(isolate_sides(settings.backend), backend_spaces, base, factory, settings.seed)
@@ -258,8 +257,6 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
         if layout not in layouts:
             ranked.append((layout, predict(layout, costs)))  # the reference runs even if outside the budget
     count = min(len(ranked), config.max_layouts) if config.exhaustive else config.top
-    chosen = [lay for lay, _ in ranked[:count]]
-    to_run = chosen + [d for d in defaults.values() if d not in chosen]
 
     result: dict[str, Any] = {
         "complete": False,
@@ -269,9 +266,10 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
                    "cores": config.cores, "cores_free": cores_free,
                    "pipeline_stages": list(config.pipeline_stages) if config.pipeline_stages else None,
                    "chunk_size": settings.chunk_size, "probe_rounds": config.probe_rounds, "rounds": settings.rounds,
-                   "repeats": config.repeats, "warmup": settings.warmup, "top": config.top,
+                   "repeats": settings.repeats, "warmup": settings.warmup, "top": config.top,
                    "exhaustive": config.exhaustive, "max_layouts": config.max_layouts, "device": settings.device,
                    "seed": settings.seed, "tag": tag},
+        "load": {"before": loads[0].to_dict(), "after": None},
         "t_env_source": "one env process (executor='process'), per (E, K hybrid): wall ms of each stage chunk "
                         "in the worker, one-block policy",
         "t_env_chunk_ms": [{"envs_per_process": e, "pipeline_stages": k, "samples_ms": s} for (e, k), s in
@@ -281,31 +279,54 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
         "predicted": [lay.to_dict() | {"predicted": pred} for lay, pred in ranked],
         "runs": [],
     }
-    predictions = dict(ranked)
     order = [lay for lay, _ in ranked]
-    repeats: dict[Layout, list[Any]] = {lay: [] for lay in to_run}
-    bar = tqdm(total=len(to_run) * config.repeats, desc="run", unit="run", disable=not progress)
-    for _ in range(config.repeats):  # repeats interleaved, so a burst of other load hits several layouts
-        for layout in to_run:
-            bar.set_description(f"run {layout.name}")
-            row = Row(layout.name, layout.name, layout.profile(base), overlap=True)
-            repeats[layout].append(run_engine_row(factory, row, policy, settings))
-            bar.update()
+
+    def measure(layout: Layout) -> Any:
+        bar.set_description(f"run {layout.name}")
+        row = Row(layout.name, layout.name, layout.profile(base), overlap=True)
+        measured = run_engine_row(factory, row, policy, settings)
+        bar.update()
+        return measured
+
+    bar = tqdm(total=(count + len(defaults)) * settings.repeats, desc="run", unit="run", disable=not progress)
+    feedback = Feedback()
+    runs: dict[Layout, list[Any]] = {}
+    corrected: dict[Layout, float] = {}
+    remaining = list(ranked)
+    while remaining and len(runs) < count:  # the best corrected prediction next, corrected by the runs so far
+        layout, pred = max(remaining, key=lambda lp: lp[1]["env_steps_per_s"] / feedback.factor(lp[0]))
+        remaining.remove((layout, pred))
+        corrected[layout] = pred["ms_per_step"] * feedback.factor(layout)
+        runs[layout] = [measure(layout)]
+        feedback.add(layout, pred["ms_per_step"], runs[layout][0].ms_per_step)
+    selected = list(runs)
+    for layout in defaults.values():
+        if layout not in runs:
+            corrected[layout] = dict(ranked)[layout]["ms_per_step"] * feedback.factor(layout)
+            runs[layout] = [measure(layout)]
+    for _ in range(settings.repeats - 1):  # further repeats interleaved, so a burst of load hits several layouts
+        for layout in runs:
+            runs[layout].append(measure(layout))
     bar.close()
-    for layout in to_run:
-        pred, runs = predictions[layout], repeats[layout]
-        best = min(runs, key=lambda m: m.ms_per_step)  # the least disturbed by other load
+    loads.append(sample_load())
+    result["load"]["after"] = loads[1].to_dict()
+    result["feedback"] = feedback.to_dict()
+    for layout, measured in runs.items():
+        pred, row = dict(ranked)[layout], median_run(measured)
         result["runs"].append(layout.to_dict() | {
             "predicted_ms_per_step": pred["ms_per_step"], "predicted_env_steps_per_s": pred["env_steps_per_s"],
-            "measured_ms_per_step": best.ms_per_step, "measured_env_steps_per_s": best.env_steps_per_s,
-            "measured_ms_per_step_repeats": [m.ms_per_step for m in runs],
-            "prediction_error": pred["ms_per_step"] / best.ms_per_step - 1.0,
+            "corrected_ms_per_step": corrected[layout],
+            "measured_ms_per_step": row.ms_per_step, "measured_env_steps_per_s": row.env_steps_per_s,
+            "measured_ms_per_step_min": row.ms_per_step_min, "measured_ms_per_step_max": row.ms_per_step_max,
+            "prediction_error": pred["ms_per_step"] / row.ms_per_step - 1.0,
+            "corrected_error": corrected[layout] / row.ms_per_step - 1.0,
             "is_default": layout in defaults.values(), "ran_as": "exhaustive" if config.exhaustive else "top",
             "predicted_rank": order.index(layout) + 1,
-            "measured": best.to_dict(),
+            "run_order": selected.index(layout) + 1 if layout in selected else None,
+            "measured": row.to_dict(),
         })
-    result |= summarize(result["runs"], config.exhaustive)
-    winner = next(lay for lay in to_run if lay.name == result["winner"]["name"])
+    result |= summarize(result["runs"], config.exhaustive, config.top)
+    winner = next(lay for lay in runs if lay.name == result["winner"]["name"])
     header = (f"behavior1k-fast tune: measured winner {winner.name}, "
               f"{result['winner']['measured_env_steps_per_s']:.0f} env-steps/s on {tag}")
     out_dir.mkdir(parents=True, exist_ok=True)  # checked, not created, before the runs
@@ -315,18 +336,49 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     report.write_json(result, json_path)
     print(format_runs(result["runs"]))
     print(format_summary(result))
+    warning = busy_warning(loads)
+    if warning:
+        print(warning)
     print(f"wrote {yaml_path} and {json_path}")
     return result
 
 
-def summarize(runs: Sequence[Mapping[str, Any]], exhaustive: bool) -> dict[str, Any]:
-    """Winner (most measured env-steps/s), the predicted pick (rank 1 among those run) and how they compare
-    with each default layout and, for an exhaustive run, with the best of all run."""
+def family(layout: Layout) -> tuple[str, str]:
+    """Layouts the pipeline model errs on alike: one stage, or the partition of K > 1; and the schedule."""
+    return ("one stage" if layout.pipeline_stages == 1 else layout.partition, layout.schedule)
+
+
+@dataclass
+class Feedback:
+    """Measured over predicted ms per step of the layouts run so far, by :func:`family`: the correction the
+    next predictions get (the family's median ratio, else the median of all, else 1)."""
+
+    ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def add(self, layout: Layout, predicted_ms: float, measured_ms: float) -> None:
+        self.ratios.setdefault(family(layout), []).append(measured_ms / predicted_ms)
+
+    def factor(self, layout: Layout) -> float:
+        import statistics
+
+        own = self.ratios.get(family(layout))
+        every = [r for rs in self.ratios.values() for r in rs]
+        return statistics.median(own or every) if (own or every) else 1.0
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {" ".join(key): values for key, values in self.ratios.items()}
+
+
+def summarize(runs: Sequence[Mapping[str, Any]], exhaustive: bool, top: int) -> dict[str, Any]:
+    """Winner (most measured env-steps/s), the pick (what ``tune`` without ``--exhaustive`` writes: the best
+    measured of the first ``top`` layouts it selected) and how they compare with each default layout and,
+    for an exhaustive run, with the best of all run; the mean prediction errors, raw and corrected."""
     def measured(run: Mapping[str, Any]) -> float:
         return run["measured_env_steps_per_s"]
 
     winner = max(runs, key=measured)
-    pick = min(runs, key=lambda r: r["predicted_rank"])
+    selected = [r for r in runs if r["run_order"] is not None and r["run_order"] <= top] or list(runs)
+    pick = max(selected, key=measured)
     defaults = [r for r in runs if r["is_default"]]
     out: dict[str, Any] = {
         "winner": winner,
@@ -334,6 +386,7 @@ def summarize(runs: Sequence[Mapping[str, Any]], exhaustive: bool) -> dict[str, 
         "pick_over_default": [measured(pick) / measured(d) for d in defaults],
         "winner_over_default": [measured(winner) / measured(d) for d in defaults],
         "mean_abs_prediction_error": sum(abs(r["prediction_error"]) for r in runs) / len(runs),
+        "mean_abs_corrected_error": sum(abs(r["corrected_error"]) for r in runs) / len(runs),
     }
     if exhaustive:
         out["exhaustive"] = {"layouts_run": len(runs), "pick_vs_best": measured(pick) / measured(winner),
@@ -343,21 +396,27 @@ def summarize(runs: Sequence[Mapping[str, Any]], exhaustive: bool) -> dict[str, 
 
 
 def format_runs(runs: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown table of the layouts run: predicted against measured."""
-    lines = ["| layout | rank pred | pred ms/step | meas ms/step | pred env-steps/s | meas env-steps/s | error |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """Markdown table of the layouts run: predicted (raw and corrected by the runs before it) against measured
+    (median, min-max)."""
+    lines = ["| layout | run | rank pred | pred ms/step | corrected | meas ms/step | min-max | meas env-steps/s | "
+             "error | corrected error |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(runs, key=lambda r: -r["measured_env_steps_per_s"]):
         name = r["name"] + (" (default)" if r["is_default"] else "")
-        lines.append(f"| {name} | {r['predicted_rank']} | {r['predicted_ms_per_step']:.2f} | "
-                     f"{r['measured_ms_per_step']:.2f} | {r['predicted_env_steps_per_s']:.0f} | "
-                     f"{r['measured_env_steps_per_s']:.0f} | {r['prediction_error']:+.0%} |")
+        lines.append(f"| {name} | {r['run_order'] or '-'} | {r['predicted_rank']} | {r['predicted_ms_per_step']:.2f} | "
+                     f"{r['corrected_ms_per_step']:.2f} | {r['measured_ms_per_step']:.2f} | "
+                     f"{r['measured_ms_per_step_min']:.2f}-{r['measured_ms_per_step_max']:.2f} | "
+                     f"{r['measured_env_steps_per_s']:.0f} | {r['prediction_error']:+.0%} | "
+                     f"{r['corrected_error']:+.0%} |")
     return "\n".join(lines)
 
 
 def format_summary(result: Mapping[str, Any]) -> str:
-    lines = [f"winner (measured): {result['winner']['name']}; pick (predicted): {result['pick']['name']}; "
-             f"pick over default: {', '.join(f'{x:.2f}x' for x in result['pick_over_default'])}; "
-             f"mean |prediction error| {result['mean_abs_prediction_error']:.0%}"]
+    lines = [f"winner (measured): {result['winner']['name']}; pick (best of the top selected): "
+             f"{result['pick']['name']}; pick over default: "
+             f"{', '.join(f'{x:.2f}x' for x in result['pick_over_default'])}; mean |prediction error| "
+             f"{result['mean_abs_prediction_error']:.0%} (corrected by earlier runs: "
+             f"{result['mean_abs_corrected_error']:.0%})"]
     if "exhaustive" in result:
         ex = result["exhaustive"]
         lines.append(f"exhaustive: {ex['layouts_run']} layouts; pick at {ex['pick_vs_best']:.1%} of the best")

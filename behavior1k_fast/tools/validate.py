@@ -1,11 +1,22 @@
 """``behavior1k-fast validate``: the fast path computes what the stock path computes.
 
 Runs the stock profile and the fast profile (slim + on-demand observation, one stage) side by side on
-the same backend kind, with the same seed and the same fixed-seed random action chunks, for M chunks of
-N actions, and compares per env and step: rewards, terminations / truncations / masked steps, the
-boundary observations (proprioception and other state exactly or within a tolerance; rgb frames exactly
-on the reference simulator, by PSNR on Isaac Sim) and the simulated seconds per action. Exit code 1 when
-any measure is past its threshold.
+the same backend kind, with the same seed and the same action chunks, for M chunks of N actions, and
+compares per env and step: rewards, terminations / truncations / masked steps, the boundary observations
+(proprioception and other state exactly or within a tolerance; rgb frames exactly on the reference
+simulator, by PSNR on Isaac Sim) and the simulated seconds per action. Exit code 1 when any measure is
+past its threshold, or when the run ended fewer episodes than it must to test the end-of-episode path
+(``min_episode_ends``, default 2, ``min_terminations`` of them by termination, default 1: timeouts alone
+do not exercise a task's termination).
+
+The actions are fixed-seed uniform random chunks, except on the reference simulator, where the scripted
+expert (``backends.reference.expert``) drives the even envs to success. Its actions depend on the state,
+so they are found first in a physics-only rehearsal on a third backend of the same seed, then both sides
+replay them. The episode horizon defaults to the run's length (M x N own actions: the reference
+``horizon``, OmniGibson's ``task.termination_config.max_steps``; a value the config sets is kept), so the
+random envs are truncated at the last step. The default run (2 envs, 6 chunks of 32) thus ends one
+episode by success and one by timeout on the reference simulator, and every episode by timeout on
+OmniGibson, where no termination is required by default (random actions seldom finish a BEHAVIOR task).
 
 On the reference simulator both sides run in this process. With ``--backend omnigibson`` each side runs
 in its own spawned process (one Isaac Sim per process, patches applied there before the simulator starts).
@@ -21,29 +32,41 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.checks import STEP_BYTES, MachineLimits, check_number, check_positive_int, check_seed
+from ..core.checks import STEP_BYTES, MachineLimits, check_int, check_number, check_positive_int, check_seed
 from ..core.profile import RolloutProfile
 
-#: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact).
+#: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact), and
+#: the episodes the run must end by termination (random actions seldom finish a BEHAVIOR task, so on
+#: OmniGibson timeouts are the ends a run can count on: module docs).
 DEFAULT_THRESHOLDS = {
-    "reference": {"reward_atol": 0.0, "state_atol": 0.0, "min_psnr_db": None},
-    "omnigibson": {"reward_atol": 1e-4, "state_atol": 1e-3, "min_psnr_db": 30.0},
+    "reference": {"reward_atol": 0.0, "state_atol": 0.0, "min_psnr_db": None, "min_terminations": 1},
+    "omnigibson": {"reward_atol": 1e-4, "state_atol": 1e-3, "min_psnr_db": 30.0, "min_terminations": 0},
 }
+
+
+#: Action chunks of the default run: with the reference simulator's default horizon (the run's length) the
+#: expert ends its episode and the random env is truncated (module docs).
+DEFAULT_CHUNKS = 6
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Pass limits. ``min_psnr_db=None`` demands bit-identical frames."""
+    """Pass limits. ``min_psnr_db=None`` demands bit-identical frames. ``min_episode_ends`` and
+    ``min_terminations``: episodes the stock side must end inside the run, in all and by termination."""
 
     reward_atol: float = 0.0
     state_atol: float = 0.0
     min_psnr_db: float | None = None
     #: Relative tolerance on simulated seconds per action.
     sim_time_rtol: float = 1e-9
+    min_episode_ends: int = 2
+    min_terminations: int = 1
 
     def __post_init__(self) -> None:
         for name in ("reward_atol", "state_atol", "sim_time_rtol"):
             check_number(name, getattr(self, name), 0.0)
+        check_int("min_episode_ends", self.min_episode_ends, 0)
+        check_int("min_terminations", self.min_terminations, 0, self.min_episode_ends)
         if self.min_psnr_db is not None:
             check_number("min_psnr_db", self.min_psnr_db, 0.0, low_open=True, unit="of dB")
 
@@ -73,8 +96,11 @@ class ValidationReport:
     seed: int
     max_abs_reward_delta: float
     termination_agreement: float
-    #: Episodes that ended inside a chunk on the stock side (the masked-step and terminal-obs path ran).
+    #: Episodes that ended inside a chunk on the stock side (the masked-step and terminal-obs path ran),
+    #: and how many of them by termination and by truncation.
     episodes_ended: int
+    terminations: int
+    truncations: int
     proprio_max_abs_error: float
     state_max_abs_error: float
     frames_compared: int
@@ -101,8 +127,9 @@ class ValidationReport:
             f"validate ({self.backend}): {self.num_envs} envs x {self.chunks} chunks x {self.chunk_size} actions, "
             f"seed {self.seed}",
             f"  max |delta reward|          {self.max_abs_reward_delta:.3g}  (<= {t.reward_atol:g})",
-            f"  termination agreement       {self.termination_agreement:.2%}  (= 100%; "
-            f"{self.episodes_ended} episode ends)",
+            f"  termination agreement       {self.termination_agreement:.2%}  (= 100%)",
+            f"  episode ends                {self.episodes_ended}: {self.terminations} terminated, "
+            f"{self.truncations} truncated  (>= {t.min_episode_ends}, >= {t.min_terminations} terminated)",
             f"  proprio max abs error       {self.proprio_max_abs_error:.3g}  (<= {t.state_atol:g})",
             f"  other state max abs error   {self.state_max_abs_error:.3g}  (<= {t.state_atol:g})",
             f"  boundary frames             {self.frames_compared} compared, max abs diff "
@@ -120,6 +147,34 @@ def random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int
     high = np.asarray(action_space.high, dtype=np.float64).reshape(-1)
     rng = np.random.default_rng(seed)
     return rng.uniform(low, high, size=(chunks, num_envs, chunk_size, low.size))
+
+
+def expert_chunks(factory: Callable[..., Any], num_envs: int, chunks: int, chunk_size: int, seed: int) -> np.ndarray:
+    """The reference simulator's run: :func:`random_chunks` with the scripted expert's actions for the even
+    envs, found in a physics-only rehearsal of the run on ``factory(num_envs, seed, ...)`` (the same steps,
+    masks and boundary resets as :func:`~behavior1k_fast.rollout.chunk.run_chunk` with auto-reset)."""
+    from ..backends.reference.expert import expert_actions
+
+    backend = factory(num_envs, seed, RolloutProfile(chunk_size=chunk_size, obs_modalities=("proprio",)))
+    try:
+        actions = random_chunks(backend.action_space, chunks, num_envs, chunk_size, seed)
+        backend.reset(get_obs=False)
+        for chunk in actions:
+            active = np.arange(num_envs)
+            for t in range(chunk_size):
+                if active.size == 0:
+                    break
+                expert = active[active % 2 == 0]
+                if expert.size:
+                    chunk[expert, t] = expert_actions(backend, expert)
+                _, _, terminated, truncated, _ = backend.step(chunk[active, t], active, get_obs=False, render=False)
+                active = active[~(np.asarray(terminated) | np.asarray(truncated))]
+            ended = np.setdiff1d(np.arange(num_envs), active)
+            if ended.size:
+                backend.reset(ended, get_obs=False)
+    finally:
+        backend.close()
+    return actions
 
 
 def record(
@@ -214,10 +269,19 @@ def compare(
         failures.append(f"boundary frame PSNR {min_psnr:.1f} dB < min_psnr_db = {t.min_psnr_db:.1f} dB")
     if not math.isclose(sim_s, sim_f, rel_tol=t.sim_time_rtol, abs_tol=0.0):
         failures.append(f"simulated seconds per action differ: stock {sim_s:.6g}, fast {sim_f:.6g}")
+    ends, terminations = int((ts | us).sum()), int(ts.sum())
+    if ends < t.min_episode_ends or terminations < t.min_terminations:
+        failures.append(
+            f"the run ended {ends} episodes ({terminations} by termination), fewer than min_episode_ends = "
+            f"{t.min_episode_ends} (min_terminations = {t.min_terminations}): the end-of-episode path is "
+            "untested; run more chunks, shorten the episodes in the backend config, or lower the minimums"
+        )
     return ValidationReport(
         max_abs_reward_delta=reward_delta,
         termination_agreement=termination_agreement,
-        episodes_ended=int((ts | us).sum()),
+        episodes_ended=ends,
+        terminations=terminations,
+        truncations=int((us & ~ts).sum()),
         proprio_max_abs_error=proprio_err,
         state_max_abs_error=state_err,
         frames_compared=frames,
@@ -246,14 +310,14 @@ def check_size(num_envs: int, chunks: int, chunk_size: int, seed: int) -> tuple[
 def validate(
     backend: str = "reference",
     num_envs: int = 2,
-    chunks: int = 4,
+    chunks: int = DEFAULT_CHUNKS,
     chunk_size: int = 32,
     seed: int = 0,
     thresholds: Thresholds | None = None,
     backend_options: dict[str, Any] | None = None,
     fault: Callable[[Any], Any] | None = None,
 ) -> ValidationReport:
-    """Run stock and fast side by side and compare them.
+    """Run stock and fast side by side and compare them (actions and the reference horizon: module docs).
 
     ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
     """
@@ -266,28 +330,43 @@ def validate(
     if fault is not None and isolate_sides(backend):
         raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
     thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])
-    factory = make_factory(backend, **(backend_options or {}))
+    factory = make_factory(backend, **run_backend_options(backend, backend_options, chunks, chunk_size))
+    actions = expert_chunks(factory, num_envs, chunks, chunk_size, seed) if backend == "reference" else None
     stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
     fast_profile = RolloutProfile(chunk_size=chunk_size)
     sides = [
-        call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, None, chunks, wrap)
+        call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, actions, chunks, wrap)
         for profile, wrap in ((stock_profile, None), (fast_profile, fault))
     ]
     return compare(*sides, thresholds, backend=backend, num_envs=num_envs, chunks=chunks,
                    chunk_size=chunk_size, seed=seed)
 
 
+def run_backend_options(backend: str, options: dict[str, Any] | None, chunks: int, chunk_size: int) -> dict:
+    """``make_factory`` options of the run: the episode horizon defaults to the run's length, ``chunks *
+    chunk_size`` own actions (module docs)."""
+    from ..backends.omnigibson.config import cut_episodes, episode_max_steps
+
+    options = dict(options or {})
+    if backend == "reference":
+        options.setdefault("horizon", chunks * chunk_size)
+    elif isinstance(options.get("config"), dict) and episode_max_steps(options["config"]) is None:
+        options["config"] = cut_episodes(options["config"], chunks * chunk_size)
+    return options
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``validate`` sub-command."""
     from ..backends import BACKENDS
-    from .argtypes import chunk_steps, env_count, nonnegative_number, path, positive_int, positive_number, seed
+    from .argtypes import chunk_steps, env_count, nonnegative_int, nonnegative_number, path, positive_int, positive_number, seed
     from .backend_args import add_backend_arguments
 
     p = subparsers.add_parser("validate", help="stock vs fast path with identical actions; exit 1 past thresholds",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
     p.add_argument("--num-envs", type=env_count, default=2, help="envs per side (default: 2)")
-    p.add_argument("--chunks", type=positive_int, default=4, help="M action chunks (default: 4)")
+    p.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
+                   help=f"M action chunks (default: {DEFAULT_CHUNKS})")
     p.add_argument("--chunk-size", type=chunk_steps, default=32, help="N actions per chunk (default: 32)")
     p.add_argument("--seed", type=seed, default=0,
                    help="seed of the envs and the random actions (default: 0)")
@@ -297,6 +376,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="max proprio/state error (default per backend)")
     p.add_argument("--min-psnr", type=positive_number, default=None,
                    help="min boundary-frame PSNR in dB (default: exact on reference, 30 dB on omnigibson)")
+    p.add_argument("--min-episode-ends", type=nonnegative_int, default=2,
+                   help="episodes the run must end, else exit 1 (default: 2)")
+    p.add_argument("--min-terminations", type=nonnegative_int, default=None,
+                   help="of them ended by termination, not timeout (default: 1 on reference, 0 on omnigibson)")
     p.add_argument("--json", type=path, default=None, help="also write the report as JSON to this path")
     add_backend_arguments(p)
     p.set_defaults(func=run)
@@ -317,12 +400,13 @@ def run(args: argparse.Namespace) -> int:
         check_image_memory(args, args.num_envs)
         limits = dict(DEFAULT_THRESHOLDS[args.backend])
         for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
-                           ("min_psnr_db", args.min_psnr)):
+                           ("min_psnr_db", args.min_psnr), ("min_terminations", args.min_terminations)):
             if value is not None:
                 limits[key] = value
-        thresholds = Thresholds(**limits)
+        thresholds = Thresholds(**limits, min_episode_ends=args.min_episode_ends)
         options = backend_options(args)
-        factory = make_factory(args.backend, **options)
+        factory = make_factory(args.backend, **run_backend_options(args.backend, options, args.chunks,
+                                                                  args.chunk_size))
         for profile in (RolloutProfile.stock(chunk_size=args.chunk_size), RolloutProfile(chunk_size=args.chunk_size)):
             check_backend_build(factory, args.num_envs, args.seed, profile)
         if args.json is not None:

@@ -1,4 +1,4 @@
-"""``behavior1k-fast bench --quick`` end to end on the reference simulator: every field, sane values."""
+"""``behavior1k-fast bench --quick`` end to end on the reference simulator: every field, sane values, the peers."""
 
 import argparse
 import json
@@ -10,6 +10,7 @@ from behavior1k_fast.tools.bench import register
 
 ROW_NAMES = ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async", "process_serial",
              "process_overlap", "process_async"]
+PEER_NAMES = ["peer_chunk", "peer_double_buffer", "peer_stock"]
 POSITIVE = ["wall_s", "ms_per_step", "sim_ms_per_step", "t_env_ms", "t_model_ms", "env_steps_per_s",
             "cpu_s_per_env_step", "peak_rss_mib_per_env_process", "bound_ms_per_step", "pipeline_efficiency",
             "speedup_vs_stock"]
@@ -20,7 +21,8 @@ def quick_result(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--out-dir", str(out), "--tag", "ci"])
+    args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--max-processes", "2", "--out-dir", str(out),
+                              "--tag", "ci"])
     assert args.func(args) == 0
     return out, json.loads((out / "bench_ci.json").read_text())
 
@@ -30,16 +32,20 @@ def test_every_row_has_positive_times(quick_result):
     assert result["complete"]
     rows = result["rows"]
     assert [r["name"] for r in rows] == ROW_NAMES
-    for row in rows + [result["baseline"]]:
+    assert [p["name"] for p in result["peers"]] == PEER_NAMES
+    assert result["budget_rows"] == [] and result["left_out"] == {}  # 2 x 2 is the budget's widest layout
+    for row in rows + result["peers"]:
         for key in POSITIVE:
             assert row[key] > 0 and math.isfinite(row[key]), (row["name"], key, row[key])
         assert row["gpu_mib_per_env"] is None or row["gpu_mib_per_env"] > 0
         assert row["own_actions"] <= row["steps"] * row["total_envs"]
         assert row["ms_per_step"] == pytest.approx(row["wall_s"] * 1e3 / row["steps"])
-    for row in rows:
+        assert row["repeat_ms_per_step"] == [row["ms_per_step"]]  # quick: one run per row
+    for row in rows + result["peers"]:
         assert len(row["worker_pids"]) == row["processes"]
         # the worker's wall time around its chunk stepping contains its simulator spans (warm-up round
         # first, so no reset outside a chunk is timed)
+    for row in rows:
         assert 0 < row["t_env_ms"] <= row["t_env_worker_ms"] < row["wall_s"] * 1e3
 
 
@@ -47,11 +53,14 @@ def test_speedups_agree_with_the_times(quick_result):
     _, result = quick_result
     by = {r["name"]: r for r in result["rows"]}
     stock = by["stock"]["ms_per_step"]
-    for row in result["rows"] + [result["baseline"]]:
+    for row in result["rows"] + result["peers"]:
         assert row["speedup_vs_stock"] == pytest.approx(stock / row["ms_per_step"])
     for row in result["rows"][1:]:
         assert row["speedup_vs_prev"] == pytest.approx(by[row["prev"]]["ms_per_step"] / row["ms_per_step"])
-    for name, chunks_per_round in (("hybrid_overlap", 2), ("process_overlap", 1), ("skip_obs", 1)):
+    by |= {p["name"]: p for p in result["peers"]}
+    # the double buffer is two stages of one chunk per worker per round, like the process partition
+    for name, chunks_per_round in (("hybrid_overlap", 2), ("process_overlap", 1), ("skip_obs", 1),
+                                   ("peer_chunk", 1), ("peer_double_buffer", 1)):
         row = by[name]
         assert row["chunks_per_round"] == chunks_per_round
         t_env, t_model = row["t_env_ms"], row["t_model_ms"]
@@ -61,24 +70,52 @@ def test_speedups_agree_with_the_times(quick_result):
         assert row["pipeline_efficiency"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
 
 
-def test_goals_baseline_and_files(quick_result):
+def test_peers_run_the_same_envs_and_policy_on_the_same_profile(quick_result):
+    _, result = quick_result
+    by = {r["name"]: r for r in result["rows"] + result["peers"]}
+    chunk, double, stock = by["peer_chunk"], by["peer_double_buffer"], by["peer_stock"]
+    assert (chunk["processes"], chunk["envs_per_process"], chunk["pipeline_stages"]) == (2, 2, 1)
+    assert (double["processes"], double["envs_per_process"], double["pipeline_stages"]) == (2, 2, 2)
+    assert (stock["processes"], stock["envs_per_process"]) == (4, 1)
+    for peer in (chunk, double):
+        assert len(peer["worker_pids"]) == peer["processes"]
+        assert peer["own_actions"] == 4 * peer["steps"]  # every env stepped every action of every chunk
+        # same env profile as the engine's skip-obs row, but for the layout
+        engine = dict(by["skip_obs"]["profile"], num_env_processes=None)
+        assert dict(peer["profile"], num_env_processes=None) == engine
+    # the double buffer forwards each half: half the batch of the one-buffer peer's forward
+    assert double["t_model_ms"] < chunk["t_model_ms"] * 1.5
+    assert stock["profile"]["obs_modalities"] is None and not stock["profile"]["skip_intermediate_obs"]
+
+
+def test_goals_headline_load_and_files(quick_result):
     out, result = quick_result
     by = {r["name"]: r for r in result["rows"]}
+    peers = {p["name"]: p for p in result["peers"]}
     goals = {g["name"]: g for g in result["goals"]}
     assert set(goals) == {"speedup_stock_to_all", "speedup_skip_obs_to_all", "pipeline_efficiency",
-                          "speedup_async_over_barrier", "speedup_over_async_vector_env"}
+                          "speedup_async_over_barrier", "speedup_over_best_peer", "speedup_over_stock_peer"}
     pipelined = [by[f"{p}_{s}"] for p in ("hybrid", "process") for s in ("overlap", "async")]
     best = min(pipelined, key=lambda r: r["ms_per_step"])
     assert result["best_row"] == best["name"]
-    peer = goals["speedup_over_async_vector_env"]
-    assert peer["measured"] == pytest.approx(result["baseline"]["ms_per_step"] / best["ms_per_step"])
+    assert goals["speedup_over_stock_peer"]["measured"] == pytest.approx(peers["peer_stock"]["ms_per_step"]
+                                                                        / best["ms_per_step"])
+    headline = result["headline"]
+    engine_best = min(result["rows"], key=lambda r: r["ms_per_step"])
+    fair_best = min((peers["peer_chunk"], peers["peer_double_buffer"]), key=lambda r: r["ms_per_step"])
+    assert (headline["process_budget"], headline["best_engine_row"], headline["best_peer"]) == (
+        2, engine_best["name"], fair_best["name"])
+    assert headline["speedup"] == pytest.approx(fair_best["ms_per_step"] / engine_best["ms_per_step"])
+    assert goals["speedup_over_best_peer"]["measured"] == headline["speedup"]
+    for when in ("before", "after"):
+        load = result["load"][when]
+        assert load["cores"] >= 1 and load["other_cpu_cores"] >= 0 and load["busy"] in (True, False)
     barrier = min(by["hybrid_overlap"]["ms_per_step"], by["process_overlap"]["ms_per_step"])
     asynchronous = min(by["hybrid_async"]["ms_per_step"], by["process_async"]["ms_per_step"])
     assert goals["speedup_async_over_barrier"]["measured"] == pytest.approx(barrier / asynchronous)
     for g in goals.values():
         assert g["met"] == (g["measured"] >= g["target"])
         assert (g["shortfall"] == "") == g["met"]
-    assert result["baseline"]["profile"]["obs_modalities"] is None
     calibration = result["calibration"]
     assert calibration["model_width"] % 64 == 0 and calibration["model_depth"] >= 1
     assert calibration["model_dtype"] == "float32" and calibration["model_parameters"] > 0

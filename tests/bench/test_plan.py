@@ -9,6 +9,7 @@ import pytest
 from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.measure.calibration import Calibration
+from behavior1k_fast.tools.measure import config as measure_config
 from behavior1k_fast.tools.measure.config import QUICK_RESOLUTION
 from behavior1k_fast.tools.measure.record import RowMeasure
 from behavior1k_fast.core.profile import RolloutProfile
@@ -68,14 +69,17 @@ def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp
     assert config.tuned.partition == "process" and config.tuned.total_num_envs == 4
 
 
-def test_quick_defaults_and_layout_checks():
+def test_quick_defaults_and_layout_checks(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 4)
     config = ablation.BenchConfig.from_args(_parse("--quick", "--device", "cpu"))
     assert config.backend_options == {"resolution": QUICK_RESOLUTION}
     assert (config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size) == (2, 2, 2, 32)
-    with pytest.raises(ValueError, match="envs_per_process"):
-        ablation.BenchConfig(envs_per_process=3, pipeline_stages=2)
-    with pytest.raises(ValueError, match="processes"):
-        ablation.BenchConfig(processes=3, pipeline_stages=2, envs_per_process=2)
+    assert (config.rounds, config.repeats) == (1, 1)
+    assert ablation.BenchConfig.from_args(_parse("--device", "cpu")).repeats == 3
+    with pytest.raises(ValueError, match="envs_per_process=3.*num_env_processes=3"):  # neither partition holds it
+        ablation.BenchConfig(processes=3, envs_per_process=3, pipeline_stages=2)
+    with pytest.raises(ValueError, match="processes=4 is above the process budget max_processes=2"):
+        ablation.BenchConfig(processes=4, max_processes=2)
     with pytest.raises(ValueError, match="rounds"):
         ablation.BenchConfig(rounds=0)
     with pytest.raises(ValueError, match="scaling"):
@@ -86,18 +90,53 @@ def test_quick_defaults_and_layout_checks():
 
 def test_a_bench_that_does_not_fit_this_machine_fails_in_the_config():
     with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
-        ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, baseline=False)
+        ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, peers=False)
     with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
-        ablation.BenchConfig(scaling=(1, 100000), baseline=False)
-    with pytest.raises(ValueError, match="the AsyncVectorEnv baseline starts one process per env"):
-        ablation.BenchConfig(processes=2, envs_per_process=100)
-    ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, baseline=False, executor="ray")  # a cluster
+        ablation.BenchConfig(scaling=(1, 100000), peers=False)
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine.*got 100000"):
+        ablation.BenchConfig(max_processes=100000)  # the budget rows and peers would start that many
+    ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, peers=False, executor="ray")  # a cluster
     with pytest.raises(ValueError, match="model_width=64, model_depth=100000000, .* needs about 18,311 GiB"):
         ablation.BenchConfig(model_width=64, model_depth=10**8)
     with pytest.raises(ValueError, match=r"model_ms must be a finite number of ms in \(0, 60000\]"):
         ablation.BenchConfig(model_ms=1e300)
     with pytest.raises(ValueError, match=r"seed must be an int in \[0, 4294967295\]"):
         ablation.BenchConfig(seed=2**70)
+
+
+def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_out(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 2)
+    # a CPU policy keeps one core: one env process on 2 cores, so no process partition of K = 2
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu"))
+    assert (config.processes, config.envs_per_process, config.process_budget) == (1, 2, 1)
+    plan = ablation.plan_runs(config)
+    assert {r.name for r in plan.rows} == {"stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
+                                           "hybrid_async"}
+    assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "peer_double_buffer"}
+    assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
+    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
+    assert not plan.peers[-1].fair and "outside the process budget" in plan.peers[-1].label
+
+
+def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 16)
+    # a GPU policy keeps no core: 16 processes; the ablation runs at 8 x 2, the budget adds 16 x 1
+    plan = ablation.plan_runs(ablation.BenchConfig.from_args(_parse("--device", "cuda")))
+    assert plan.budget == 16
+    assert {(r.profile.num_env_processes, r.profile.envs_per_process) for r in plan.rows} == {(8, 2)}
+    budget = {r.name: r for r in plan.budget_rows}
+    # E = 1 holds no hybrid K = 2: the widest layout's pipeline rows are the process partition's
+    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1"}
+    assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
+    assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
+    peers = {p.name: p for p in plan.peers}
+    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_chunk@P16xE1", "peer_double_buffer@P16xE1",
+                          "peer_stock"}
+    double = peers["peer_double_buffer@P16xE1"]
+    assert (double.processes, double.envs_per_process, double.buffers, double.fair) == (16, 1, 2, True)
+    slim = plan.rows[2].profile  # the skip-obs row: the peers' profile (slim + on-demand observation)
+    assert double.profile.replace(num_env_processes=8) == slim.replace(num_env_processes=8)
+    assert peers["peer_stock"].profile.obs_modalities is None  # stock: every modality
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -163,7 +202,7 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     yaml_path = tmp_path / "env.yaml"
     yaml_path.write_text("env: {action_frequency: 30}\nrobots: [{type: R1}]\n")
     args = _parse("--backend", "omnigibson", "--backend-config", str(yaml_path), "--device", "cpu",
-                  "--processes", "2", "--envs-per-process", "2", "--rounds", "2", "--no-baseline",
+                  "--processes", "2", "--envs-per-process", "2", "--rounds", "2", "--repeats", "1", "--no-peers",
                   "--scaling", "1,2", "--out-dir", str(tmp_path / "results"), "--tag", "og")
     calls = []
 

@@ -44,14 +44,14 @@ def test_derived_measures_follow_the_stored_ones():
 
 def test_goals_say_by_how_much_they_are_missed():
     goals = {g["name"]: g for g in report.check_goals(
-        {"speedup_stock_to_all": 12.5, "pipeline_efficiency": 0.8, "speedup_over_async_vector_env": 12.0}
+        {"speedup_stock_to_all": 12.5, "pipeline_efficiency": 0.8, "speedup_over_stock_peer": 12.0}
     )}
     assert not goals["speedup_stock_to_all"]["met"]
     assert "missed by 2.00x" in goals["speedup_stock_to_all"]["shortfall"]
     assert not goals["pipeline_efficiency"]["met"]
     assert "missed by 15.0 points" in goals["pipeline_efficiency"]["shortfall"]
-    assert goals["speedup_over_async_vector_env"]["met"]
-    assert goals["speedup_over_async_vector_env"]["shortfall"] == ""
+    assert goals["speedup_over_stock_peer"]["met"]
+    assert goals["speedup_over_stock_peer"]["shortfall"] == ""
     text = report.format_goals(list(goals.values()))
     assert "12.50x (goal >= 25x) -> missed by 2.00x (12.50x of 25x)" in text
     assert "-> met" in text
@@ -61,8 +61,8 @@ def test_unmeasured_goal_is_not_met():
     goals = report.check_goals({"speedup_stock_to_all": 40.0, "pipeline_efficiency": 0.95})
     by_name = {g["name"]: g for g in goals}
     assert by_name["speedup_stock_to_all"]["met"] and by_name["pipeline_efficiency"]["met"]
-    assert not by_name["speedup_over_async_vector_env"]["met"]
-    assert by_name["speedup_over_async_vector_env"]["shortfall"] == "not measured"
+    assert not by_name["speedup_over_stock_peer"]["met"]
+    assert by_name["speedup_over_stock_peer"]["shortfall"] == "not measured"
 
 
 def test_table_has_a_line_per_row_and_dashes_for_missing_values():
@@ -121,3 +121,17 @@ def test_scaling_list_rejects_bad_values(value):
 
     with pytest.raises(argparse.ArgumentTypeError, match="comma-separated ints"):
         int_list(value)
+
+
+def test_left_out_rows_are_grouped_by_reason():
+    text = report.format_left_out({"a": "P is odd", "b": "P is odd", "c": "E is 1"})
+    assert text.splitlines() == ["left out a, b: P is odd", "left out c: E is 1"]
+
+
+def test_the_headline_names_the_budget_the_rows_and_the_ratio():
+    line = report.format_headline({"process_budget": 8, "best_engine_row": "hybrid_overlap",
+                                   "best_peer": "peer_double_buffer", "speedup": 1.16})
+    assert line == ("Process budget 8: engine best hybrid_overlap is 1.16x the best fair peer "
+                    "peer_double_buffer")
+    assert "no fair peer ran" in report.format_headline({"process_budget": 1, "best_engine_row": "skip_obs",
+                                                          "best_peer": None, "speedup": None})

@@ -9,7 +9,9 @@ import pytest
 
 from behavior1k_fast.tools import validate as v
 
-SMALL = dict(num_envs=2, chunks=2, chunk_size=8, backend_options={"resolution": 32})
+#: Runs too short for the expert to finish: both envs are truncated at the horizon (the run's length), no termination.
+NO_TERMINATION_NEEDED = v.Thresholds(min_terminations=0)
+SMALL = dict(num_envs=2, chunks=2, chunk_size=8, backend_options={"resolution": 32}, thresholds=NO_TERMINATION_NEEDED)
 
 
 class _Faulty:
@@ -54,9 +56,46 @@ def test_fast_path_matches_stock_on_the_reference_sim():
     assert "PASS" in report.format()
 
 
+def test_the_default_run_ends_an_episode_by_success_and_one_by_timeout():
+    report = v.validate(backend_options={"resolution": 32})
+    assert report.passed, report.format()
+    assert (report.chunks, report.episodes_ended, report.terminations, report.truncations) == (v.DEFAULT_CHUNKS, 2, 1, 1)
+    assert "episode ends                2: 1 terminated, 1 truncated" in report.format()
+
+
+def test_a_run_that_ends_too_few_episodes_fails():
+    short = v.validate(num_envs=2, chunks=1, chunk_size=8, backend_options={"resolution": 32, "horizon": 500})
+    assert short.episodes_ended == 0 and not short.passed
+    assert short.failures == [
+        "the run ended 0 episodes (0 by termination), fewer than min_episode_ends = 2 (min_terminations = 1): the "
+        "end-of-episode path is untested; run more chunks, shorten the episodes in the backend config, or lower "
+        "the minimums"
+    ]
+    timeouts_only = v.validate(**{**SMALL, "thresholds": None})
+    assert (timeouts_only.episodes_ended, timeouts_only.terminations) == (2, 0) and not timeouts_only.passed
+
+
+def test_the_episode_horizon_defaults_to_the_run_length_unless_the_config_sets_one():
+    assert v.run_backend_options("reference", {"resolution": 32}, 6, 32) == {"resolution": 32, "horizon": 192}
+    assert v.run_backend_options("reference", {"horizon": 7}, 6, 32) == {"horizon": 7}
+    config = {"task": {"type": "BehaviorTask", "termination_config": {"max_pose_dist": 1.0}}}
+    cut = v.run_backend_options("omnigibson", {"config": config}, 6, 32)["config"]
+    assert cut == {"task": {"type": "BehaviorTask", "termination_config": {"max_pose_dist": 1.0, "max_steps": 192}}}
+    assert config["task"]["termination_config"] == {"max_pose_dist": 1.0}  # the caller's config is not changed
+    given = {"task": {"termination_config": {"max_steps": 40}}}
+    assert v.run_backend_options("omnigibson", {"config": given}, 6, 32) == {"config": given}
+
+
+def test_on_omnigibson_timeouts_suffice_by_default():
+    """Random actions seldom finish a BEHAVIOR task: the OmniGibson default needs ends, not terminations."""
+    assert v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"]).min_terminations == 0
+    assert v.Thresholds(**v.DEFAULT_THRESHOLDS["reference"]).min_terminations == 1
+
+
 def test_episode_ends_inside_chunks_agree():
     """A short horizon truncates episodes mid-chunk: masked steps, terminal observation and reset agree."""
-    report = v.validate(num_envs=2, chunks=3, chunk_size=8, backend_options={"resolution": 32, "horizon": 5})
+    report = v.validate(num_envs=2, chunks=3, chunk_size=8, backend_options={"resolution": 32, "horizon": 5},
+                        thresholds=NO_TERMINATION_NEEDED)
     assert report.passed, report.format()
     assert report.episodes_ended >= 2 * 3
 
@@ -89,7 +128,7 @@ def test_psnr_threshold_decides_frame_agreement_off_the_reference_sim():
     rng = np.random.default_rng(0)
     frame = rng.integers(0, 256, size=(16, 16, 3), dtype=np.uint8)
     near = np.clip(frame.astype(int) + rng.integers(-2, 3, size=frame.shape), 0, 255).astype(np.uint8)
-    limits = v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"])
+    limits = v.Thresholds(**v.DEFAULT_THRESHOLDS["omnigibson"], min_episode_ends=0)
     proprio = np.zeros(3)
     ok = v.compare(_trajectory(frame, proprio), _trajectory(near, proprio), limits, backend="omnigibson",
                    num_envs=1, chunks=1, chunk_size=4, seed=0)
@@ -107,6 +146,8 @@ def test_bad_arguments_are_errors():
         v.Thresholds(reward_atol=-1.0)
     with pytest.raises(ValueError, match="min_psnr_db"):
         v.Thresholds(min_psnr_db=0.0)
+    with pytest.raises(ValueError, match=r"min_terminations must be an int in \[0, 2\], got 3"):
+        v.Thresholds(min_terminations=3)
     with pytest.raises(ValueError, match="chunks"):
         v.validate(chunks=0)
     with pytest.raises(ValueError, match=r"num_envs must be an int in \[1, \d+\] on this machine"):
@@ -126,11 +167,11 @@ def test_cli_exit_code_and_json(tmp_path, capsys):
     v.register(parser.add_subparsers())
     out = tmp_path / "validate.json"
     args = parser.parse_args(["validate", "--resolution", "32", "--chunks", "1", "--chunk-size", "4",
-                              "--json", str(out)])
+                              "--min-terminations", "0", "--json", str(out)])
     assert args.func(args) == 0
     assert "PASS" in capsys.readouterr().out
     data = json.loads(out.read_text())
-    assert data["passed"] and data["chunks"] == 1
+    assert data["passed"] and data["chunks"] == 1 and data["truncations"] == 2
 
 
 def test_a_side_recorded_in_its_own_process_matches_in_process():
@@ -143,7 +184,8 @@ def test_a_side_recorded_in_its_own_process_matches_in_process():
     profile = RolloutProfile(chunk_size=4)
     here = v.record(profile, factory, 1, 5, None, 2)
     there = call_with_profile(True, v.record, profile, factory, 1, 5, None, 2)
-    report = v.compare(here, there, v.Thresholds(), backend="reference", num_envs=1, chunks=2, chunk_size=4, seed=5)
+    report = v.compare(here, there, v.Thresholds(min_episode_ends=0, min_terminations=0), backend="reference",
+                       num_envs=1, chunks=2, chunk_size=4, seed=5)
     assert report.passed, report.format()
     np.testing.assert_array_equal(np.stack(here.rewards), np.stack(there.rewards))
 

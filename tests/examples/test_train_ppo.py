@@ -1,25 +1,15 @@
 """The PPO example end to end: two iterations through the engine (K = 2 hybrid, on-demand observation)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from .scripts import load_script
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ppo_reference.py"
+torch = pytest.importorskip("torch")
 
 
 def load_example():
-    """The example script as a module (registered under its name, as dataclasses need)."""
-    if "train_ppo_reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("train_ppo_reference", EXAMPLE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["train_ppo_reference"]
+    return load_script("train_ppo_reference")
 
 
 @pytest.mark.slow

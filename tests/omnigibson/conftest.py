@@ -39,6 +39,8 @@ EXPECTED_SKIPS = {
     ("main", "vector_env_step"): "main's multi-scene layout",
     ("1.1.1", "multi_scene_step"): "upstream Environment holds one scene",
     ("v3.7", "multi_scene_step"): "upstream Environment holds one scene",
+    ("1.1.1", "multi_scene_vector_env"): "upstream Environment holds one scene",
+    ("v3.7", "multi_scene_vector_env"): "upstream Environment holds one scene",
     ("main", "headless_viewport"): "already skips the viewport when headless (PR #2117)",
     ("v3.7", "viewer_camera_off"): "gm.RENDER_VIEWER_CAMERA is False",
 }

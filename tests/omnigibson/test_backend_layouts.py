@@ -138,10 +138,14 @@ def test_validate_compares_stock_and_fast_on_each_layout(line, patched, seam_og,
 
     patched("env_step_obs")
     monkeypatch.setattr(backends, "isolate_sides", lambda backend: False)
+    # episodes end (validate fails a run without): env 0 every 3rd step, env 1 every 2nd (single-scene seam
+    # envs are keyed by creation, so the fast side's envs 2 and 3 too)
+    seam_og[1].terminate_at = {0: 3, 1: 2, 2: 3, 3: 2}
     report = validate.validate(backend="omnigibson", backend_options={"config": CONFIG}, num_envs=2, chunks=2,
                                chunk_size=CHUNK)
     assert report.passed, report.format()
     assert report.frames_compared == 2 * 3 and report.max_abs_reward_delta == 0.0
+    assert report.episodes_ended == report.terminations == 4
 
 
 def test_bench_row_runs_on_each_layout(line, seam_og, tmp_path):

@@ -39,9 +39,10 @@ PLAN = {
     "1.1.1": {
         "numba_cache_joint_controller": NOT_NEEDED, "numba_cache_ik_controller": NOT_NEEDED,
         "numba_cache_osc_controller": NOT_NEEDED, "multi_scene_step": NOT_NEEDED, "kit_launch_argv": NOT_NEEDED,
+        "multi_scene_vector_env": NOT_NEEDED,
     },
     "v3.7": {"viewer_camera_off": ALREADY, "numba_cache_ik_controller": ALREADY, "multi_scene_step": NOT_NEEDED,
-             "kit_launch_argv": NOT_NEEDED},
+             "kit_launch_argv": NOT_NEEDED, "multi_scene_vector_env": NOT_NEEDED},
     "main": {"headless_viewport": ALREADY, "vector_env_step": NOT_NEEDED, "kit_launch_argv": ALREADY},
 }
 
@@ -112,7 +113,7 @@ def test_doctor_shows_the_launch_settings_with_their_values(og, capsys, tmp_path
     run_doctor("--profile", str(path))
     out = capsys.readouterr().out
     assert "--/rtx/descriptorSets=50000" in out and "/rtx/reflections/enabled=False (changes pixels)" in out
-    assert "Kit argv[0] kept      no (upstream as is)" in out
+    assert "Kit argv[0] fix       off (upstream as is)" in out
 
 
 def test_bad_profile_exits_2_naming_the_key(capsys, tmp_path):

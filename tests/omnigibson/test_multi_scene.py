@@ -239,3 +239,24 @@ def test_render_false_leaves_an_automatic_reset_rendering(patched, multi_seam):
     assert h.events("task.reset") == [[1]]
     assert h.events("sim.step") == [False, True] and len(h.events("sim.render")) == 3
     assert h.sim._render_on_step is True and h.sim.__dict__["step"].__name__ == "recorded"  # own step restored
+
+
+def test_vector_env_over_mains_environment_checks_its_arguments_and_views_each_env(line, patched, seam_og):
+    """``multi_scene_vector_env``: ``omnigibson.envs.VectorEnvironment(num_envs, config)`` builds one multi-scene
+    ``Environment`` (its config's ``env.num_envs`` set, the caller's config untouched), one-line errors for a bad
+    count or a config naming another one, and ``envs[i]`` is env i's scene and robots."""
+    import omnigibson.envs
+
+    if not patched("multi_scene_step", "multi_scene_vector_env"):
+        return
+    vector_env_cls = omnigibson.envs.VectorEnvironment
+    config = {"env": {"automatic_reset": False}}
+    venv = vector_env_cls(3, config)
+    assert config == {"env": {"automatic_reset": False}} and venv.env.num_envs == len(venv) == 3
+    assert [view.scene for view in venv.envs] == venv.env.scenes
+    assert [view.robots for view in venv.envs] == [scene.robots for scene in venv.env.scenes]
+    assert venv.envs[1].task is venv.env.task  # main's task is batched: shared
+    with pytest.raises(ValueError, match="num_envs must be an int >= 1, got 0"):
+        vector_env_cls(0, config)
+    with pytest.raises(ValueError, match=r"config env.num_envs=2 differs from num_envs=3"):
+        vector_env_cls(3, {"env": {"num_envs": 2}})

@@ -10,47 +10,15 @@ import logging
 
 import numpy as np
 import pytest
-import torch
 
-from behavior1k_fast.core.profile import RolloutProfile
-
-from .conftest import PHYSICS_HZ
-
-ENVS, CHUNK, ACTION_DIM = 3, 4, 2
-#: RLinf's two warnings when OmniGibson's step lacks the keywords (its fallback).
-FALLBACK_WARNINGS = (
-    "skip_intermediate_obs_in_chunk is True but OmniGibson env step does not support get_obs",
-    "pipeline_stage_num > 1 but OmniGibson env step does not support env_indices",
+from .conftest import (
+    ACTION_DIM, CHUNK, ENVS, FALLBACK_WARNINGS, PHYSICS_HZ, applied, check_reset_resets_only_the_selected_env,
+    padded_actions, rlinf_warnings,
 )
-
-
-def padded_actions(active: list[int]) -> torch.Tensor:
-    """``[ENVS, CHUNK, ACTION_DIM]`` chunk actions as RLinf's ``BehaviorProcessPool`` sends them: distinct
-    rows for the active envs, zero rows for the others."""
-    actions = torch.zeros(ENVS, CHUNK, ACTION_DIM)
-    for env in active:
-        for t in range(CHUNK):
-            actions[env, t] = torch.tensor([0.1 * (env + 1) + 0.01 * t, -0.1 * (env + 1)])
-    return actions
-
-
-def applied(process) -> list[np.ndarray]:
-    """Per env, the action rows its robot received, stacked (``[steps, ACTION_DIM]``)."""
-    return [np.array(env.robots[0].applied).reshape(-1, ACTION_DIM) for env in process.env.envs]
 
 
 def step_renders(h) -> list[bool]:
     return [render for render, _ in h.events("sim.step")]
-
-
-def rlinf_warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "RLinf" and r.levelno == logging.WARNING]
-
-
-@pytest.fixture
-def patched(registry, tmp_path):
-    """The ``rlinf`` preset applied (the profile ``BEHAVIOR1K_FAST=rlinf`` applies at start-up)."""
-    return registry.apply(RolloutProfile.rlinf(numba_cache_dir=str(tmp_path / "numba")))
 
 
 def test_rlinf_detects_get_obs_render_and_env_indices_on_the_patched_vector_env(patched, behavior_process, caplog):
@@ -94,14 +62,7 @@ def test_chunk_step_without_skip_observes_every_step_of_the_selected_env(patched
 
 def test_reset_with_reset_indices_resets_only_that_env(patched, behavior_process):
     process, h = behavior_process()
-    h.log.clear()
-    obs, infos = process.reset(reset_indices=[2])
-    assert process.instance_loader.prepared == [process.env]  # RLinf's instance hook ran first
-    assert h.events("task.reset") == [2] and h.events("sensor.read") == [2]
-    assert len(obs) == len(infos) == 1 and obs[0] is not None
-    h.log.clear()
-    assert process.reset(reset_indices=[0], get_obs=False) == (None, None)
-    assert h.events("task.reset") == [0] and h.events("sensor.read") == []
+    check_reset_resets_only_the_selected_env(process, h, lambda i: i)
 
 
 def test_without_the_patches_rlinf_falls_back_to_stepping_every_env(behavior_process, caplog):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
 import psutil
 
+from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.shm import SHM_PREFIX
 
 CHUNK = 4
@@ -67,3 +69,17 @@ def assert_gone(pids, timeout=10.0):
     _, alive = psutil.wait_procs(procs, timeout=timeout)
     alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"worker processes still alive: {alive}"
+
+
+@contextlib.contextmanager
+def traced():
+    """The profiler on and empty inside the block (yields it), as it was afterwards."""
+    profiler = get_profiler()
+    was = profiler.enabled
+    profiler.enabled = True
+    profiler.clear()
+    try:
+        yield profiler
+    finally:
+        profiler.enabled = was
+        profiler.clear()

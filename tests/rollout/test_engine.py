@@ -7,7 +7,7 @@ import pytest
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine
 
-from .helpers import CHUNK, assert_same_trajectories, our_segments, policy, record
+from .helpers import CHUNK, assert_same_trajectories, our_segments, policy, record, traced
 from .pointmass import PointMassFactory
 
 TIMEOUT = 30.0
@@ -71,24 +71,17 @@ def test_without_auto_reset_the_driver_resets_chosen_envs():
 
 
 def test_profiler_spans_from_workers_reach_the_driver():
-    from behavior1k_fast.core.tracing import IPC, MODEL_FORWARD, WAIT, get_profiler
+    from behavior1k_fast.core.tracing import IPC, MODEL_FORWARD, WAIT
 
-    profiler = get_profiler()
-    was = profiler.enabled
-    profiler.enabled = True
-    profiler.clear()
-    try:
+    with traced() as profiler:
         with engine(pipeline_stages=2) as e:
             stats = e.rollout(policy, 2)
             pids = set(e.worker_pids)
-        assert {IPC, WAIT, MODEL_FORWARD} <= set(stats.stage_timings)
-        assert stats.stage_timings[MODEL_FORWARD]["count"] == 4
         # each worker timed writing its boundary observations and shipped the span back
         worker_ipc = {s[3] for s in profiler.spans if s[0] == IPC and s[5]["command"] == "write_obs"}
-        assert worker_ipc == pids
-    finally:
-        profiler.enabled = was
-        profiler.clear()
+    assert {IPC, WAIT, MODEL_FORWARD} <= set(stats.stage_timings)
+    assert stats.stage_timings[MODEL_FORWARD]["count"] == 4
+    assert worker_ipc == pids
 
 
 def test_workers_apply_the_profile_before_importing_the_factory_module():

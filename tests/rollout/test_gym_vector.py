@@ -24,6 +24,8 @@ def profile(envs=4, processes=2, stages=2):
 
 
 def vector_env(**kw):
+    """Same-step autoreset unless ``autoreset_mode`` is given (next-step: test_gym_vector_autoreset.py)."""
+    kw.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
     return EngineVectorEnv(FACTORY, profile(), executor="inline", **kw)
 
 
@@ -103,7 +105,7 @@ def test_same_step_autoreset_returns_the_reset_obs_and_the_final_obs_in_info(env
 
 
 def test_without_auto_reset_ended_envs_must_be_reset_by_mask():
-    with vector_env(auto_reset=False) as env:
+    with vector_env(autoreset_mode=AutoresetMode.DISABLED) as env:
         assert env.metadata["autoreset_mode"] is AutoresetMode.DISABLED
         obs, _ = env.reset(seed=0)
         for _ in range(2):
@@ -142,7 +144,7 @@ def test_code_written_for_gymnasium_vector_envs_runs_on_it():
 
 def test_observation_wrappers_run_on_it_with_autoreset_disabled():
     """gymnasium's observation wrappers refuse same-step autoreset (they would not see ``final_obs``)."""
-    env = gym.wrappers.vector.FilterObservation(vector_env(auto_reset=False), ["proprio"])
+    env = gym.wrappers.vector.FilterObservation(vector_env(autoreset_mode=AutoresetMode.DISABLED), ["proprio"])
     env = gym.wrappers.vector.FlattenObservation(env)
     obs, _ = env.reset(seed=2)
     for _ in range(5):

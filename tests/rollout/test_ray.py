@@ -84,3 +84,14 @@ def test_actor_options_the_cluster_cannot_meet_fail_at_once_with_the_reason(ray_
     with pytest.raises(ValueError, match=r"they need CPU 6 \(cluster total 2\), accel 2 \(cluster total 0\)"):
         RolloutEngine(PointMassFactory(), PROFILE, executor="ray", timeout_s=60,
                       ray_actor_options={"num_cpus": 3, "resources": {"accel": 1}, **own})
+
+
+def test_ray_actors_serve_the_lookahead_schedule_as_local_processes_do(ray_runtime):
+    """A lead chunk is two actor calls (its LEAD, then its END): the trajectories are the processes'."""
+    from .test_lookahead import LENGTHS, run_engine
+
+    factory = PointMassFactory(episode_lengths=LENGTHS)
+    expected, _ = run_engine(factory, 4, 4)
+    got, stats = run_engine(factory, 4, 4, executor="ray")
+    assert stats.lookahead_steps == 4 and stats.sat_out_chunks.sum() > 0
+    assert_same_trajectories(expected, got)

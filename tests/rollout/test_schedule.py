@@ -6,12 +6,12 @@ import pytest
 
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.core.profile import SCHEDULES
-from behavior1k_fast.core.tracing import SLICE_WAIT, get_profiler
+from behavior1k_fast.core.tracing import SLICE_WAIT
 from behavior1k_fast.rollout import EngineState, NoChunkInFlightError, RolloutEngine, WorkerHungError
 from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES, schedule_class
 
 from .faulty import FaultyFactory
-from .helpers import CHUNK, assert_gone, assert_same_trajectories, our_segments, policy, record
+from .helpers import CHUNK, assert_gone, assert_same_trajectories, our_segments, policy, record, traced
 from .pointmass import PointMassFactory
 
 LENGTHS = (7, 10, 5, 9, 6, 8, 11, 4)
@@ -60,23 +60,16 @@ def test_async_batches_of_ready_slices_respect_the_minimum_batch():
 
 
 def test_async_waiting_is_traced_per_slice():
-    profiler = get_profiler()
-    was = profiler.enabled
-    profiler.enabled = True
-    profiler.clear()
-    try:
+    with traced() as profiler:
         with RolloutEngine(PointMassFactory(), profile(), executor="inline") as e:
             e.rollout(policy, 2, schedule="async")
         waits = [s for s in profiler.spans if s[0] == SLICE_WAIT]
-        assert len(waits) == 4 * 2 * 2  # one per slice chunk: 4 workers x 2 stages x 2 rounds
-        assert {(s[5]["worker"], s[5]["stage"]) for s in waits} == {(w, k) for w in range(4) for k in range(2)}
-    finally:
-        profiler.enabled = was
-        profiler.clear()
+    assert len(waits) == 4 * 2 * 2  # one per slice chunk: 4 workers x 2 stages x 2 rounds
+    assert {(s[5]["worker"], s[5]["stage"]) for s in waits} == {(w, k) for w in range(4) for k in range(2)}
 
 
 def test_schedule_settings_are_checked_before_anything_runs():
-    with pytest.raises(ValueError, match=r"schedule must be one of \('barrier', 'async'\), got 'eager'"):
+    with pytest.raises(ValueError, match=r"schedule must be one of \('barrier', 'async', 'lookahead'\), got 'eager'"):
         RolloutProfile(schedule="eager")
     with pytest.raises(ValueError, match="async_max_wait_s must be a finite number"):
         RolloutProfile(async_max_wait_s=-1)

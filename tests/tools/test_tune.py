@@ -22,6 +22,17 @@ def plan_accepts(p, e, k, partition):
     return True
 
 
+def runnable(layout):
+    """The engine has a driver for the layout's schedule and the profile accepts the layout."""
+    from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES
+
+    try:
+        layout.profile(RolloutProfile())
+    except ValueError:
+        return False
+    return layout.schedule in SCHEDULE_CLASSES
+
+
 @pytest.mark.parametrize("total, max_processes", [(4, 4), (4, 1), (6, 4), (8, 3), (12, 16)])
 def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, max_processes):
     layouts = enumerate_layouts([total], max_processes)
@@ -34,7 +45,8 @@ def test_enumeration_is_every_valid_plan_within_the_process_budget_once(total, m
         # one stage: both partitions run the same way; one process: no barrier for async to drop
         if (k == 1 and partition == "process") or (p == 1 and schedule == "async"):
             continue
-        expected.add(Layout(p, total // p, k, partition, schedule))
+        if runnable(Layout(p, total // p, k, partition, schedule)):
+            expected.add(Layout(p, total // p, k, partition, schedule))
     assert set(layouts) == expected
     assert all(lay.processes <= max_processes and lay.total_envs == total for lay in layouts)
 
@@ -126,21 +138,38 @@ def test_rank_orders_by_predicted_throughput():
 
 def test_summary_names_the_measured_winner_and_compares_the_pick():
     runs = [
-        {"name": "a", "predicted_rank": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
-         "prediction_error": 0.1},
-        {"name": "b", "predicted_rank": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
-         "prediction_error": -0.2},
-        {"name": "c", "predicted_rank": 5, "measured_env_steps_per_s": 60.0, "is_default": True,
-         "prediction_error": 0.0},
+        {"name": "a", "predicted_rank": 1, "run_order": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
+         "prediction_error": 0.1, "corrected_error": 0.1},
+        {"name": "b", "predicted_rank": 2, "run_order": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
+         "prediction_error": -0.2, "corrected_error": -0.05},
+        {"name": "c", "predicted_rank": 5, "run_order": None, "measured_env_steps_per_s": 60.0, "is_default": True,
+         "prediction_error": 0.0, "corrected_error": 0.0},
     ]
-    out = summarize(runs, exhaustive=True)
+    out = summarize(runs, exhaustive=True, top=1)
+    # the pick is what tune without --exhaustive writes: the best measured of the first --top it selected
     assert out["winner"]["name"] == "b" and out["pick"]["name"] == "a"
+    assert summarize(runs, exhaustive=True, top=2)["pick"]["name"] == "b"
+    assert out["mean_abs_corrected_error"] == pytest.approx(0.05)
     assert out["pick_over_default"] == [pytest.approx(1.5)]
     assert out["exhaustive"]["pick_vs_best"] == pytest.approx(0.9)
     assert out["exhaustive"]["pick_within_5_percent"] is False
     assert out["exhaustive"]["pick_over_default_at_least_1_2x"] is True
     assert out["mean_abs_prediction_error"] == pytest.approx(0.1)
-    assert "exhaustive" not in summarize(runs, exhaustive=False)
+    assert "exhaustive" not in summarize(runs, exhaustive=False, top=1)
+
+
+def test_feedback_corrects_a_family_by_its_measured_ratio_and_others_by_all_runs():
+    feedback = tune.Feedback()
+    hybrid, process = Layout(2, 2, 2, "hybrid", "barrier"), Layout(2, 2, 2, "process", "barrier")
+    assert feedback.factor(hybrid) == 1.0  # nothing measured yet
+    feedback.add(hybrid, predicted_ms=10.0, measured_ms=12.0)
+    feedback.add(Layout(4, 1, 2, "hybrid", "barrier"), predicted_ms=10.0, measured_ms=14.0)
+    assert feedback.factor(hybrid) == pytest.approx(1.3)  # median of its family
+    assert feedback.factor(process) == pytest.approx(1.3)  # no run of its family: all runs
+    feedback.add(process, predicted_ms=10.0, measured_ms=9.0)
+    assert feedback.factor(process) == pytest.approx(0.9)
+    assert feedback.factor(Layout(2, 2, 1)) == pytest.approx(1.2)  # one stage: median of all three
+    assert tune.family(Layout(2, 2, 1, "hybrid", "async")) == ("one stage", "async")
 
 
 @pytest.mark.parametrize("layout", [Layout(2, 4, 2, "hybrid", "async"), Layout(4, 1, 2, "process", "barrier")])
@@ -210,11 +239,19 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     rates = [p["predicted"]["env_steps_per_s"] for p in result["predicted"]]
     assert rates == sorted(rates, reverse=True)
     runs = result["runs"]
-    assert [r["predicted_rank"] for r in runs[:2]] == [1, 2]  # the best predicted run first
+    assert runs[0]["predicted_rank"] == 1 and runs[0]["run_order"] == 1  # the best predicted runs first
+    # the first run's prediction has nothing to correct it; the second is corrected by the first's error
+    assert runs[0]["corrected_ms_per_step"] == pytest.approx(runs[0]["predicted_ms_per_step"])
+    first_ratio = runs[0]["measured_ms_per_step"] / runs[0]["predicted_ms_per_step"]
+    assert runs[1]["run_order"] == 2
+    assert runs[1]["corrected_ms_per_step"] == pytest.approx(runs[1]["predicted_ms_per_step"] * first_ratio)
     assert any(r["is_default"] for r in runs)
     for r in runs:
         assert r["measured_ms_per_step"] > 0 and r["predicted_ms_per_step"] > 0
         assert r["prediction_error"] == pytest.approx(r["predicted_ms_per_step"] / r["measured_ms_per_step"] - 1)
+        assert r["corrected_error"] == pytest.approx(r["corrected_ms_per_step"] / r["measured_ms_per_step"] - 1)
+        assert r["measured_ms_per_step_min"] <= r["measured_ms_per_step"] <= r["measured_ms_per_step_max"]
+    assert result["load"]["before"]["cores"] >= 1 and result["load"]["after"] is not None
     winner = max(runs, key=lambda r: r["measured_env_steps_per_s"])
     assert result["winner"]["name"] == winner["name"]
     profile = RolloutProfile.from_yaml(tmp_path / "tune_ci.yaml")
@@ -224,3 +261,20 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     curve = result["calibration"]["t_model_by_batch"]
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
     assert winner["name"] in capsys.readouterr().out
+
+
+def test_a_lead_hides_the_forward_up_to_all_but_one_step_of_the_chunk():
+    from behavior1k_fast.tools.measure.pipeline import pipeline_round
+
+    # K = 1, X = 40, T_m = 30: no lead, nothing overlaps; a lead of 25 ms leaves 5 ms of the forward exposed
+    assert pipeline_round(40.0, 30.0, 1, 1).round_ms == pytest.approx(70.0)
+    lead = pipeline_round(40.0, 30.0, 1, 1, lead_ms=25.0)
+    assert lead.terms_ms["stage_cycle"] == pytest.approx(45.0) and lead.limit == "stage_cycle"
+    assert pipeline_round(40.0, 30.0, 1, 1, lead_ms=35.0).round_ms == pytest.approx(40.0)  # env-bound
+
+
+def test_the_space_lists_only_schedules_the_engine_can_run():
+    from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES
+
+    listed = {lay.schedule for lay in enumerate_layouts([4], 4)}
+    assert listed == {s for s in SCHEDULES if s in SCHEDULE_CLASSES}

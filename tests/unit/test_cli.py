@@ -1,4 +1,6 @@
 import json
+import re
+import shlex
 
 import pytest
 
@@ -8,9 +10,33 @@ from behavior1k_fast.tools.cli import build_parser, main
 
 def test_every_subcommand_is_wired_to_a_runner():
     parser = build_parser()
-    for command in ("doctor", "bench", "validate", "tune"):
+    for command in ("doctor", "bench", "validate", "tune", "selftest"):
         args = parser.parse_args([command])
         assert args.command == command and callable(args.func)
+
+
+@pytest.mark.parametrize("command", [[], ["doctor"], ["bench"], ["validate"], ["tune"], ["selftest"]])
+def test_help_is_plain_text_with_examples_that_parse(command, capsys):
+    from behavior1k_fast.tools.cli import EXAMPLES
+
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert "``" not in out and not re.search(r":[a-z]+:`", out), out
+    examples = out.split("\nexamples:\n", 1)[1].splitlines()
+    expected = [lines[0] for lines in EXAMPLES.values()] if not command else EXAMPLES[command[0]]
+    assert [line.strip() for line in examples] == expected
+    parser = build_parser()
+    for line in expected:
+        argv = shlex.split(line)[1:]
+        assert parser.parse_args(argv).command == argv[0]
+
+
+def test_plain_drops_rest_markup():
+    from behavior1k_fast.tools.cli import plain
+
+    assert plain("``a b``: :class:`~x.y.Z`, :func:`.f` and :mod:`p.q`") == "a b: Z, f and p.q"
 
 
 def test_version_flag(capsys):
@@ -42,8 +68,8 @@ def run_cli(argv):
 
 @pytest.fixture
 def no_heavy_work(monkeypatch):
-    """Any bench or validate run that gets past the input checks fails the test."""
-    from behavior1k_fast.tools import validate
+    """Any bench, validate or selftest run that gets past the input checks fails the test."""
+    from behavior1k_fast.tools import selftest, validate
     from behavior1k_fast.tools.bench import ablation
 
     def heavy(*args, **kwargs):
@@ -51,6 +77,7 @@ def no_heavy_work(monkeypatch):
 
     monkeypatch.setattr(ablation, "run_bench", heavy)
     monkeypatch.setattr(validate, "validate", heavy)
+    monkeypatch.setattr(selftest, "run_selftest", heavy)
 
 
 @pytest.fixture
@@ -76,18 +103,21 @@ BAD_INPUT = [
     (["bench", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
     (["bench", "--tag", "a/b"], "argument --tag: expected a name without '/', got 'a/b'"),
     (["bench", "--resolution", "0"], "argument --resolution: must be an int >= 1, got 0"),
-    (["bench", "--stages", "3", "--processes", "2", "--envs-per-process", "3"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
-    (["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7", "--no-baseline"], "stages=7 is impossible"),
+    (["bench", "--stages", "3", "--processes", "2", "--envs-per-process", "2"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
+    (["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7"], "stages=7 is impossible"),
     (["bench", "--backend-config", "{files}/typo.yaml"],
      "unknown reference config key 'resolutoin'; did you mean 'resolution'?"),
     (["bench", "--backend-config", "{files}/broken.yaml"], "broken.yaml': invalid YAML at line 2, column 1"),
     (["bench", "--backend-config", "{files}/absent.yaml"], "absent.yaml': No such file or directory"),
     (["bench", "--out-dir", "{files}/not_a_dir"], "--out-dir='{files}/not_a_dir' is not a writable directory"),
+    (["bench", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
+    (["tune", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
     (["validate", "--chunks", "0"], "argument --chunks: must be an int >= 1, got 0"),
     (["validate", "--num-envs", "-1"], "argument --num-envs: must be an int >= 1, got -1"),
     (["validate", "--seed", "-3"], "argument --seed: must be an int in [0, 4294967295], got -3"),
     (["validate", "--reward-atol", "-1"], "argument --reward-atol: must be a finite number >= 0, got -1.0"),
     (["validate", "--min-psnr", "nan"], "argument --min-psnr: must be a finite number > 0, got nan"),
+    (["validate", "--min-terminations", "3"], "min_terminations must be an int in [0, 2], got 3"),
     (["validate", "--json", "{files}/absent_dir/report.json"], "absent_dir': No such file or directory"),
     (["validate", "--json", "{files}"], "is a directory, expected a file path"),
     (["validate", "--backend-config", "{files}/typo.yaml"], "did you mean 'resolution'?"),
@@ -118,6 +148,9 @@ def test_missing_simulator_and_missing_cuda_are_usage_errors(monkeypatch, no_hea
            "'omnigibson'" in capsys.readouterr().err
     assert run_cli(["validate", "--backend", "omnigibson"]) == 2
     assert "needs OmniGibson" in capsys.readouterr().err
+    assert run_cli(["selftest"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("behavior1k-fast selftest: error: backend 'omnigibson' needs OmniGibson") and err.count("\n") == 1
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert run_cli(["bench", "--device", "cuda"]) == 2
     assert "--device cuda: CUDA is not available here" in capsys.readouterr().err
@@ -143,15 +176,13 @@ PAST_THE_MACHINE = [
     (["bench", "--seed", str(2**70)], "argument --seed: must be an int in [0, 4294967295], got " + str(2**70)),
     (["bench", "--model-ms", "1e300"], "model_ms must be a finite number of ms in (0, 60000], got 1e+300"),
     (["bench", "--model-width", "64", "--model-depth", "100000000"],
-     "the policy with model_width=64, model_depth=100000000, chunk_size=32 at a stage batch of 2 needs about"),
+     "the policy with model_width=64, model_depth=100000000, chunk_size=32 at a stage batch of "),
     (["bench", "--model-width", "1000000000"], "the policy with model_width=1000000000, model_depth=1"),
-    (["bench", "--processes", "4", "--envs-per-process", "4"],
-     "processes x envs_per_process (the AsyncVectorEnv baseline starts one process per env) must be an int in "
-     "[1, 8]"),
+    (["bench", "--max-processes", "100000"], "argument --max-processes: must be an int in [1, 8] " + ON_THIS_MACHINE),
     (["bench", "--no-baseline", "--envs-per-process", "500", "--resolution", "4096"],
-     "--resolution 4096 for 1000 envs needs about"),
+     "--resolution 4096 for 500"),
     (["bench", "--no-baseline", "--envs-per-process", "500", "--chunk-size", "4000000"],
-     "total_num_envs=1000 x chunk_size=4000000 needs about"),
+     "x chunk_size=4000000 needs about"),
     (["validate", "--num-envs", "1000000"], "argument --num-envs: must be an int in [1, 1024] " + ON_THIS_MACHINE),
     (["validate", "--chunks", "100000000"], "chunks=100000000 x num_envs=2 x chunk_size=32 (the actions, drawn up "
                                             "front) needs about"),

@@ -115,6 +115,21 @@ def audit_annotators(env: Any) -> list[AttachedAnnotator]:
     return found
 
 
+def episode_max_steps(config: Mapping[str, Any]) -> Any:
+    """The task's ``termination_config.max_steps`` of env ``config`` (own actions before the timeout), or
+    ``None`` where the config leaves it to the task's default."""
+    return ((config.get("task") or {}).get("termination_config") or {}).get("max_steps")
+
+
+def cut_episodes(config: Mapping[str, Any], max_steps: int) -> dict:
+    """A copy of env ``config`` whose task ends an episode by timeout after ``max_steps`` own actions
+    (``task.termination_config.max_steps``, which every OmniGibson task's timeout reads)."""
+    out = copy.deepcopy(dict(config))
+    task = out.setdefault("task", {})
+    task["termination_config"] = {**(task.get("termination_config") or {}), "max_steps": max_steps}
+    return out
+
+
 #: Config key -> upstream default in Hz.
 FREQUENCY_KEYS = {"action_frequency": 30, "rendering_frequency": 30, "physics_frequency": 120}
 

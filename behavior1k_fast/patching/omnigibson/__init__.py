@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchOutcome, PatchRegistry, PatchReport
-from . import gpu, runtime, stepping, viewport
+from . import gpu, runtime, stepping, vector_env, viewport
 
 PATCHES: tuple = (
     gpu.GpuBindingPatch(),
@@ -23,6 +23,7 @@ PATCHES: tuple = (
     stepping.EnvironmentStepPatch(),
     stepping.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
     stepping.VectorEnvironmentStepPatch(),
+    vector_env.MultiSceneVectorEnvironmentPatch(),  # main: a VectorEnvironment over the multi-scene Environment
     stepping.EnvironmentWrapperForwardingPatch(),
     viewport.ViewerCameraOffPatch(),
     runtime.KitLaunchArgvPatch(),

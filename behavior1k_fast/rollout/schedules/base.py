@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..chunk import ChunkResult
+from ..chunk import ChunkLead, ChunkResult
 from ..plan import PartitionPlan, StageSlice
 from ..policy import Policy
 
@@ -24,14 +24,20 @@ class EngineSurface(Protocol):
     plan: PartitionPlan
     profile: Any
     chunk_size: int
+    action_dim: int
+    auto_reset: bool
+    observation_space: Any
 
     def forward(self, policy: Policy, obs: Mapping[str, np.ndarray], argname: str = ...) -> tuple[
         np.ndarray, dict[str, np.ndarray]]: ...
 
     def send(self, pieces: Sequence[StageSlice], actions: np.ndarray, policy_obs: Mapping[str, np.ndarray],
-             extras: Mapping[str, np.ndarray] | None = None) -> None: ...
+             extras: Mapping[str, np.ndarray] | None = None, lead_steps: int | None = None) -> None: ...
 
     def ready(self, workers: Sequence[int], timeout_s: float | None = None) -> list[int]: ...
+
+    def receive_lead(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> tuple[
+        ChunkLead, dict[str, np.ndarray]]: ...
 
     def receive(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> ChunkResult: ...
 

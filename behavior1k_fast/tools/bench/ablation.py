@@ -2,26 +2,31 @@
 
 Rows (same layout P x E, chunk N, same policy): ``stock`` -> ``+ slim`` -> ``+ skip intermediate obs`` ->
 ``+ pipeline`` with K stages, in hybrid and in process partition, each without and with overlap of the
-policy forward and env stepping. ``hybrid_overlap`` is the all-optimisations row.
+policy forward and env stepping, and async. ``hybrid_overlap`` is the all-optimisations row (the policy
+is calibrated on it). A row whose layout the partition plan cannot hold is left out, with the reason.
 
-Each row is one :func:`~..measure.runs.run_engine_row`, measured into a :class:`~..measure.record.RowMeasure`
-(its docs say what every field is): end-to-end ms per step, T_env (the busiest env worker's simulator
-spans per chunk; the peer baseline: driver time blocked in ``AsyncVectorEnv.step``, median per chunk),
+The process budget (``BenchConfig.process_budget``) bounds every layout. Where it holds a wider layout
+than the bench's (the most processes that divide the envs), the engine's K = 1 and pipeline rows run
+there too (``budget_rows``), and the peers (:mod:`.peers`) run at both; the headline is the best engine
+row against the best fair peer within the budget (:func:`plan_runs`, :func:`run_bench`).
+
+Each run is one :func:`~..measure.runs.run_engine_row` (or :func:`~.peers.run_peer_row`), measured into a
+:class:`~..measure.record.RowMeasure` (its docs say what every field is): end-to-end ms per step, T_env
+(the busiest env worker's simulator spans per chunk; a peer's: its busiest sub-env's chunk stepping),
 T_model (one batched forward for one stage), the pipeline model's bound
 (:func:`~..measure.pipeline.pipeline_round`: ``max(C * T_env, K * T_model, T_env + T_model) / N`` with C
 the chunks a worker steps per round, K in hybrid partition and 1 in process partition) and the pipeline
-efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env.
+efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env. Every
+run is repeated ``repeats`` times, interleaved; a row is its median run.
 """
-
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
 from ...backends import make_factory
 from ...core.checks import MachineLimits, check_local_layout, check_positive_int
@@ -31,8 +36,9 @@ from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
 from ..measure.policy import WIDTHS, model_bytes
 from ..measure.record import RowMeasure, with_speedups
-from ..measure.runs import Row, run_engine_row, usage_fields
+from ..measure.runs import Row, run_engine_row
 from . import report
+from .peers import Peer
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
 SLIM_FIELDS = (
@@ -45,6 +51,8 @@ SLIM_FIELDS = (
     "numba_cache",
     "gc_enable",
     "texture_streaming_budget",
+    "rtx_descriptor_sets",
+    "keep_launch_argv0",
 )
 #: The row with every optimisation on.
 ALL_ROW = "hybrid_overlap"
@@ -87,25 +95,51 @@ def ablation_rows(
     return rows
 
 
+def default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
+    """P of the bench layout: the most processes within ``budget`` (and 8; ``quick``: K) that K divides, so
+    both partitions hold the layout; ``budget`` itself where it is below K."""
+    cap = min(budget, pipeline_stages if quick else 8)
+    fits = range(pipeline_stages, cap + 1, pipeline_stages)
+    return fits[-1] if fits else cap
+
+
+def largest_divisor(total: int, at_most: int) -> int:
+    """The most processes, at most ``at_most``, that ``total`` envs spread over evenly."""
+    return max(d for d in range(1, min(total, at_most) + 1) if total % d == 0)
+
+
 @dataclass(frozen=True)
 class BenchConfig(RunConfig):
     """One ``bench`` run: the shared :class:`~..measure.config.RunConfig` plus the bench's layout and rows
-    (``from_args`` fills the defaults)."""
+    (``from_args`` fills the defaults). The process budget is ``max_processes``, or the core rule's
+    (:func:`~..measure.config.process_budget`) raised to ``processes`` where those are more."""
 
-    out_dir: str = "benchmarks/results"
     processes: int = 2
     envs_per_process: int = 2
     pipeline_stages: int = 2
     scaling: tuple[int, ...] = ()
-    baseline: bool = True
+    #: Run the peers (gymnasium ``AsyncVectorEnv`` s, :mod:`.peers`).
+    peers: bool = True
     trace: bool = False
     #: A profile from ``behavior1k-fast tune`` (its layout becomes the ``tuned`` row), or ``None``.
     tuned: RolloutProfile | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for partition in PARTITION_MODES:  # every pipeline row's layout must be a valid plan
-            PartitionPlan(self.processes, self.envs_per_process, self.pipeline_stages, partition)
+        check_positive_int("processes", self.processes)
+        check_positive_int("envs_per_process", self.envs_per_process)
+        check_positive_int("pipeline_stages", self.pipeline_stages)
+        errors = []
+        for partition in PARTITION_MODES:  # at least one partition must hold the pipeline rows' layout
+            try:
+                PartitionPlan(self.processes, self.envs_per_process, self.pipeline_stages, partition)
+            except ValueError as exc:
+                errors.append(str(exc))
+        if len(errors) == len(PARTITION_MODES):
+            raise ValueError("; ".join(errors))
+        if self.max_processes is not None and self.processes > self.max_processes:
+            raise ValueError(f"processes={self.processes} is above the process budget max_processes="
+                             f"{self.max_processes}")
         for p in self.scaling:
             check_positive_int("scaling process count", p)
         self._check_machine()
@@ -119,148 +153,263 @@ class BenchConfig(RunConfig):
                 )
 
     def _check_machine(self) -> None:
-        """Every run fits this machine (``core.checks.MachineLimits``): the engine's workers, envs and chunks
-        (with the process executor: Ray places them on a cluster), the peer baseline's processes (one per
-        env) and the policy."""
+        """Every run fits this machine (``core.checks.MachineLimits``): the processes, envs and chunks of the
+        bench layout and of a ``max_processes`` budget (the peers' always run here; the engine's with the
+        process executor: Ray places its workers on a cluster), of the scaling sweep (process executor), and
+        the policy. (The budget of the core rule, from this machine's cores, always fits.)"""
         limits = MachineLimits.here()
         e, n = self.envs_per_process, self.chunk_size
-        for p in (self.processes, *self.scaling) if self.executor == "process" else ():
+        local = self.executor == "process"
+        budget = [] if self.max_processes is None else [self.max_processes]
+        counts = ([self.processes, *budget] if local or self.peers else []) + (list(self.scaling) if local else [])
+        for p in counts:
             check_local_layout(p, p * e, n)
-        if self.baseline:
-            limits.check_processes("processes x envs_per_process (the AsyncVectorEnv baseline starts one process "
-                                   "per env)", self.processes * e)
         width, depth = self.model_width or WIDTHS[0], self.model_depth or 1
         batch = max(1, self.processes * e // self.pipeline_stages)
         limits.check_memory(f"the policy with model_width={width}, model_depth={depth}, chunk_size={n} at a "
                             f"stage batch of {batch}", model_bytes(width, depth, n, batch))
 
+    @property
+    def process_budget(self) -> int:
+        if self.max_processes is not None:
+            return self.max_processes
+        return max(super().process_budget, self.processes)
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BenchConfig":
-        cores = os.cpu_count() or 1
+        options = run_options(args)
         stages = args.pipeline_stages
-        default_p = max(stages, min(cores, 8) // stages * stages)
+        budget = RunConfig(**options).process_budget
         return cls(
-            **run_options(args),
-            processes=args.processes if args.processes is not None else (stages if args.quick else default_p),
+            **options,
+            processes=args.processes if args.processes is not None else default_processes(budget, stages, args.quick),
             envs_per_process=args.envs_per_process if args.envs_per_process is not None else stages,
             pipeline_stages=stages,
             scaling=tuple(args.scaling or ()),
-            baseline=not args.no_baseline,
+            peers=not args.no_peers,
             executor=args.executor,
             trace=args.trace,
             tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned is not None else None,
         )
 
 
+# --- what a run measures -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs of one bench: the factory, the rows at the bench layout, the engine rows and peers at the
+    process budget, the scaling sweep, and the rows the layout cannot hold (name -> why)."""
+
+    factory: Any
+    rows: list[Row]
+    budget_rows: list[Row]
+    peers: list[Peer]
+    sweep: list[tuple[int, Row]]
+    left_out: dict[str, str]
+    budget: int
+
+    @property
+    def engine_rows(self) -> list[Row]:
+        return self.rows + self.budget_rows
+
+
+def _holds(row: Row) -> str | None:
+    """Why the plan cannot hold ``row``'s layout, or ``None``."""
+    try:
+        PartitionPlan.from_profile(row.profile)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _at(row: Row, processes: int, envs_per_process: int, prev: str | None) -> Row:
+    """``row`` at P = ``processes`` x E = ``envs_per_process`` (a budget row: its name and label say where)."""
+    where = f"P{processes}xE{envs_per_process}"
+    return Row(f"{row.name}@{where}", f"{where}: {row.label}",
+               row.profile.replace(num_env_processes=processes, total_num_envs=processes * envs_per_process),
+               row.overlap, prev)
+
+
+def plan_runs(config: BenchConfig) -> Plan:
+    """What a run of ``config`` measures (module docs of :mod:`.peers` for the peers)."""
+    factory = make_factory(config.backend, **config.backend_options)
+    every = ablation_rows(config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size,
+                          config.tuned)
+    left_out = {row.name: why for row in every if (why := _holds(row))}
+    rows = [row for row in every if row.name not in left_out]
+    by_name = {row.name: row for row in rows}
+    skip = by_name["skip_obs"]
+    total, budget = config.processes * config.envs_per_process, config.process_budget
+    widest = largest_divisor(total, budget)
+    budget_rows: list[Row] = []
+    if widest != config.processes:
+        e = total // widest
+        base = _at(skip, widest, e, None)
+        budget_rows.append(base)
+        for row in rows:
+            if row.name.endswith(("_overlap", "_async")):
+                moved = _at(row, widest, e, base.name)
+                if not _holds(moved):
+                    budget_rows.append(moved)
+    peers: list[Peer] = []
+    if config.peers:
+        for p in sorted({config.processes, widest}):
+            e = total // p
+            where = "" if p == config.processes else f"@P{p}xE{e}"
+            profile = skip.profile.replace(num_env_processes=p, total_num_envs=total)
+            peers.append(Peer(f"peer_chunk{where}", f"gymnasium AsyncVectorEnv, chunk step, {p} x {e} envs",
+                              profile, p, e, 1))
+            if p % 2 == 0:
+                peers.append(Peer(f"peer_double_buffer{where}",
+                                  f"two AsyncVectorEnvs alternated, 2 x {p // 2} x {e} envs", profile, p, e, 2))
+            else:
+                left_out[f"peer_double_buffer{where}"] = f"a double buffer needs an even process count, got {p}"
+        stock = RolloutProfile.stock(num_env_processes=total, total_num_envs=total, chunk_size=config.chunk_size)
+        outside = ", outside the process budget" if total > budget else ""
+        peers.append(Peer("peer_stock", f"gymnasium AsyncVectorEnv, stock profile, {total} x 1 env{outside}",
+                          stock, total, 1, 1, fair=False))
+    reference = next(r for r in rows if r.name in (ALL_ROW, "process_overlap"))
+    sweep = [(p, replace(reference, profile=reference.profile.replace(
+        num_env_processes=p, total_num_envs=p * config.envs_per_process))) for p in config.scaling]
+    return Plan(factory, rows, budget_rows, peers, sweep, left_out, budget)
+
+
 # --- the whole benchmark -------------------------------------------------------------------------
 
 
-def _baseline_row(factory: Any, policy: Callable, config: BenchConfig, total_envs: int) -> RowMeasure:
-    from ..measure.resources import ResourceMonitor
-    from .baseline import run_async_vector_env
-
-    profile = RolloutProfile.stock(chunk_size=config.chunk_size)
-    raw = run_async_vector_env(factory, profile, policy, total_envs, config.rounds, config.chunk_size,
-                               seed=config.seed, monitor=ResourceMonitor(), warmup=config.warmup)
-    return RowMeasure(
-        name="async_vector_env", label="gymnasium AsyncVectorEnv (peer)", processes=total_envs, envs_per_process=1,
-        pipeline_stages=1, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
-        own_actions=total_envs * raw["steps"], wall_s=raw["wall_s"], model_s=float(np.sum(raw["model_s"])),
-        t_model_ms=float(np.median(raw["model_s"])) * 1e3, t_env_ms=float(np.median(raw["env_s"])) * 1e3,
-        t_env_source="driver time blocked in AsyncVectorEnv.step per chunk", partition="one env per process",
-        profile=profile.to_dict(), **usage_fields(raw["usage"], raw["worker_pids"], total_envs),
-    )
+def gpu_memory(rows: list[RowMeasure], machine: dict[str, Any]) -> dict[str, Any] | None:
+    """GPU memory of one env process (NVML; the skip-obs row's, whose profile every fast row and fair peer
+    shares, and the stock row's) and the env processes the GPU holds at that figure; ``None`` without one."""
+    by_name = {row.name: row for row in rows}
+    fast, stock = by_name["skip_obs"].gpu_mib_per_process, by_name["stock"].gpu_mib_per_process
+    if fast is None:
+        return None
+    gpu = machine.get("gpu") or {}
+    total = gpu.get("memory_gib", 0) * 1024
+    return {"per_process_mib": fast, "stock_per_process_mib": stock, "gpu_total_mib": total or None,
+            "processes_that_fit": int(total // fast) if total and fast else None}
 
 
-def plan_runs(config: BenchConfig) -> tuple[Any, list[Row], list[tuple[int, Row]]]:
-    """The backend factory, the ablation rows and the scaling sweep ``(P, row)`` a run will measure."""
-    factory = make_factory(config.backend, **config.backend_options)
-    rows = ablation_rows(config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size,
-                         config.tuned)
-    all_row = next(r for r in rows if r.name == ALL_ROW)
-    sweep = [
-        (p, replace(all_row, profile=all_row.profile.replace(num_env_processes=p,
-                                                             total_num_envs=p * config.envs_per_process)))
-        for p in config.scaling
-    ]
-    return factory, rows, sweep
+def _fastest(rows: list[RowMeasure | None]) -> RowMeasure | None:
+    rows = [m for m in rows if m is not None]
+    return min(rows, key=lambda m: m.ms_per_step) if rows else None
 
 
 def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
-    """Run the ablation (+ peer baseline, + scaling sweep); print, write JSON and PNG; return the result.
+    """Run the ablation, the engine rows at the process budget and the peers (each ``config.repeats`` times,
+    interleaved), then the scaling sweep; print, write JSON and PNG; return the result.
 
     The JSON is rewritten after every run with ``"complete": false`` so an interrupted run keeps what it
     measured.
     """
     from tqdm import tqdm
 
-    factory, rows, sweep = plan_runs(config)
-    all_row = next(r for r in rows if r.name == ALL_ROW)
+    from ..measure.machine import busy_warning, sample_load
+    from ..measure.record import median_run
+    from .peers import run_peer_row
+
+    plan = plan_runs(config)
+    factory = plan.factory
+    reference = next(r for r in plan.rows if r.name in (ALL_ROW, "process_overlap"))
     machine = report.describe_machine(config.device)
     tag = config.tag or report.machine_tag(machine)
     out_dir = Path(config.out_dir)
     json_path = out_dir / f"bench_{tag}.json"
+    loads = [sample_load()]
     result: dict[str, Any] = {
         "complete": False,
         "machine": machine,
-        "config": dict(config.__dict__) | {"tag": tag, "all_row": ALL_ROW,
+        "config": dict(config.__dict__) | {"tag": tag, "all_row": reference.name, "process_budget": plan.budget,
                                            "tuned": config.tuned.to_dict() if config.tuned else None},
+        "load": {"before": loads[0].to_dict(), "after": None},
         "calibration": None,
         "rows": [],
-        "baseline": None,
+        "budget_rows": [],
+        "peers": [],
+        "left_out": plan.left_out,
         "scaling": [],
         "goals": [],
     }
-    bar = tqdm(total=1 + len(rows) + int(config.baseline) + len(sweep), desc="calibrate", unit="run",
-               disable=not progress)
-    policy, calibration = calibrate(factory, all_row.profile, config, max_processes=config.processes)
+    bar = tqdm(total=1 + config.repeats * (len(plan.engine_rows) + len(plan.peers)) + len(plan.sweep),
+               desc="calibrate", unit="run", disable=not progress)
+    policy, calibration = calibrate(factory, reference.profile, config, max_processes=config.processes)
     result["calibration"] = calibration.to_dict()
     bar.write(report.format_model_cost(result["calibration"]))
     bar.update()
-    measured: list[RowMeasure] = []
-    for row in rows:
-        bar.set_description(row.name)
-        trace = str(out_dir / f"bench_{tag}.trace.json") if config.trace and row.name == ALL_ROW else None
-        measured.append(run_engine_row(factory, row, policy, config, trace_path=trace))
-        result["rows"] = [m.to_dict() for m in measured]
-        report.write_json(result, json_path)
-        bar.update()
-    measured = with_speedups(measured)
-    result["rows"] = [m.to_dict() for m in measured]
-    baseline = None
-    if config.baseline:
-        bar.set_description("async_vector_env")
-        baseline = _baseline_row(factory, policy, config, all_row.profile.total_num_envs)
-        baseline = baseline.replace(speedup_vs_stock=measured[0].ms_per_step / baseline.ms_per_step)
-        result["baseline"] = baseline.to_dict()
-        report.write_json(result, json_path)
-        bar.update()
-    for p, row in sweep:
+    runs: list[tuple[str, Callable[[], RowMeasure]]] = []
+    for row in plan.engine_rows:
+        trace = str(out_dir / f"bench_{tag}.trace.json") if config.trace and row is reference else None
+        runs.append((row.name, functools.partial(run_engine_row, factory, row, policy, config, trace_path=trace)))
+    for peer in plan.peers:
+        spaces = (policy.observation_space, policy.action_space)
+        runs.append((peer.name, functools.partial(run_peer_row, factory, peer, policy, spaces, config)))
+    measured: dict[str, list[RowMeasure]] = {name: [] for name, _ in runs}
+    sections = {"rows": [r.name for r in plan.rows], "budget_rows": [r.name for r in plan.budget_rows],
+                "peers": [p.name for p in plan.peers]}
+
+    def record() -> dict[str, RowMeasure]:
+        """Every row measured so far as its median run, speedups filled; into ``result``."""
+        medians = [median_run(measured[name]) for name, _ in runs if measured[name]]
+        by_name = {m.name: m for m in with_speedups(medians)}
+        for section, names in sections.items():
+            result[section] = [by_name[n].to_dict() for n in names if n in by_name]
+        return by_name
+
+    for _ in range(config.repeats):  # interleaved, so a burst of other load hits several rows
+        for name, run in runs:
+            bar.set_description(name)
+            measured[name].append(run())
+            record()
+            report.write_json(result, json_path)
+            bar.update()
+    by_name = record()
+    for p, row in plan.sweep:
         bar.set_description(f"scaling P={p}")
         piped = run_engine_row(factory, row, policy, config)
         bar.update()
         result["scaling"].append(piped.replace(label=f"{row.label}, E={config.envs_per_process}").to_dict())
         report.write_json(result, json_path)
     bar.close()
+    loads.append(sample_load())
+    result["load"]["after"] = loads[1].to_dict()
 
-    by_name = {m.name: m for m in measured}
-    barrier = min((by_name[f"{p}_overlap"] for p in PARTITION_MODES), key=lambda m: m.ms_per_step)
-    asynchronous = min((by_name[f"{p}_async"] for p in PARTITION_MODES), key=lambda m: m.ms_per_step)
-    best = min([barrier, asynchronous, *([by_name["tuned"]] if "tuned" in by_name else [])],
-               key=lambda m: m.ms_per_step)
+    engine = [by_name[r.name] for r in plan.engine_rows]
+    at_layout = [by_name[r.name] for r in plan.rows]
+    barrier = _fastest([m for m in at_layout if m.name.endswith("_overlap")])
+    asynchronous = _fastest([m for m in at_layout if m.name.endswith("_async")])
+    best = _fastest([barrier, asynchronous, by_name.get("tuned")])
+    best_engine = _fastest([m for m in engine if m.processes <= plan.budget])
+    best_peer = _fastest([by_name[p.name] for p in plan.peers if p.fair and p.processes <= plan.budget])
+    stock_peer = by_name.get("peer_stock")
     result["best_row"] = best.name
+    result["headline"] = {
+        "process_budget": plan.budget,
+        "best_engine_row": best_engine.name,
+        "best_peer": best_peer.name if best_peer else None,
+        "speedup": best_peer.ms_per_step / best_engine.ms_per_step if best_peer else None,
+    }
+    result["gpu_memory"] = gpu_memory(engine, machine)
     result["goals"] = report.check_goals({
         "speedup_stock_to_all": best.speedup_vs_stock,
         "speedup_skip_obs_to_all": by_name["skip_obs"].ms_per_step / best.ms_per_step,
         "pipeline_efficiency": best.pipeline_efficiency,
         "speedup_async_over_barrier": barrier.ms_per_step / asynchronous.ms_per_step,
-        "speedup_over_async_vector_env": baseline.ms_per_step / best.ms_per_step if baseline else None,
+        "speedup_over_best_peer": result["headline"]["speedup"],
+        "speedup_over_stock_peer": stock_peer.ms_per_step / best.ms_per_step if stock_peer else None,
     })
     result["complete"] = True
-    print(report.format_table(result["rows"] + ([result["baseline"]] if baseline else [])))
+    table = result["rows"] + result["budget_rows"] + result["peers"]
+    print(report.format_table(table))
+    if plan.left_out:
+        print(report.format_left_out(plan.left_out))
     if result["scaling"]:
         print(report.format_scaling(result["scaling"]))
+    print(report.format_headline(result["headline"]))
     print(report.format_goals(result["goals"]))
+    warning = busy_warning(loads)
+    if warning:
+        print(warning)
     report.write_json(result, json_path)
     png_path = report.write_plot(result, out_dir / f"bench_{tag}.png")
     print(f"wrote {json_path} and {png_path}")

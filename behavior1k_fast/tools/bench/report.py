@@ -1,8 +1,12 @@
 """The benchmark's outputs: the table printed to the terminal, the goals check, the JSON and the PNG chart.
 
-A result is a plain dict (what goes into the JSON): ``machine``, ``config``, ``rows`` (the ablation, in
-order, each a :meth:`~..measure.record.RowMeasure.to_dict`), ``baseline`` (the AsyncVectorEnv peer), ``scaling`` (optional sweep over env processes) and
-``goals``. Times are wall ms per step, where a step is one own action of every env.
+A result is a plain dict (what goes into the JSON): ``machine``, ``config``, ``load`` (the machine's load
+before and after), ``rows`` (the ablation at the bench layout, in order), ``budget_rows`` (the engine's
+rows at the widest layout of the process budget), ``peers`` (:mod:`.peers`), each row a
+:meth:`~..measure.record.RowMeasure.to_dict` of its median run; ``left_out`` (rows the layout cannot
+hold, and why), ``headline`` (engine best against the best fair peer at the process budget), ``scaling``
+(optional sweep over env processes) and ``goals``. Times are wall ms per step, where a step is one own
+action of every env.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from typing import Any, Sequence
 #: (key in a row, column title, format) of the printed table.
 COLUMNS = (
     ("label", "row", "{}"),
+    ("processes", "P", "{}"),
+    ("envs_per_process", "E", "{}"),
     ("ms_per_step", "e2e ms/step", "{:.2f}"),
+    ("ms_per_step_range", "min-max", "{:.2f}-{:.2f}"),
     ("sim_ms_per_step", "sim ms/step", "{:.2f}"),
     ("speedup_vs_stock", "x stock", "{:.2f}"),
     ("speedup_vs_prev", "x prev", "{:.2f}"),
@@ -33,13 +40,33 @@ GOALS = {
     "speedup_skip_obs_to_all": ("end-to-end speedup of the pipeline over skip intermediate obs", 1.7, "x"),
     "pipeline_efficiency": ("pipeline efficiency of the best pipeline row (of its bound)", 0.95, "fraction"),
     "speedup_async_over_barrier": ("end-to-end speedup, best barrier pipeline row -> best async row", 1.3, "x"),
-    "speedup_over_async_vector_env": ("end-to-end speedup over gymnasium AsyncVectorEnv", 10.0, "x"),
+    "speedup_over_best_peer": ("end-to-end speedup, best fair peer -> engine best, at the process budget", 1.3,
+                               "x"),
+    "speedup_over_stock_peer": ("end-to-end speedup over the stock-profile AsyncVectorEnv peer", 10.0, "x"),
 }
 
 
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    if key == "ms_per_step_range":
+        return fmt.format(row["ms_per_step_min"], row["ms_per_step_max"])
     value = row.get(key)
     return "-" if value is None else fmt.format(value)
+
+
+def format_left_out(left_out: dict[str, str]) -> str:
+    """One line per reason: the rows the layout cannot hold, grouped by why."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in left_out.items():
+        by_reason.setdefault(why, []).append(name)
+    return "\n".join(f"left out {', '.join(names)}: {why}" for why, names in by_reason.items())
+
+
+def format_headline(headline: dict[str, Any]) -> str:
+    """One line: the engine's best row against the best fair peer at the process budget."""
+    if headline["best_peer"] is None:
+        return f"Process budget {headline['process_budget']}: no fair peer ran; engine best {headline['best_engine_row']}"
+    return (f"Process budget {headline['process_budget']}: engine best {headline['best_engine_row']} is "
+            f"{headline['speedup']:.2f}x the best fair peer {headline['best_peer']}")
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
@@ -168,16 +195,15 @@ def format_model_cost(calibration: dict[str, Any]) -> str:
 
 
 def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Bar chart of end-to-end and simulator-only ms/step per row (+ the peer), the scaling sweep, and the
-    policy's T_model(batch) against a cost linear in the batch."""
+    """Bar chart of end-to-end (median, min-max whiskers) and simulator-only ms/step per row (the ablation,
+    the budget rows, the peers), the scaling sweep, and the policy's T_model(batch) against a cost linear in
+    the batch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = list(result["rows"])
-    if result.get("baseline"):
-        rows.append(result["baseline"])
+    rows = [*result["rows"], *(result.get("budget_rows") or []), *(result.get("peers") or [])]
     scaling = result.get("scaling") or []
     calibration = result.get("calibration") or {}
     curve = calibration.get("t_model_by_batch") or []
@@ -188,7 +214,9 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
     xs = range(len(rows))
     e2e = [r["ms_per_step"] for r in rows]
     sim = [r.get("sim_ms_per_step") or 0.0 for r in rows]
-    ax.bar([x - 0.2 for x in xs], e2e, width=0.4, label="end-to-end")
+    spread = [[r["ms_per_step"] - r.get("ms_per_step_min", r["ms_per_step"]) for r in rows],
+              [r.get("ms_per_step_max", r["ms_per_step"]) - r["ms_per_step"] for r in rows]]
+    ax.bar([x - 0.2 for x in xs], e2e, width=0.4, yerr=spread, capsize=2, label="end-to-end")
     ax.bar([x + 0.2 for x in xs], sim, width=0.4, label="simulator only")
     for x, r in zip(xs, rows):
         ax.annotate(f"{r['speedup_vs_stock']:.1f}x", (x - 0.2, r["ms_per_step"]), ha="center", va="bottom",

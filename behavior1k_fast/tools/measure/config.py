@@ -5,7 +5,15 @@ warm-up, policy sizing, device, executor, seed, output); ``bench``'s ``BenchConf
 layout and rows. :func:`add_run_arguments` declares the shared options once, for both parsers, and
 :func:`run_options` resolves them: ``--quick`` lowers the reference cameras to :data:`QUICK_RESOLUTION`,
 ``--behavior-like`` turns on BEHAVIOR's reset and contact costs in the reference simulator, ``--device
-auto`` becomes ``cuda`` where torch sees a GPU, else ``cpu``. :func:`policy_threads` is the core rule.
+auto`` becomes ``cuda`` where torch sees a GPU, else ``cpu``; results go to :data:`DEFAULT_OUT_DIR` under
+the working directory unless ``--out-dir`` names another, and ``--record`` writes the committed
+``benchmarks/results/`` of a source checkout instead (:func:`record_dir`).
+
+The core rule, one for both commands (:func:`process_budget`, :func:`policy_threads`): a policy on the CPU
+keeps one core for its forward and the driver, so at most cores - 1 env processes; a policy on a GPU keeps
+none (the driver mostly waits on the GPU and the pipes; the CPU term of the pipeline model counts what it
+does use), so at most one env process per core. ``--max-processes`` sets the budget instead. On the CPU the
+policy's intra-op threads are the cores the env processes leave, at least one.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from typing import Any
 
 from ...backends import BACKENDS
 from ...core.checks import check_int, check_number, check_positive_int, check_seed
-from ..argtypes import chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number, seed
+from ..argtypes import (chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number,
+                       process_count, seed)
 from ..backend_args import add_backend_arguments, backend_options
 from .policy import MAX_MODEL_MS, check_width
 
@@ -25,6 +34,8 @@ from .policy import MAX_MODEL_MS, check_width
 QUICK_RESOLUTION = 64
 #: Timed rounds of a run unless ``--rounds`` says otherwise (``--quick``: each command's own count).
 ROUNDS = 6
+#: Where results go unless ``--out-dir`` or ``--record`` says otherwise (relative to the working directory).
+DEFAULT_OUT_DIR = "behavior1k_fast_results"
 
 
 def usable_cores() -> int:
@@ -32,6 +43,24 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def process_budget(cores: int, device: str) -> int:
+    """Most env processes next to a policy on ``device`` on ``cores`` cores (module docs: the core rule)."""
+    return max(1, cores - 1) if device == "cpu" else max(1, cores)
+
+
+def record_dir() -> str:
+    """The committed ``benchmarks/results/`` of the source checkout this package runs from (``--record``);
+    ValueError when the package is not run from one."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    path = root / "benchmarks" / "results"
+    if not path.is_dir():
+        raise ValueError(f"--record writes the committed benchmarks/results/ of a source checkout; this package "
+                         f"runs from {root}, which has none (use --out-dir)")
+    return str(path)
 
 
 def policy_threads(cores: int, processes: int) -> int:
@@ -80,6 +109,8 @@ class RunConfig:
         device: policy device, ``cpu`` or ``cuda[:i]``.
         executor: the engine's executor for the runs.
         seed: seed of worker 0 (worker w: seed + w) and of the policy's weights.
+        max_processes: the process budget: most env processes of any run (``None``: :func:`process_budget`).
+        repeats: runs of every layout, interleaved; a row is their median run, with their spread.
         out_dir: where the command writes its files.
         tag: machine tag in the file names, or ``None``: derived from the machine.
     """
@@ -96,11 +127,13 @@ class RunConfig:
     device: str = "cpu"
     executor: str = "process"
     seed: int = 0
-    out_dir: str = "."
+    max_processes: int | None = None
+    repeats: int = 1
+    out_dir: str = DEFAULT_OUT_DIR
     tag: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("chunk_size", "rounds"):
+        for name in ("chunk_size", "rounds", "repeats"):
             check_positive_int(name, getattr(self, name))
         check_int("warmup", self.warmup, 0)
         if self.device != "cpu" and not self.device.startswith("cuda"):
@@ -118,16 +151,25 @@ class RunConfig:
                 raise ValueError(f"model_ms={self.model_ms} is a calibration target, and with model_width and "
                                  f"model_depth both given nothing is calibrated")
         check_seed("seed", self.seed)
+        if self.max_processes is not None:
+            check_positive_int("max_processes", self.max_processes)
+
+    @property
+    def process_budget(self) -> int:
+        """Most env processes of any run: ``max_processes``, or the core rule's for this machine and device."""
+        if self.max_processes is not None:
+            return self.max_processes
+        return process_budget(usable_cores(), self.device)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick_rounds: int, reference: str,
-                      out_dir: str) -> None:
+                      repeats: int, quick_repeats: int) -> None:
     """The options of :class:`RunConfig` (and the backend's), on ``parser``.
 
-    ``quick_help`` says what ``--quick`` does for this command, ``quick_rounds`` is its default of
-    ``--rounds`` there (kept in the parsed arguments for :func:`run_options`), ``reference`` names the
-    layout the policy is calibrated on, ``out_dir`` is the default of ``--out-dir``."""
-    parser.set_defaults(quick_rounds=quick_rounds)
+    ``quick_help`` says what ``--quick`` does for this command, ``quick_rounds`` and ``quick_repeats`` are
+    its defaults of ``--rounds`` and ``--repeats`` there, ``repeats`` the default otherwise (kept in the
+    parsed arguments for :func:`run_options`); ``reference`` names the layout the policy is calibrated on."""
+    parser.set_defaults(quick_rounds=quick_rounds, default_repeats=(repeats, quick_repeats))
     parser.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="N actions per chunk (default: 32)")
@@ -148,7 +190,16 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
                         help="reference backend: BEHAVIOR's reset and contact costs on (ReferenceConfig.behavior_like)")
     parser.add_argument("--device", type=device, default="auto",
                         help="policy device: cpu, cuda or auto (default: auto)")
-    parser.add_argument("--out-dir", type=path, default=out_dir, help=f"where the JSON and the other files go (default: {out_dir})")
+    parser.add_argument("--max-processes", type=process_count, default=None,
+                        help="process budget: most env processes of any layout, the engine's and the peers' "
+                             "(default: cores - 1 with the policy on the CPU, cores with it on a GPU)")
+    parser.add_argument("--repeats", type=positive_int, default=None,
+                        help=f"runs of every layout, interleaved; each row is their median with min-max (default: "
+                             f"{repeats}, quick: {quick_repeats})")
+    parser.add_argument("--out-dir", type=path, default=None,
+                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
+    parser.add_argument("--record", action="store_true",
+                        help="write into the source checkout's committed benchmarks/results/ instead")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -163,23 +214,36 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         options = behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
+    if args.record and args.out_dir is not None:
+        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    repeats, quick_repeats = args.default_repeats
     return {
         "backend": args.backend, "backend_options": options, "quick": args.quick, "chunk_size": args.chunk_size,
         "rounds": args.rounds if args.rounds is not None else (args.quick_rounds if args.quick else ROUNDS),
         "warmup": args.warmup, "model_ms": args.model_ms, "model_width": args.model_width,
         "model_depth": args.model_depth, "device": resolve_device(args.device), "seed": args.seed,
-        "out_dir": args.out_dir, "tag": args.tag,
+        "max_processes": args.max_processes,
+        "repeats": args.repeats if args.repeats is not None else (quick_repeats if args.quick else repeats),
+        "out_dir": record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR), "tag": args.tag,
     }
 
 
 def check_run(config: RunConfig) -> None:
     """What can fail on this machine before a run (raise inside :func:`~..argtypes.usage_errors`): the backend
-    is installed, the device exists, ``out_dir`` can be written (nothing is created: a later usage error
-    leaves no trace)."""
+    is installed, the images hold the benchmark policy's patches, the device exists. A command checks its
+    ``out_dir`` last (:func:`check_out_dir`)."""
     from ...backends import check_installed
-    from ...core.checks import check_creatable_dir
     from ..argtypes import check_device
+    from .policy import check_image_size
 
     check_installed(config.backend)
+    check_image_size("--resolution", config.backend_options.get("resolution"))
     check_device(config.device)
-    check_creatable_dir("--out-dir", config.out_dir)
+
+
+def check_out_dir(config: RunConfig) -> None:
+    """``out_dir`` is writable (made when absent: a fresh default directory is the usual case); a command's
+    last check, so nothing is created for a run that its other input stops."""
+    from ...core.checks import check_writable_dir
+
+    check_writable_dir("--out-dir", config.out_dir)

@@ -63,9 +63,12 @@ class Layout:
         return self.total_envs // self.pipeline_stages
 
     def profile(self, base: RolloutProfile) -> RolloutProfile:
-        """``base`` with this layout."""
+        """``base`` with this layout (the ``lookahead`` schedule with its lead derived from measured times,
+        ``lookahead_steps="auto"``)."""
+        lead = {"lookahead_steps": "auto"} if self.schedule == "lookahead" else {}
         return base.replace(num_env_processes=self.processes, total_num_envs=self.total_envs,
-                            pipeline_stages=self.pipeline_stages, partition=self.partition, schedule=self.schedule)
+                            pipeline_stages=self.pipeline_stages, partition=self.partition, schedule=self.schedule,
+                            **lead)
 
     def to_dict(self) -> dict[str, Any]:
         return {"processes": self.processes, "envs_per_process": self.envs_per_process,
@@ -74,15 +77,22 @@ class Layout:
 
 
 def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_stages: Sequence[int] | None = None,
-                      max_stage_batch: int | None = None) -> list[Layout]:
+                      max_stage_batch: int | None = None, base: RolloutProfile | None = None) -> list[Layout]:
     """Every distinct feasible layout for each total of envs, in a fixed order.
 
     P divides the total and is at most ``max_processes``; K is any of ``pipeline_stages`` (default: every K up to
-    the total) for which :class:`~behavior1k_fast.rollout.plan.PartitionPlan` accepts the layout; a stage
-    batch (total / K) above ``max_stage_batch`` is left out. Layouts that run the same way are listed once:
-    K = 1 in hybrid partition only (one stage: the partitions do not differ), and ``async`` only with more
-    than one process (one process has no barrier to drop).
+    the total) for which :class:`~behavior1k_fast.rollout.plan.PartitionPlan` accepts the layout; the
+    schedule is any of :data:`~behavior1k_fast.core.profile.SCHEDULES` that the engine has a driver for
+    (:data:`~behavior1k_fast.rollout.schedules.SCHEDULE_CLASSES`) and ``base`` (default: ``RolloutProfile()``)
+    accepts with the layout (``lookahead``: K = 1, once its driver is there); a stage batch (total / K) above
+    ``max_stage_batch`` is left out. Layouts that run the same way are listed once: K = 1 in hybrid
+    partition only (one stage: the partitions do not differ), and ``async`` only with more than one process
+    (one process has no barrier to drop).
     """
+    from ...rollout.schedules import SCHEDULE_CLASSES
+
+    base = base or RolloutProfile()
+    schedules = [s for s in SCHEDULES if s in SCHEDULE_CLASSES]
     out = []
     for n in total_envs:
         for p in range(1, min(n, max_processes) + 1):
@@ -98,10 +108,15 @@ def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_st
                         Layout(p, n // p, k, partition).plan
                     except ValueError:
                         continue
-                    for schedule in SCHEDULES:
+                    for schedule in schedules:
                         if schedule == "async" and p == 1:
                             continue
-                        out.append(Layout(p, n // p, k, partition, schedule))
+                        layout = Layout(p, n // p, k, partition, schedule)
+                        try:
+                            layout.profile(base)
+                        except ValueError:
+                            continue
+                        out.append(layout)
     return out
 
 

@@ -40,6 +40,17 @@ MAX_DEPTH = 96
 MAX_MODEL_MS = 60_000.0
 
 
+def check_image_size(option: str, resolution: Any) -> None:
+    """``ValueError`` naming ``option`` when images of ``resolution`` pixels (one side, or ``(height, width)``;
+    ``None``: the backend's own) hold no ``PATCH x PATCH`` patch, which the benchmark policy embeds."""
+    if resolution is None:
+        return
+    sides = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
+    if min(sides) < PATCH:
+        raise ValueError(f"{option} {resolution}: the benchmark policy cuts each rgb image into {PATCH}x{PATCH} "
+                         f"patches, so images need at least {PATCH}x{PATCH} pixels")
+
+
 def camera_rgb_keys(observation_space: Any) -> list[str]:
     """Observation keys holding rgb images (``"<camera>::rgb"``), sorted."""
     return sorted(k for k in observation_space.spaces if k.endswith("::rgb"))
@@ -122,6 +133,8 @@ class ChunkPolicy:
         self.width = check_width("width", width)
         self.depth = check_positive_int("depth", depth)
         seed = check_int("seed", seed, low=0)
+        #: One env's observation and action spaces, as given.
+        self.observation_space, self.action_space = observation_space, action_space
         self.rgb_keys = camera_rgb_keys(observation_space)
         self.proprio_keys = proprio_keys(observation_space)
         if not self.rgb_keys or not self.proprio_keys:

@@ -4,13 +4,16 @@ Times are wall ms unless named otherwise; a step is one own action of every env,
 ``ms_per_step = wall / (rounds * N)``. Measured fields are stored; everything derived from them (ms per
 step, env-steps per second, the pipeline model's bound and the efficiency against it) is a property, so a
 record cannot disagree with itself. :meth:`RowMeasure.to_dict` is the JSON form (stored and derived).
+
+A row run several times (``--repeats``) is its median run (:func:`median_run`: the run whose ms per step is
+the median, the lower middle one for an even count), carrying every run's ms per step for the spread.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from .pipeline import RoundModel, pipeline_round
 
@@ -40,6 +43,7 @@ class RowMeasure:
             workers).
         driver_peak_rss_mib: the driver's peak RSS.
         gpu_mib_per_env: env workers' GPU memory (NVML) over the envs, or ``None`` without a GPU.
+        gpu_mib_per_process: mean GPU memory (NVML) of one env worker, or ``None`` without a GPU.
         policy_gpu_mib: the driver's GPU memory, or ``None``.
         worker_pids: the env worker processes.
         t_env_worker_ms: the busiest env worker's wall time per chunk around its whole chunk stepping
@@ -51,6 +55,7 @@ class RowMeasure:
         profile: the run's profile as a dict (``RolloutProfile.to_dict``), or ``None``.
         speedup_vs_stock: stock row's ms/step over this one's (filled by ``bench``).
         speedup_vs_prev: ``prev`` row's ms/step over this one's.
+        repeat_ms_per_step: ms per step of every run of this row, in run order (one run: just this one).
     """
 
     name: str
@@ -71,6 +76,7 @@ class RowMeasure:
     peak_rss_mib_per_env_process: float
     driver_peak_rss_mib: float
     gpu_mib_per_env: float | None = None
+    gpu_mib_per_process: float | None = None
     policy_gpu_mib: float | None = None
     worker_pids: tuple[int, ...] = ()
     t_env_worker_ms: float | None = None
@@ -80,6 +86,7 @@ class RowMeasure:
     profile: dict | None = None
     speedup_vs_stock: float | None = None
     speedup_vs_prev: float | None = None
+    repeat_ms_per_step: tuple[float, ...] = ()
 
     @property
     def total_envs(self) -> int:
@@ -93,6 +100,16 @@ class RowMeasure:
     @property
     def ms_per_step(self) -> float:
         return self.wall_s * 1e3 / self.steps
+
+    @property
+    def ms_per_step_min(self) -> float:
+        """Fastest run's ms per step."""
+        return min(self.repeat_ms_per_step or (self.ms_per_step,))
+
+    @property
+    def ms_per_step_max(self) -> float:
+        """Slowest run's ms per step."""
+        return max(self.repeat_ms_per_step or (self.ms_per_step,))
 
     @property
     def env_steps_per_s(self) -> float:
@@ -145,14 +162,24 @@ class RowMeasure:
         """Stored and derived fields, for the JSON."""
         data = dataclasses.asdict(self)
         data["worker_pids"] = list(self.worker_pids)
+        data["repeat_ms_per_step"] = list(self.repeat_ms_per_step or (self.ms_per_step,))
         for name in DERIVED:
             data[name] = getattr(self, name)
         return data
 
 
 #: The properties :meth:`RowMeasure.to_dict` writes next to the stored fields.
-DERIVED = ("total_envs", "steps", "ms_per_step", "env_steps_per_s", "cpu_s_per_env_step", "sim_ms_per_step",
+DERIVED = ("total_envs", "steps", "ms_per_step", "ms_per_step_min", "ms_per_step_max", "env_steps_per_s", "cpu_s_per_env_step", "sim_ms_per_step",
            "bound_ms_per_step", "serial_bound_ms_per_step", "pipeline_efficiency", "bound_env_steps_per_s")
+
+
+def median_run(runs: Sequence[RowMeasure]) -> RowMeasure:
+    """The median run of one row's ``runs`` by ms per step (the lower middle one for an even count), with
+    ``repeat_ms_per_step`` of them all."""
+    if not runs:
+        raise ValueError("median_run needs at least one run")
+    ordered = sorted(runs, key=lambda m: m.ms_per_step)
+    return ordered[(len(ordered) - 1) // 2].replace(repeat_ms_per_step=tuple(m.ms_per_step for m in runs))
 
 
 def with_speedups(rows: list[RowMeasure]) -> list[RowMeasure]:

@@ -50,6 +50,7 @@ def usage_fields(usage: Any, pids: Sequence[int], total_envs: int) -> dict[str, 
         "peak_rss_mib_per_env_process": sum(rss) / len(rss) if rss else usage.driver_peak_rss_mib,
         "driver_peak_rss_mib": usage.driver_peak_rss_mib,
         "gpu_mib_per_env": sum(gpu) / total_envs if gpu else None,
+        "gpu_mib_per_process": sum(gpu) / len(gpu) if gpu else None,
         "policy_gpu_mib": usage.gpu_mib_by_pid.get(os.getpid()),
         "worker_pids": tuple(pids),
     }

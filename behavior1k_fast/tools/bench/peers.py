@@ -1,0 +1,184 @@
+"""The peers: gymnasium's ``AsyncVectorEnv`` stepping the same envs the way a competent user writes it.
+
+A peer sub-env (:class:`ChunkGymEnv`) holds E envs of one simulator process (one backend of E envs, built
+with the profile the engine's rows use) and its ``step`` takes a whole chunk ``[E, N, action_dim]``, with
+the observation at the chunk's end only (:func:`~behavior1k_fast.rollout.chunk.step_chunk`, the same chunk
+loop the engine's workers run; envs whose episode ends inside the chunk are reset at its boundary). E = 1 is
+gymnasium's usual one env per process. :func:`run_peer` drives ``buffers`` such ``AsyncVectorEnv`` s:
+
+- ``buffers=1``: one ``AsyncVectorEnv`` of P sub-envs: the policy runs on all envs, then all step;
+- ``buffers=2``: two ``AsyncVectorEnv`` s of P / 2 sub-envs each, alternated (a double buffer): the policy
+  runs for one half while the other half steps.
+
+So a peer runs at any P x E the engine runs (the double buffer at even P), on the same policy and envs. The
+stock-profile peer (every modality rendered on every step) is the same runner with ``RolloutProfile.stock``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from ...rollout.bootstrap import bootstrap_process
+from ...rollout.chunk import step_chunk
+from ..measure.record import RowMeasure
+from ..measure.runs import usage_fields
+
+
+def batched_space(space: Any, envs: int) -> Any:
+    """``space`` of one env, repeated over a leading axis of ``envs`` (a ``Box`` or a ``Dict`` of them)."""
+    if isinstance(space, spaces.Dict):
+        return spaces.Dict({k: batched_space(s, envs) for k, s in space.spaces.items()})
+    shape = (envs, *space.shape)
+    return spaces.Box(np.broadcast_to(space.low, shape), np.broadcast_to(space.high, shape), dtype=space.dtype)
+
+
+class ChunkGymEnv(gymnasium.Env):
+    """A ``gymnasium.Env`` over one backend of ``envs`` envs whose step is one chunk (module docs).
+
+    ``observation_space`` / ``action_space`` are one env's (``single_spaces``, read once by the caller): in
+    the process that owns the ``AsyncVectorEnv`` (which builds one env to read the spaces) no backend is
+    built and nothing is applied; in a worker process the profile is applied first, as in an engine worker.
+    ``step`` returns the chunk's summed reward, never ends (episodes end and reset inside), and reports
+    the wall seconds of the chunk stepping as ``info["env_wall_seconds"]`` and the actions its envs took (an env
+    whose episode ended inside the chunk holds for the rest of it) as ``info["own_actions"]``.
+    """
+
+    def __init__(self, factory: Callable[..., Any], envs: int, seed: int, profile: Any, chunk_size: int,
+                 single_spaces: tuple[Any, Any]) -> None:
+        import multiprocessing
+
+        obs_space, act_space = single_spaces
+        self.observation_space = batched_space(obs_space, envs)
+        self.action_space = spaces.Box(-np.inf, np.inf, (envs, chunk_size, *act_space.shape), dtype=np.float64)
+        self.skip_intermediate_obs = profile.skip_intermediate_obs
+        self.backend = None
+        if multiprocessing.parent_process() is not None:
+            bootstrap_process(profile)
+            self.backend = factory(envs, seed, profile)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, _ = self.backend.reset()
+        keys = list(self.observation_space.spaces)
+        return {k: np.stack([o[k] for o in obs]) for k in keys}, {}
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        result = step_chunk(self.backend, np.asarray(action, dtype=np.float64),
+                            skip_intermediate_obs=self.skip_intermediate_obs)
+        info = {"env_wall_seconds": float(result.env_wall_seconds[0]), "own_actions": int(result.applied.sum())}
+        return result.obs, float(result.rewards.sum()), False, False, info
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
+             processes: int, envs_per_process: int, buffers: int, rounds: int, warmup: int = 1, seed: int = 0,
+             monitor: Any = None) -> dict[str, Any]:
+    """Step ``rounds`` timed chunks per env (after ``warmup`` untimed ones) in ``processes`` peer sub-envs of
+    ``envs_per_process`` envs, split into ``buffers`` alternated ``AsyncVectorEnv`` s (module docs).
+
+    Sub-env i (in buffer order) is seeded ``seed + i``, as engine worker i. Returns wall seconds of the
+    timed rounds, the seconds of each forward, each worker's summed env seconds over the timed chunks, the
+    actions the envs took, the worker pids and ``monitor``'s usage (a :class:`~..measure.resources.ResourceMonitor` spanning the timed
+    rounds).
+    """
+    from gymnasium.vector import AsyncVectorEnv
+
+    if buffers not in (1, 2) or processes % buffers:
+        raise ValueError(f"buffers={buffers} must be 1 or 2 and divide processes={processes}")
+    per_buffer = processes // buffers
+    chunk_size = profile.chunk_size
+    venvs = []
+    try:
+        for b in range(buffers):
+            fns = [functools.partial(ChunkGymEnv, factory, envs_per_process, seed + b * per_buffer + i, profile,
+                                     chunk_size, single_spaces) for i in range(per_buffer)]
+            venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
+        obs = [venv.reset()[0] for venv in venvs]
+        model_s: list[float] = []
+        env_s = np.zeros(processes)
+        taken = [0]
+
+        def forward_and_send(b: int) -> None:
+            flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in obs[b].items()}
+            start = time.perf_counter()
+            actions = policy(flat)
+            model_s.append(time.perf_counter() - start)
+            venvs[b].step_async(actions.reshape(per_buffer, envs_per_process, *actions.shape[1:]))
+
+        def receive(b: int, timed: bool) -> None:
+            obs[b], _, _, _, info = venvs[b].step_wait()
+            if timed:
+                env_s[b * per_buffer:(b + 1) * per_buffer] += info["env_wall_seconds"]
+                taken[0] += int(np.sum(info["own_actions"]))
+
+        def rollout(count: int, timed: bool) -> None:
+            if not count:
+                return
+            for r in range(count):
+                for b in range(buffers):
+                    if r:
+                        receive(b, timed)
+                    forward_and_send(b)
+            for b in range(buffers):
+                receive(b, timed)
+
+        rollout(warmup, timed=False)
+        model_s.clear()
+        if monitor is not None:
+            monitor.start()
+        start = time.perf_counter()
+        rollout(rounds, timed=True)
+        wall_s = time.perf_counter() - start
+        usage = monitor.stop() if monitor is not None else None
+        pids = [p.pid for venv in venvs for p in venv.processes]
+    finally:
+        for venv in venvs:
+            venv.close()
+    return {"wall_s": wall_s, "model_s": model_s, "env_s_per_worker": env_s.tolist(), "own_actions": taken[0],
+            "usage": usage, "worker_pids": pids}
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One peer row: P sub-envs of E envs each in ``buffers`` alternated ``AsyncVectorEnv`` s, on ``profile``.
+    ``fair``: the same env profile as the engine's rows (the stock-profile peer is not)."""
+
+    name: str
+    label: str
+    profile: Any
+    processes: int
+    envs_per_process: int
+    buffers: int
+    fair: bool = True
+
+
+def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, single_spaces: tuple,
+                 config: Any) -> RowMeasure:
+    """Run ``peer`` (``config.rounds`` timed rounds after ``config.warmup``) and measure it like an engine row:
+    T_env is the busiest sub-env's chunk stepping wall time per chunk, T_model the median forward; the
+    pipeline model sees the double buffer as K = 2 stages of one chunk per worker per round."""
+    from ..measure.resources import ResourceMonitor
+
+    raw = run_peer(factory, peer.profile, policy, single_spaces, peer.processes, peer.envs_per_process,
+                   peer.buffers, config.rounds, warmup=config.warmup, seed=config.seed, monitor=ResourceMonitor())
+    total = peer.processes * peer.envs_per_process
+    return RowMeasure(
+        name=peer.name, label=f"{peer.label} (peer)", processes=peer.processes,
+        envs_per_process=peer.envs_per_process, pipeline_stages=peer.buffers, chunks_per_round=1,
+        chunk_size=peer.profile.chunk_size, rounds=config.rounds, own_actions=raw["own_actions"],
+        wall_s=raw["wall_s"], model_s=float(np.sum(raw["model_s"])),
+        t_model_ms=float(np.median(raw["model_s"])) * 1e3,
+        t_env_ms=max(raw["env_s_per_worker"]) * 1e3 / config.rounds,
+        t_env_source="busiest peer sub-env's wall time per chunk (ChunkGymEnv.step)",
+        partition="double buffer" if peer.buffers == 2 else "AsyncVectorEnv", overlap=peer.buffers == 2,
+        profile=peer.profile.to_dict(), **usage_fields(raw["usage"], raw["worker_pids"], total),
+    )

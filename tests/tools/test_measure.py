@@ -1,0 +1,144 @@
+"""The measurement kit bench and tune share: the core rule, run options and output, repeats, machine load, the
+peers' spaces."""
+
+import argparse
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from behavior1k_fast.tools import cli
+from behavior1k_fast.tools.measure import config as measure_config
+from behavior1k_fast.tools.measure.config import (
+    DEFAULT_OUT_DIR, RunConfig, add_run_arguments, policy_threads, process_budget, record_dir, run_options,
+)
+from behavior1k_fast.tools.measure.machine import LoadSample, busy_warning, sample_load
+from behavior1k_fast.tools.measure.record import RowMeasure, median_run
+
+
+def _parse(*argv):
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, quick_help="q", quick_rounds=4, reference="r", repeats=3, quick_repeats=1)
+    return parser.parse_args(list(argv))
+
+
+def test_a_cpu_policy_keeps_one_core_and_a_gpu_policy_none():
+    assert [process_budget(c, "cpu") for c in (1, 2, 16)] == [1, 1, 15]
+    assert [process_budget(c, d) for c, d in ((2, "cuda"), (16, "cuda:1"))] == [2, 16]
+    assert [policy_threads(4, p) for p in (1, 3, 4, 8)] == [3, 1, 1, 1]
+
+
+def test_the_budget_is_max_processes_or_the_core_rule(monkeypatch):
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: 8)
+    assert RunConfig(device="cpu").process_budget == 7
+    assert RunConfig(device="cuda").process_budget == 8
+    assert RunConfig(device="cpu", max_processes=12).process_budget == 12
+    with pytest.raises(ValueError, match="max_processes"):
+        RunConfig(max_processes=0)
+    with pytest.raises(ValueError, match="repeats"):
+        RunConfig(repeats=0)
+
+
+def test_run_options_resolve_quick_defaults_and_the_output_directory():
+    options = run_options(_parse("--quick", "--device", "cpu"))
+    assert (options["rounds"], options["repeats"], options["backend_options"]) == (4, 1, {"resolution": 64})
+    options = run_options(_parse("--device", "cpu"))
+    assert (options["rounds"], options["repeats"], options["out_dir"]) == (6, 3, DEFAULT_OUT_DIR)
+    assert run_options(_parse("--device", "cpu", "--out-dir", "x", "--repeats", "5"))["repeats"] == 5
+    assert run_options(_parse("--device", "cpu", "--record"))["out_dir"] == record_dir()
+    with pytest.raises(ValueError, match="--record writes benchmarks/results/; it cannot go with --out-dir 'x'"):
+        run_options(_parse("--device", "cpu", "--record", "--out-dir", "x"))
+
+
+def test_record_writes_the_checkouts_committed_results():
+    from pathlib import Path
+
+    import behavior1k_fast
+
+    assert Path(record_dir()) == Path(behavior1k_fast.__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_record_with_out_dir_is_a_one_line_usage_error(command, capsys):
+    assert cli.main([command, "--device", "cpu", "--record", "--out-dir", "elsewhere"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot go with --out-dir 'elsewhere'" in err
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_both_commands_take_the_shared_options(command):
+    parser = cli.build_parser()
+    args = parser.parse_args([command, "--max-processes", "3", "--repeats", "2", "--record", "--model-ms", "5"])
+    assert (args.max_processes, args.repeats, args.record, args.model_ms) == (3, 2, True, 5.0)
+
+
+def _run(ms):
+    return RowMeasure(name="r", label="r", processes=1, envs_per_process=1, pipeline_stages=1, chunks_per_round=1,
+                      chunk_size=10, rounds=10, own_actions=100, wall_s=ms * 100 / 1e3, model_s=0.1, t_model_ms=1.0,
+                      t_env_ms=2.0, t_env_source="test", cpu_seconds=1.0, peak_rss_mib_per_env_process=1.0,
+                      driver_peak_rss_mib=1.0)
+
+
+def test_a_repeated_row_is_its_median_run_with_the_spread():
+    row = median_run([_run(5.0), _run(3.0), _run(9.0)])
+    assert row.ms_per_step == pytest.approx(5.0)
+    assert (row.ms_per_step_min, row.ms_per_step_max) == pytest.approx((3.0, 9.0))
+    assert row.repeat_ms_per_step == pytest.approx((5.0, 3.0, 9.0))  # in run order
+    assert median_run([_run(4.0), _run(2.0)]).ms_per_step == pytest.approx(2.0)  # even count: lower middle run
+    assert median_run([_run(4.0)]).to_dict()["repeat_ms_per_step"] == [pytest.approx(4.0)]
+    with pytest.raises(ValueError, match="at least one run"):
+        median_run([])
+
+
+def test_the_machine_is_busy_when_other_processes_use_a_quarter_of_the_cores():
+    quiet = LoadSample(cores=4, load_average=(0.5, 0.5, 0.5), other_cpu_cores=0.9, window_s=0.5)
+    busy = LoadSample(cores=4, load_average=(4.8, 3.0, 2.0), other_cpu_cores=2.5, window_s=0.5,
+                      top_other=({"pid": 7, "name": "make", "cpu_cores": 2.0},))
+    assert not quiet.busy and busy.busy
+    assert busy_warning([quiet]) is None
+    line = busy_warning([quiet, busy])
+    assert "\n" not in line and "load average 4.8" in line and "2.5 of 4 cores" in line and "make (2.0)" in line
+    assert busy.to_dict()["busy"] is True
+
+
+def test_a_load_sample_sees_a_busy_child_as_this_commands_own_work():
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        sample = sample_load(window_s=0.3)
+    finally:
+        child.kill()
+        child.wait()
+    assert sample.cores >= 1 and sample.window_s == 0.3
+    assert child.pid not in {p["pid"] for p in sample.top_other}  # the child is this command's process tree
+    assert all(p["cpu_cores"] > 0 for p in sample.top_other)
+
+
+def test_a_peer_sub_env_batches_one_envs_spaces_over_its_envs():
+    from behavior1k_fast.core.profile import RolloutProfile
+    from behavior1k_fast.tools.bench.peers import ChunkGymEnv, batched_space
+
+    obs = spaces.Dict({"cam::rgb": spaces.Box(0, 255, (4, 4, 3), np.uint8),
+                       "proprio": spaces.Box(-1.0, 1.0, (5,), np.float32)})
+    act = spaces.Box(-2.0, 2.0, (3,), np.float32)
+    batched = batched_space(obs, 2)
+    assert batched["cam::rgb"].shape == (2, 4, 4, 3) and batched["cam::rgb"].dtype == np.uint8
+    assert batched["proprio"].shape == (2, 5) and float(batched["proprio"].high.max()) == 1.0
+    env = ChunkGymEnv(factory=None, envs=2, seed=0, profile=RolloutProfile(), chunk_size=8, single_spaces=(obs, act))
+    assert env.backend is None  # in the process that owns the vector env nothing is built
+    assert env.action_space.shape == (2, 8, 3)
+    env.close()
+
+
+@pytest.mark.parametrize("processes, buffers", [(3, 2), (2, 3), (4, 0)])
+def test_a_peer_refuses_buffers_that_do_not_split_its_processes(processes, buffers):
+    from behavior1k_fast.core.profile import RolloutProfile
+    from behavior1k_fast.tools.bench.peers import run_peer
+
+    def factory(*args):
+        raise AssertionError("no sub-env is built for a refused layout")
+
+    with pytest.raises(ValueError, match=f"buffers={buffers} must be 1 or 2 and divide processes={processes}"):
+        run_peer(factory, RolloutProfile(), lambda obs: None, (None, None), processes, 1, buffers, rounds=1)
