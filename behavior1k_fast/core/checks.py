@@ -129,21 +129,6 @@ def check_writable_dir(name: str, path: str) -> str:
     return path
 
 
-def check_creatable_dir(name: str, path: str) -> str:
-    """``path`` once it is a directory this process can write into or could create (its nearest existing
-    ancestor is a writable directory); nothing is created, so a later usage error leaves no trace."""
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"{name} must be a directory path, got {path!r}")
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise ValueError(f"{name}={path!r} is not a writable directory: {probe!r} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{name}={path!r} is not a writable directory: {probe!r} is not writable")
-    return path
-
-
 # --- machine limits -------------------------------------------------------------------------------
 #: Worker processes per usable core this package starts at most on one machine: beyond that they only
 #: queue for the cores (and every one of them imports a simulator).

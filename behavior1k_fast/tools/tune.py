@@ -329,7 +329,6 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     winner = next(lay for lay in runs if lay.name == result["winner"]["name"])
     header = (f"behavior1k-fast tune: measured winner {winner.name}, "
               f"{result['winner']['measured_env_steps_per_s']:.0f} env-steps/s on {tag}")
-    out_dir.mkdir(parents=True, exist_ok=True)  # checked, not created, before the runs
     winner.profile(base).to_yaml(yaml_path, header)
     result["profile_yaml"] = str(yaml_path)
     result["complete"] = True

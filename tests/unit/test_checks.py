@@ -74,21 +74,6 @@ def test_check_writable_dir_creates_the_directory_and_names_the_argument(tmp_pat
         check_writable_dir("out_dir", str(tmp_path / "file" / "sub"))
 
 
-def test_check_creatable_dir_creates_nothing_and_names_the_argument(tmp_path):
-    from behavior1k_fast.core.checks import check_creatable_dir
-
-    target = tmp_path / "a" / "b"
-    assert check_creatable_dir("--out-dir", str(target)) == str(target) and not (tmp_path / "a").exists()
-    (tmp_path / "file").write_text("")
-    with pytest.raises(ValueError, match=r"--out-dir='.*file/sub' is not a writable directory: '.*file' is not a "
-                                         r"directory"):
-        check_creatable_dir("--out-dir", str(tmp_path / "file" / "sub"))
-    (tmp_path / "locked").mkdir(mode=0o500)
-    if not os.access(tmp_path / "locked", os.W_OK):  # root writes anywhere
-        with pytest.raises(ValueError, match="is not writable"):
-            check_creatable_dir("--out-dir", str(tmp_path / "locked" / "sub"))
-
-
 def test_machine_limits_come_from_cores_and_memory():
     from behavior1k_fast.core.checks import MachineLimits
 
