@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU numbers: ablation + scaling sweep over env processes on a lent NVIDIA H200 machine (16 cores).
+# The GPU numbers on a lent NVIDIA H200 machine (16 cores): validate, the bench (ablation, lookahead, fair peers at
+# a process budget, repeats) and the time to a trained policy, in two parts that each fit one 10-minute call.
 #
 # That machine has no network: the MuJoCo/gymnasium cp312 wheels travel in .whl/ and the EGL loader debs
 # in .gl/ (both git-ignored). Made here with:
@@ -7,23 +8,38 @@
 #     --platform manylinux_2_28_x86_64 ... -d .whl mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 \
 #     glfw==2.11.0 pyopengl==3.1.10 websockets gymnasium==1.4.0 farama-notifications==0.0.6
 #   (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
-# Run there from the repo root: bash benchmarks/gpu_h200.sh [extra bench options]; results go to $OUT
-# (or benchmarks/results), then are copied into benchmarks/results/ here.
+# Run there from the repo root: bash benchmarks/gpu_h200.sh bench|train; results go to $OUT (or
+# ./behavior1k_fast_results), then are copied into benchmarks/results/ here.
+#   bench: validate, then bench at a process budget of 8 (16 envs: P = 8 x E = 2) with default and BEHAVIOR-like costs
+#   train: time_to_train (samples to target and seconds per sample on this machine), then bench at a budget of 16
 set -uo pipefail
+part="${1:?usage: gpu_h200.sh bench|train}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || exit 1
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl \
   __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-OUT="${OUT:-benchmarks/results}"
+OUT="${OUT:-behavior1k_fast_results}"
 mkdir -p "$OUT"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   lscpu | grep -E 'Model name|^CPU\(s\)'
   python3 -c "import mujoco, torch, numpy; print('mujoco', mujoco.__version__, 'torch', torch.__version__, \
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
-} 2>&1 | tee "$OUT/h200_machine.txt"
-python3 -m behavior1k_fast.tools.cli validate --json "$OUT/validate_h200.json" 2>&1 | tee "$OUT/validate_h200.log"
-timeout 520 python3 -m behavior1k_fast.tools.cli bench --rounds 16 --scaling 1,2,4,8,14 --trace --out-dir "$OUT" "$@" \
-  2>&1 | tee "$OUT/bench_h200.log"
+} 2>&1 | tee "$OUT/h200_machine_$part.txt"
+cli="python3 -m behavior1k_fast.tools.cli"
+case "$part" in
+  bench)
+    timeout 70 $cli validate --json "$OUT/validate_h200.json" 2>&1 | tail -n 12
+    timeout 250 $cli bench --max-processes 8 --out-dir "$OUT" --tag h200-p8 2>&1 | grep -v 'run/s' | tee "$OUT/bench_h200-p8.log"
+    timeout 250 $cli bench --max-processes 8 --behavior-like --out-dir "$OUT" --tag h200-p8-behavior-like 2>&1 \
+      | grep -v 'run/s' | tee "$OUT/bench_h200-p8-behavior-like.log" ;;
+  train)
+    timeout 380 python3 benchmarks/time_to_train.py --processes 8 --envs 16 --seeds 2 --iterations 100 --device cuda \
+      --out-dir "$OUT" --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200.log"
+    timeout 190 $cli bench --max-processes 16 --repeats 2 --out-dir "$OUT" --tag h200-p16 2>&1 | grep -v 'run/s' \
+      | tee "$OUT/bench_h200-p16.log" ;;
+  *) echo "usage: gpu_h200.sh bench|train" >&2; exit 2 ;;
+esac
+ls -la "$OUT"

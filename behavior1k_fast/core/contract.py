@@ -70,6 +70,11 @@ class BackendFactory(Protocol):
     ``TypeError`` that building with these arguments would raise, without building anything (no
     simulator import); the engine calls it in the driver before any worker starts
     (:func:`check_backend_build`).
+
+    Optionally a factory names the patch set its backend needs in every process that builds it:
+    ``patch_set``, the import path of a module with ``apply(profile, process=...)`` (the OmniGibson factory:
+    ``"behavior1k_fast.patching.omnigibson"``); a worker applies it before it unpickles the factory. A
+    factory without one (the reference simulator's) needs no patches (:func:`patch_set_of`).
     """
 
     def __call__(self, num_envs: int, seed: int, profile: Any) -> VectorBackend: ...
@@ -84,6 +89,14 @@ def check_backend_build(factory: Any, num_envs: int, seed: int, profile: Any) ->
     check = getattr(factory, "check", None)
     if callable(check):
         check(num_envs, seed, profile)
+
+
+def patch_set_of(factory: Any) -> str | None:
+    """The patch set ``factory`` names (see :class:`BackendFactory`), or ``None``."""
+    patch_set = getattr(factory, "patch_set", None)
+    if patch_set is not None and not isinstance(patch_set, str):
+        raise TypeError(f"factory.patch_set must be a module path (str) or None, got {patch_set!r}")
+    return patch_set
 
 
 def check_env_indices(env_indices: Sequence[int] | None, num_envs: int) -> np.ndarray:

@@ -10,8 +10,11 @@ from .registry import (
     DISABLED,
     FAILED,
     PENDING,
+    PROCESS_MODES,
+    REVERTED,
     SKIPPED,
     WOULD_APPLY,
+    Knobs,
     Patch,
     PatchContext,
     PatchError,
@@ -24,6 +27,7 @@ from .registry import (
 )
 
 __all__ = [
+    "Knobs",
     "Patch",
     "PatchContext",
     "PatchError",
@@ -39,4 +43,6 @@ __all__ = [
     "FAILED",
     "DISABLED",
     "WOULD_APPLY",
+    "REVERTED",
+    "PROCESS_MODES",
 ]

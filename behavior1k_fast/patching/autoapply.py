@@ -9,13 +9,18 @@ variable is unset, empty or ``0``; otherwise it calls :func:`at_startup`, which 
 
 - ``1``: the fast-path profile, ``RolloutProfile()``;
 - ``rlinf``: :meth:`RolloutProfile.rlinf`, the fast path minus what RLinf's env worker does itself;
-- anything else: the path of a profile YAML file (RLinf key names accepted),
+- anything else: the path of a profile YAML file (RLinf key names accepted; a relative path is resolved
+  against the current directory and reported as the absolute path it named),
 
-and applies it to the process-wide registry: process settings (intra-op thread variables, numba cache dir
-and preload) at once, the class and function patches ``pending`` until their module is imported. A bad
-value, or a profile this install cannot take, prints one line to stderr and applies nothing: start-up never
-fails because of the variable. Every process that inherits the environment applies it too: multiprocessing
-and subprocess children, Ray workers (``runtime_env={"env_vars": {...}}``) and the actors they start.
+and applies it to the process-wide registry (``apply(profile)``, ``process="auto"``): every patch is
+``pending`` until its module is imported, and the process settings (intra-op thread caps, numba cache dir and
+preload, GPU binding) until the process imports OmniGibson, so a trainer, a Ray driver or any other process
+that never runs the simulator keeps its thread pools and environment. A bad value, or a profile this install
+cannot take, prints one line to stderr and applies nothing: start-up goes on, unless
+``BEHAVIOR1K_FAST_STRICT`` is set (not empty, not ``0``), which makes that line fatal: the interpreter exits
+with code 2 before running anything. Every process that inherits the environment applies it too:
+multiprocessing and subprocess children, Ray workers (``runtime_env={"env_vars": {...}}``) and the actors
+they start.
 
 The ``.pth`` runs while ``site`` is still adding site directories, so this package and its dependencies
 must live in the site-packages that holds the ``.pth`` or in one processed before it (pip's default: one
@@ -33,9 +38,13 @@ from typing import Callable
 
 from ..core.profile import RolloutProfile
 from . import omnigibson as omnigibson_patches
+from .registry import PatchReport
 
 #: The variable that switches auto-apply on.
 ENV_VAR = "BEHAVIOR1K_FAST"
+#: The variable that makes a refused value fatal at start-up (exit code :data:`STRICT_EXIT_CODE`).
+STRICT_VAR = "BEHAVIOR1K_FAST_STRICT"
+STRICT_EXIT_CODE = 2
 #: Values that leave auto-apply off (after stripping white space).
 OFF_VALUES = ("", "0")
 #: Profile each named value stands for; any other value is a profile YAML path.
@@ -59,6 +68,8 @@ class StartupApply:
     profile: RolloutProfile | None
     #: The one-line message printed instead of applying, or ``None``.
     error: str | None = None
+    #: What ``apply()`` returned at start-up (``None`` when nothing was applied).
+    report: PatchReport | None = None
 
 
 _startup: StartupApply | None = None
@@ -67,32 +78,41 @@ _startup: StartupApply | None = None
 def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
     """``(profile, source)`` for a ``BEHAVIOR1K_FAST`` value; ``(None, "off")`` when it leaves auto-apply off.
 
-    A value that is neither off, a preset nor an existing file, and a profile file that does not load, raise
-    ValueError naming the variable and the value (one line)."""
+    The off values and presets are matched before any file (a file named ``0`` or ``1`` is never read). A
+    path is resolved to an absolute one (``~`` expanded), which the source names. A value that is neither
+    off, a preset nor an existing file, and a profile file that does not load, raise ValueError naming the
+    variable and the value (one line)."""
     name = value.strip()
     if name in OFF_VALUES:
         return None, "off"
     if name.lower() in PRESETS:
         return PRESETS[name.lower()](), f"preset {name.lower()!r}"
-    if not os.path.isfile(name):
+    path = os.path.abspath(os.path.expanduser(name))
+    if not os.path.isfile(path):
         raise ValueError(
             f"{ENV_VAR}={value!r} is not one of {', '.join(map(repr, (*OFF_VALUES, *PRESETS)))} "
-            f"and not a profile YAML file"
+            f"and not a profile YAML file (no file {path!r})"
         )
     try:
-        profile = RolloutProfile.from_yaml(name)
+        profile = RolloutProfile.from_yaml(path)
     except Exception as exc:  # YAML syntax, unknown key, bad value: all reported as one line
-        raise ValueError(f"{ENV_VAR}={value!r}: profile file does not load: {_one_line(exc)}") from None
-    return profile, f"profile file {name!r}"
+        raise ValueError(f"{ENV_VAR}={value!r}: profile file {path!r} does not load: {_one_line(exc)}") from None
+    return profile, f"profile file {path!r}"
+
+
+def strict() -> bool:
+    """Whether :data:`STRICT_VAR` is set (not empty, not ``0``): a refused value ends start-up."""
+    return os.environ.get(STRICT_VAR, "").strip() not in OFF_VALUES
 
 
 def at_startup() -> StartupApply | None:
     """Apply the profile ``BEHAVIOR1K_FAST`` names to this process (the ``.pth`` line calls this).
 
     Never raises: a bad value, or a profile whose apply fails (rolled back), prints one line to stderr and is
-    recorded in :func:`startup`. Returns the record, or ``None`` when the variable leaves it off. A second
-    call with the same value returns the first record (CPython 3.11 runs the ``.pth`` files of a venv
-    twice at start-up)."""
+    recorded in :func:`startup`; with :func:`strict` the process then exits with code
+    :data:`STRICT_EXIT_CODE` (``os._exit``: nothing else has run yet). Returns the record, or ``None`` when
+    the variable leaves it off. A second call with the same value returns the first record (CPython 3.11
+    runs the ``.pth`` files of a venv twice at start-up)."""
     global _startup
     value = os.environ.get(ENV_VAR, "")
     if _startup is not None and _startup.value == value:
@@ -106,16 +126,20 @@ def at_startup() -> StartupApply | None:
     if profile is None:
         return None
     try:
-        omnigibson_patches.apply(profile)
+        report = omnigibson_patches.apply(profile)
     except Exception as exc:
         omnigibson_patches.revert()  # PatchError has rolled back already; anything else may not have
         _startup = _refused(value, source, f"{ENV_VAR}={value!r} ({source}) does not apply: {_one_line(exc)}")
     else:
-        _startup = StartupApply(value, source, profile)
+        _startup = StartupApply(value, source, profile, report=report)
     return _startup
 
 
 def _refused(value: str, source: str, message: str) -> StartupApply:
+    if strict():
+        print(f"behavior1k_fast: {message}; exiting ({STRICT_VAR} is set)", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(STRICT_EXIT_CODE)
     print(f"behavior1k_fast: {message}; nothing applied", file=sys.stderr)
     return StartupApply(value, source, None, message)
 

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_picklable, check_positive_int
-from ..core.contract import BackendFactory, check_backend_build, check_env_indices
+from ..core.contract import BackendFactory, check_backend_build, check_env_indices, patch_set_of
 from ..core.profile import SCHEDULES, RolloutProfile
 from ..core.tracing import MODEL_FORWARD, WAIT, get_profiler
 from .accounting import Accounting, RolloutStats
@@ -213,7 +213,7 @@ class RolloutEngine:
             check_backend_build(factory, self.plan.envs_per_process, seed + w, worker_profile)
         specs = [
             WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile.to_dict(), auto_reset,
-                       tracing=get_profiler().enabled, env=envs[w])
+                       tracing=get_profiler().enabled, env=envs[w], patch_set=patch_set_of(factory))
             for w in range(self.plan.num_processes)
         ]
         self.auto_reset = auto_reset

@@ -54,6 +54,8 @@ class WorkerSpec:
     tracing: bool = False
     #: Environment variables the worker process starts with (its GPU binding, ``core.gpus``).
     env: dict = field(default_factory=dict)
+    #: The patch set the factory names (``core.contract.patch_set_of``), applied before it is unpickled.
+    patch_set: str | None = None
 
     @property
     def env_ids(self) -> np.ndarray:
@@ -68,7 +70,7 @@ class EnvWorker:
     then unpickles the factory and builds the backend."""
 
     def __init__(self, spec: WorkerSpec):
-        bootstrap_process(spec.profile, spec.tracing)
+        bootstrap_process(spec.profile, spec.tracing, spec.patch_set)
         self.spec = spec
         self.env_ids = spec.env_ids
         self.profile = RolloutProfile.from_dict(spec.profile)

@@ -25,6 +25,7 @@ import os
 import platform
 import socket
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,13 +90,14 @@ def _omnigibson_state() -> dict[str, Any]:
 
 
 def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per patch: the state ``apply(profile)`` would give it and why."""
+    """One row per patch: the state ``apply(profile)`` would give it in a process that runs the simulator (an
+    env worker), why, and in which processes it applies (``applies_in``)."""
     registry = REGISTRY
     if omnigibson["imported"]:
-        planned = registry.plan(profile)
+        planned = registry.plan(profile, process="simulator")
     else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
         offline = [p for p in registry.patches if p.module is None or not p.wanted(profile)]
-        planned = PatchRegistry(offline).plan(profile)
+        planned = PatchRegistry(offline, simulator=registry.simulator).plan(profile, process="simulator")
     outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
     rows = []
     for patch in registry.patches:
@@ -112,6 +114,8 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
                 "reason": reason,
                 "targets": list(patch.describe_targets()),
                 "upstream_file": patch.upstream_file,
+                "process_setting": patch.module is None,
+                "applies_in": registry.where(patch),
             }
         )
     return rows
@@ -192,7 +196,9 @@ def autoapply_state() -> dict[str, Any]:
     elif record.error:
         here = f"refused: {record.error}"
     else:
-        here = f"applied {record.source}"
+        counts = Counter(str(state) for state in record.report.states.values()) if record.report else {}
+        here = f"applied {record.source}" + (f" ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))} at start-up)"
+                                             if counts else "")
     pth = autoapply.installed_pth()
     return {
         "variable": value,
@@ -250,9 +256,14 @@ def render_text(report: dict[str, Any]) -> str:
         og_line = "imports" + (" (CPU import hook: no CUDA)" if og["cpu_import_hook"] else "")
     lines = [f"behavior1k_fast {report['behavior1k_fast']} on Python {report['python']}", "", "Versions:"]
     lines += [f"  {name:<10} {version or '-'}" for name, version in report["versions"].items()]
-    lines += ["", f"OmniGibson: {og_line}", "", "Patches (state for this profile, and why):"]
+    lines += ["", f"OmniGibson: {og_line}", "", "Patches (state for this profile in an env worker, and why):"]
     width = max(len(p["name"]) for p in report["patches"])
     lines += [f"  {p['name']:<{width}}  {p['state']:<11}  {p['reason']}" for p in report["patches"]]
+    settings = [p for p in report["patches"] if p["process_setting"]]
+    if settings:
+        lines.append(f"  process settings ({', '.join(p['name'] for p in settings)}) apply only in "
+                     f"{settings[0]['applies_in']}: env workers, not a trainer; the others where their module is "
+                     "imported")
     threads = report["threads"]
     render = " ".join(f"{path}={value}" for path, value in threads["render_settings"].items())
     lines += ["", "Launch and threads:", f"  {'Kit launch args':<21} {' '.join(threads['kit_args']) or '-'}"]

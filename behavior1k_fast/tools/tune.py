@@ -51,7 +51,9 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
    :meth:`~behavior1k_fast.core.profile.RolloutProfile.to_yaml`, loadable by ``from_yaml``), and the table of
    predicted against measured (printed, and as JSON next to the YAML: ``tune_<tag>.yaml`` /
    ``tune_<tag>.json``, in ``./behavior1k_fast_results`` unless ``--out-dir`` or ``--record`` says otherwise),
-   with the machine's load before and after and a warning when it was busy.
+   with the machine's load before and after and a warning when it was busy. ``--format rlinf`` also writes
+   ``tune_<tag>.rlinf.yaml``: the winner's layout as RLinf's nested config keys
+   (:func:`~.rlinf_keys.rlinf_overrides`), to merge into an RLinf config.
 
 The default layout (what runs without tuning): the profile's defaults (K = 1, barrier) over the most
 env processes within the budget that divide N. Importing this module is light: the work imports its
@@ -84,6 +86,8 @@ class TuneConfig:
     top: int = 3
     exhaustive: bool = False
     max_layouts: int = 16
+    #: ``profile``: the winner as a profile YAML; ``rlinf``: also as RLinf's nested config keys.
+    format: str = "profile"
     layouts: list = field(default_factory=list)
 
 
@@ -105,6 +109,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-layouts", type=positive_int, default=16, help="cap of --exhaustive (default: 16)")
     p.add_argument("--probe-rounds", type=positive_int, default=None,
                    help="rounds of each T_env measure (default: 3)")
+    p.add_argument("--format", choices=("profile", "rlinf"), default="profile",
+                   help="profile: the winner as a profile YAML (bench --tuned, BEHAVIOR1K_FAST); rlinf: also "
+                        "tune_<tag>.rlinf.yaml, its layout as RLinf's nested config keys to merge into an RLinf "
+                        "config (default: profile)")
     p.set_defaults(func=run)
     return p
 
@@ -140,7 +148,8 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
         check_out_dir(config)
     return TuneConfig(run=config, total_envs=totals, max_processes=max_processes, cores=cores, pipeline_stages=stages,
                       probe_rounds=args.probe_rounds or 3, top=args.top, exhaustive=args.exhaustive,
-                      max_layouts=args.max_layouts, layouts=layouts)
+                      max_layouts=args.max_layouts, format=args.format,
+                      layouts=layouts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -331,6 +340,16 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
               f"{result['winner']['measured_env_steps_per_s']:.0f} env-steps/s on {tag}")
     winner.profile(base).to_yaml(yaml_path, header)
     result["profile_yaml"] = str(yaml_path)
+    if config.format == "rlinf":
+        import yaml
+
+        from .rlinf_keys import rlinf_overrides
+
+        rlinf_path = out_dir / f"tune_{tag}.rlinf.yaml"
+        rlinf_path.write_text(f"# {header}\n# RLinf config keys (merge into an RLinf config; "
+                              f"tools/rlinf_keys.py)\n" + yaml.safe_dump(rlinf_overrides(winner.profile(base)),
+                                                                          sort_keys=False), encoding="utf-8")
+        result["rlinf_yaml"] = str(rlinf_path)
     result["complete"] = True
     report.write_json(result, json_path)
     print(format_runs(result["runs"]))

@@ -32,7 +32,7 @@ def report(import_omnigibson: bool = False) -> dict[str, Any]:
         "error": record.error,
         "profile": record.profile and record.profile.to_dict(),
     }
-    out["states"] = {name: str(o.state) for name, o in behavior1k_fast.status().items()}
+    out["states"] = {name: str(state) for name, state in behavior1k_fast.status().states.items()}
     if import_omnigibson:
         import inspect
 
@@ -42,7 +42,8 @@ def report(import_omnigibson: bool = False) -> dict[str, Any]:
         from omnigibson.envs.vec_env_base import VectorEnvironment
 
         out["after_import"] = {
-            "states": {name: str(o.state) for name, o in behavior1k_fast.status().items()},
+            "states": {name: str(state) for name, state in behavior1k_fast.status().states.items()},
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "step_signature": str(inspect.signature(VectorEnvironment.step)),
         }
     return out

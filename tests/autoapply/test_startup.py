@@ -17,13 +17,16 @@ def hook_python(tmp_path_factory):
     return make_venv(tmp_path_factory.mktemp("hook-venv") / "venv")
 
 
+def run_child(python, tmp_path, value: str | None, args: list[str], strict: str | None = None):
+    """A fresh interpreter with ``BEHAVIOR1K_FAST=value`` (and ``BEHAVIOR1K_FAST_STRICT=strict``)."""
+    env = child_env(BEHAVIOR1K_FAST=value, BEHAVIOR1K_FAST_STRICT=strict, OMP_NUM_THREADS=None,
+                    XDG_CACHE_HOME=str(tmp_path / "cache"))
+    return subprocess.run([str(python), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
 def probe(python, tmp_path, value: str | None, *args: str) -> tuple[dict, list[str]]:
     """Run the probe in a fresh interpreter with ``BEHAVIOR1K_FAST=value``; its report and its stderr lines."""
-    env = child_env(BEHAVIOR1K_FAST=value, OMP_NUM_THREADS=None, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    done = subprocess.run(
-        [str(python), "-m", "tests.autoapply.probe", *args],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
+    done = run_child(python, tmp_path, value, ["-m", "tests.autoapply.probe", *args])
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr.splitlines()
 
@@ -37,19 +40,34 @@ def test_unset_empty_or_zero_variable_imports_nothing_of_this_package(hook_pytho
     assert stderr == []
 
 
+TRAINER = (
+    "import os, torch; torch.set_num_threads(2); import behavior1k_fast; behavior1k_fast.apply(); "
+    "print(torch.get_num_threads(), os.environ.get('OMP_NUM_THREADS'), behavior1k_fast.status()['intra_op_threads'].state)"
+)
+
+
+def test_a_trainer_that_applies_the_fast_path_keeps_its_thread_pools(hook_python, tmp_path):
+    """BEHAVIOR1K_FAST=1 and an explicit apply() in a process that never imports OmniGibson: the intra-op
+    thread cap waits for `import omnigibson`; torch's pool and OMP_NUM_THREADS stay the trainer's."""
+    done = run_child(hook_python, tmp_path, "1", ["-c", TRAINER])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.split() == ["2", "None", "pending"]
+
+
 @pytest.mark.slow
 def test_variable_1_applies_the_fast_path_before_omnigibson_is_imported(hook_python, tmp_path):
     report, stderr = probe(hook_python, tmp_path, "1", "--import-omnigibson")
     assert stderr == [] and report["startup"]["source"] == "preset '1'" and report["startup"]["error"] is None
     assert report["omnigibson_imported"] is False
     states = report["states"]
-    assert states["intra_op_threads"] == "applied" and report["omp_num_threads"] == "1"
-    assert states["numba_cache_dir"] == "applied"
+    assert states["intra_op_threads"] == "pending" and report["omp_num_threads"] is None  # not a simulator yet
+    assert states["numba_cache_dir"] == "pending"
     for name in ("env_step_obs", "vector_env_step", "env_wrapper_forwarding", "headless_viewport"):
         assert states[name] == "pending"
     after = report["after_import"]
-    for name in ("env_step_obs", "vector_env_step", "env_wrapper_forwarding"):
+    for name in ("intra_op_threads", "numba_cache_dir", "env_step_obs", "vector_env_step", "env_wrapper_forwarding"):
         assert after["states"][name] == "applied"
+    assert after["omp_num_threads"] == "1"
     assert after["step_signature"] == "(self, actions, env_indices=None, get_obs=True, render=True)"
 
 
@@ -62,41 +80,65 @@ def test_rlinf_preset_leaves_out_what_rlinf_does_itself(hook_python, tmp_path):
     assert states["vector_env_step"] == "pending" and states["kit_thread_caps"] == "pending"
 
 
-def test_profile_yaml_path_applies_that_profile(hook_python, tmp_path):
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_profile_yaml_path_applies_that_profile(hook_python, tmp_path, relative):
     path = tmp_path / "profile.yaml"
     path.write_text("pipeline_stage_num: 2\nintra_op_threads: 3\nremove_headless_viewports: false\n")
-    report, stderr = probe(hook_python, tmp_path, str(path))
+    report, stderr = probe(hook_python, tmp_path, "profile.yaml" if relative else str(path))  # cwd: tmp_path
     assert stderr == [] and report["startup"]["source"] == f"profile file {str(path)!r}"
-    assert report["startup"]["profile"]["pipeline_stages"] == 2 and report["omp_num_threads"] == "3"
+    assert report["startup"]["profile"]["pipeline_stages"] == 2
+    assert report["startup"]["profile"]["intra_op_threads"] == 3 and report["states"]["intra_op_threads"] == "pending"
     assert report["states"]["headless_viewport"] == "disabled"
+
+
+def test_an_unwritable_numba_cache_does_not_fail_a_process_that_runs_no_simulator(hook_python, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "profile.yaml"
+    path.write_text(f"numba_cache_dir: {tmp_path / 'a-file' / 'numba'}\n")
+    report, stderr = probe(hook_python, tmp_path, str(path))
+    assert stderr == [] and report["startup"]["error"] is None and report["states"]["numba_cache_dir"] == "pending"
 
 
 BAD_PROFILES = {
     "unknown key": ("pipeline_stage: 2\n", "unknown profile key 'pipeline_stage'"),
-    "yaml syntax": ("pipeline_stage_num: [2\n", "profile file does not load"),
+    "yaml syntax": ("pipeline_stage_num: [2\n", "does not load"),
     "bad value": ("pipeline_stage_num: 0\n", "pipeline_stages must be"),
 }
 
 
-@pytest.mark.parametrize("case", ["missing file", "unwritable numba cache", *BAD_PROFILES])
-def test_bad_value_prints_one_line_and_applies_nothing(hook_python, tmp_path, case):
+def bad_value(tmp_path, case: str) -> tuple[str, str]:
+    """``(BEHAVIOR1K_FAST value, expected text of the one line)`` for a bad-value case."""
     if case == "missing file":
-        value, expected = str(tmp_path / "missing.yaml"), "and not a profile YAML file"
-    elif case == "unwritable numba cache":
-        (tmp_path / "a-file").write_text("")
-        path = tmp_path / "profile.yaml"  # intra_op_threads applies before the numba patch fails
-        path.write_text(f"intra_op_threads: 2\nnumba_cache_dir: {tmp_path / 'a-file' / 'numba'}\n")
-        value, expected = str(path), "patch 'numba_cache_dir' failed"
-    else:
-        path = tmp_path / "profile.yaml"
-        path.write_text(BAD_PROFILES[case][0])
-        value, expected = str(path), BAD_PROFILES[case][1]
+        return "missing.yaml", f"and not a profile YAML file (no file {str(tmp_path / 'missing.yaml')!r})"
+    path = tmp_path / "profile.yaml"
+    path.write_text(BAD_PROFILES[case][0])
+    return str(path), BAD_PROFILES[case][1]
+
+
+@pytest.mark.parametrize("case", ["missing file", *BAD_PROFILES])
+def test_bad_value_prints_one_line_and_applies_nothing(hook_python, tmp_path, case):
+    value, expected = bad_value(tmp_path, case)
     report, stderr = probe(hook_python, tmp_path, value)
     assert len(stderr) == 1, stderr
     assert stderr[0].startswith(f"behavior1k_fast: BEHAVIOR1K_FAST={value!r}")
     assert expected in stderr[0] and stderr[0].endswith("; nothing applied")
     assert report["startup"]["profile"] is None and report["startup"]["error"] in stderr[0]
     assert report["states"] == {} and report["omp_num_threads"] is None
+
+
+@pytest.mark.parametrize("case", ["missing file", "yaml syntax"])
+def test_strict_mode_makes_a_bad_value_fatal_at_start_up(hook_python, tmp_path, case):
+    value, expected = bad_value(tmp_path, case)
+    done = run_child(hook_python, tmp_path, value, ["-c", "print('ran')"], strict="1")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"behavior1k_fast: BEHAVIOR1K_FAST={value!r}") and expected in line
+    assert line.endswith("; exiting (BEHAVIOR1K_FAST_STRICT is set)")
+
+
+def test_strict_mode_lets_a_good_value_start(hook_python, tmp_path):
+    done = run_child(hook_python, tmp_path, "1", ["-c", "print('ran')"], strict="1")
+    assert done.returncode == 0 and done.stdout == "ran\n" and done.stderr == ""
 
 
 @pytest.fixture(scope="module")
@@ -124,5 +166,6 @@ def test_ray_actor_from_runtime_env_and_the_actor_it_starts_apply_before_omnigib
     assert own["pid"] != child["pid"]
     for report in (own, child):
         assert report["startup"]["source"] == "preset '1'" and report["omnigibson_imported"] is False
-        assert report["states"]["intra_op_threads"] == "applied" and report["omp_num_threads"] == "1"
+        # Ray sets OMP_NUM_THREADS in its workers itself; the patch's thread cap waits for `import omnigibson`
+        assert report["states"]["intra_op_threads"] == "pending"
         assert report["states"]["vector_env_step"] == "pending"

@@ -30,7 +30,7 @@ def test_rows_apply_the_optimisations_cumulatively():
     rows = ablation.ablation_rows(processes=4, envs_per_process=2, pipeline_stages=2, chunk_size=16)
     by = {r.name: r for r in rows}
     assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                                      "process_serial", "process_overlap", "process_async"]
+                                      "process_serial", "process_overlap", "process_async", "lookahead"]
     assert by["stock"].profile == RolloutProfile.stock(num_env_processes=4, total_num_envs=8, chunk_size=16)
     assert _changed(by["stock"].profile, by["slim"].profile) <= set(ablation.SLIM_FIELDS)
     assert by["slim"].profile.obs_modalities == ("rgb", "proprio")
@@ -46,6 +46,10 @@ def test_rows_apply_the_optimisations_cumulatively():
         asynchronous = by[f"{partition}_async"]
         assert _changed(overlap.profile, asynchronous.profile) == {"schedule"} and asynchronous.overlap
         assert overlap.profile.schedule == "barrier" and asynchronous.profile.schedule == "async"
+    lookahead = by["lookahead"]  # the pipeline in time: one stage at the same P x E, the lead measured
+    assert _changed(by["skip_obs"].profile, lookahead.profile) == {"schedule", "lookahead_steps"}
+    assert lookahead.profile.schedule == "lookahead" and lookahead.profile.lookahead_steps == "auto"
+    assert lookahead.overlap and lookahead.prev == "skip_obs"
     assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
     assert ablation.ALL_ROW in by
 
@@ -63,6 +67,10 @@ def test_a_tuned_profile_adds_a_row_in_its_layout_with_every_optimisation_on(tmp
     assert row.label == "tuned: P=2 x E=4, K=2 process, async"
     with pytest.raises(ValueError, match="--tuned layout has total_num_envs=8.*the bench runs 4 envs"):
         ablation.BenchConfig(processes=2, envs_per_process=2, chunk_size=16, tuned=tuned)
+    lookahead = RolloutProfile(schedule="lookahead", lookahead_steps="auto", num_env_processes=4, total_num_envs=8,
+                               chunk_size=16)
+    row = ablation.ablation_rows(4, 2, 2, 16, tuned=lookahead)[-1]
+    assert (row.profile.schedule, row.profile.lookahead_steps, row.profile.pipeline_stages) == ("lookahead", "auto", 1)
     path = tmp_path / "tune.yaml"
     path.write_text("pipeline_stage_num: 2\nnum_env_subprocess: 2\ntotal_num_envs: 4\npartition: process\n")
     config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--tuned", str(path)))
@@ -111,7 +119,7 @@ def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_
     assert (config.processes, config.envs_per_process, config.process_budget) == (1, 2, 1)
     plan = ablation.plan_runs(config)
     assert {r.name for r in plan.rows} == {"stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
-                                           "hybrid_async"}
+                                           "hybrid_async", "lookahead"}
     assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "peer_double_buffer"}
     assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
     assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
@@ -125,8 +133,8 @@ def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(m
     assert plan.budget == 16
     assert {(r.profile.num_env_processes, r.profile.envs_per_process) for r in plan.rows} == {(8, 2)}
     budget = {r.name: r for r in plan.budget_rows}
-    # E = 1 holds no hybrid K = 2: the widest layout's pipeline rows are the process partition's
-    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1"}
+    # E = 1 holds no hybrid K = 2: the widest layout's pipeline rows are the process partition's and lookahead
+    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1", "lookahead@P16xE1"}
     assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
     assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
     peers = {p.name: p for p in plan.peers}
@@ -237,7 +245,8 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
     names = [c[0] for c in calls]
     assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                     "process_serial", "process_overlap", "process_async", "hybrid_overlap", "hybrid_overlap"]
+                     "process_serial", "process_overlap", "process_async", "lookahead", "hybrid_overlap",
+                     "hybrid_overlap"]
     assert calls[0][2].pipeline_stages == 2 and calls[0][2].partition == "hybrid"  # the all-optimisations row
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)

@@ -697,7 +697,7 @@ def multi_scene_environment_class(og):
 def install_seam(og, line: Line, monkeypatch) -> tuple[RecordingSim, type]:
     """``og.sim`` is a :class:`RecordingSim` and ``og.Environment`` the seam class of ``line``'s layout (main's
     multi-scene one on main) until ``monkeypatch`` is undone; returns ``(sim, environment class)``."""
-    from behavior1k_fast.patching.omnigibson.stepping import is_multi_scene
+    from behavior1k_fast.patching.omnigibson.layout import is_multi_scene
 
     sim = RecordingSim()
     monkeypatch.setattr(og, "sim", sim)

@@ -13,7 +13,7 @@ import pytest
 from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend, OmniGibsonBackendFactory
 from behavior1k_fast.core.contract import VectorBackend
 from behavior1k_fast.core.profile import RolloutProfile
-from behavior1k_fast.patching.omnigibson.stepping import is_multi_scene
+from behavior1k_fast.patching.omnigibson.layout import is_multi_scene
 from behavior1k_fast.rollout import RolloutEngine
 
 #: One user config for both layouts (no env.num_envs: the engine decides how many envs a worker builds).

@@ -40,7 +40,7 @@ def real(tmp_path_factory, recording):
     os.environ.setdefault("OMNIGIBSON_HEADLESS", "1")
     from behavior1k_fast.patching.omnigibson import PATCHES
     from behavior1k_fast.patching.omnigibson.cpu_import import import_omnigibson
-    from behavior1k_fast.patching.omnigibson.stepping import is_multi_scene
+    from behavior1k_fast.patching.omnigibson.layout import is_multi_scene
     from behavior1k_fast.patching import PatchRegistry
     from behavior1k_fast.core.profile import RolloutProfile
 

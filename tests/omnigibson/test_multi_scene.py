@@ -99,6 +99,22 @@ def test_unselected_envs_hold_their_last_action_and_the_task_is_given_it(patched
     assert h.steps() == [1, 2, 2]
 
 
+def test_held_actions_live_from_apply_to_revert(registry, patched, multi_seam, fast_profile):
+    """The actions the envs hold belong to one installation of the patch: after revert and apply again, an
+    env that has not taken an action since is given zeros, not the action it held before the revert."""
+    if not on_main(patched):
+        return
+    h = multi_seam(2)
+    first = h.rows(range(2))
+    h.env.step(first)
+    registry.revert()
+    registry.apply(fast_profile)
+    h.log.clear()
+    h.env.step(h.rows([0]), env_indices=[0])
+    (given,) = h.events("task.step")
+    assert torch.equal(given, torch.stack([h.rows([0])[0], torch.zeros(2)]))
+
+
 def test_automatic_reset_inside_a_subset_step_resets_only_selected_envs_that_ended(patched, multi_seam):
     """The batched task reports env 0 ended too, but env 0 is not selected: only env 1 is reset, and its
     reset observation replaces its step observation."""

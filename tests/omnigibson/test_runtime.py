@@ -466,7 +466,7 @@ def test_failed_launch_patch_rolls_back_earlier_patches(line, fast_profile, monk
     from omnigibson import simulator
     from omnigibson.envs.env_wrapper import EnvironmentWrapper
 
-    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentWrapperForwardingPatch
+    from behavior1k_fast.patching.omnigibson.wrapper_forwarding import EnvironmentWrapperForwardingPatch
 
     step = EnvironmentWrapper.__dict__["step"]
     monkeypatch.delattr(simulator, "_launch_app")

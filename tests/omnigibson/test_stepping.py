@@ -341,7 +341,8 @@ def test_revert_brings_back_upstream_behaviour(patched, registry, seam, checks):
 
 
 def test_unsupported_layout_fails_and_rolls_back(line, fast_profile, monkeypatch):
-    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentStepPatch, VectorEnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.env_step import EnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.vector_env_step import VectorEnvironmentStepPatch
 
     env_cls = _class(line, "Environment")
     step = env_cls.__dict__["step"]
@@ -357,11 +358,11 @@ def test_unsupported_layout_fails_and_rolls_back(line, fast_profile, monkeypatch
     outcome = info.value.report["vector_env_step"]
     assert outcome.state == FAILED and "VectorEnvironment.reset is missing" in outcome.reason
     assert env_cls.__dict__["step"] is step
-    assert registry.status() == {}
+    assert registry.status().outcomes == ()
 
 
 def test_already_patched_upstream_is_skipped_with_reason(og):
-    from behavior1k_fast.patching.omnigibson.stepping import VectorEnvironmentStepPatch
+    from behavior1k_fast.patching.omnigibson.vector_env_step import VectorEnvironmentStepPatch
 
     class Module:
         __name__ = "fork_vec_env_base"
@@ -376,7 +377,7 @@ def test_already_patched_upstream_is_skipped_with_reason(og):
 
 
 def test_wrapper_forwarding_is_skipped_only_when_step_and_reset_both_take_kwargs(og):
-    from behavior1k_fast.patching.omnigibson.stepping import EnvironmentWrapperForwardingPatch
+    from behavior1k_fast.patching.omnigibson.wrapper_forwarding import EnvironmentWrapperForwardingPatch
 
     class Forwarding:
         __name__ = "fork_env_wrapper"

@@ -475,8 +475,7 @@ def test_hunks_touch_the_runtime_targets(name):
 
 def _declared_signatures(patch) -> dict[str, inspect.Signature]:
     """Method -> the signature a keyword-adding runtime patch installs (its adapter's)."""
-    methods = getattr(patch, "methods", {})
-    return {attr: inspect.signature(adapter) for attr, (_, adapter, _) in methods.items()}
+    return {method.attr: inspect.signature(method.signature) for method in getattr(patch, "methods", ())}
 
 
 @pytest.mark.parametrize("name", SERIES)

@@ -45,9 +45,15 @@ def test_inline_executor_gives_the_trajectories_of_worker_processes(partition):
     assert stats_inline.episodes.tolist() == stats_process.episodes.tolist() == [2, 1, 2, 1]
 
 
+class PatchedPointMassFactory(PointMassFactory):
+    """Names the OmniGibson patch set, as the OmniGibson backend's factory does."""
+
+    patch_set = "behavior1k_fast.patching.omnigibson"
+
+
 def test_inline_executor_starts_no_process_and_applies_then_restores_the_profile():
     assert omnigibson_patches.active_profile() is None
-    with inline_engine() as e:
+    with inline_engine(PatchedPointMassFactory(episode_lengths=LENGTHS)) as e:
         assert e.worker_pids == []
         assert omnigibson_patches.active_profile() == e.profile.replace(pipeline_stages=2)
         assert e.rollout(policy, 1).own_actions.sum() == 4 * CHUNK

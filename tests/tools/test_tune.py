@@ -229,7 +229,7 @@ def test_bad_input_is_one_line_and_exit_code_2_before_any_work(argv, text, tmp_p
 @pytest.mark.slow
 def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_path, capsys):
     assert main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "2", "--top", "2",
-                 "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci"]) == 0
+                 "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci", "--format", "rlinf"]) == 0
     result = json.loads((tmp_path / "tune_ci.json").read_text())
     assert result["complete"]
     keys = ("processes", "envs_per_process", "pipeline_stages", "partition", "schedule")
@@ -258,6 +258,11 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     assert (profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition,
             profile.schedule) == (winner["processes"], winner["envs_per_process"], winner["pipeline_stages"],
                                   winner["partition"], winner["schedule"])
+    import yaml
+
+    from behavior1k_fast.tools.rlinf_keys import rlinf_overrides
+
+    assert yaml.safe_load((tmp_path / "tune_ci.rlinf.yaml").read_text()) == rlinf_overrides(profile)
     curve = result["calibration"]["t_model_by_batch"]
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
     assert winner["name"] in capsys.readouterr().out

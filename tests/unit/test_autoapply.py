@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 
 import pytest
 
 from behavior1k_fast.core.profile import RolloutProfile
-from behavior1k_fast.patching import autoapply
+from behavior1k_fast.patching import DISABLED, PENDING, PatchOutcome, PatchReport, autoapply
 from behavior1k_fast.patching import omnigibson as patching
 from behavior1k_fast.tools import doctor
 
@@ -24,6 +25,25 @@ def test_off_values_name_no_profile_even_where_a_file_has_their_name(value, tmp_
     assert patching.REGISTRY.profile is None  # nothing applied
     state = doctor.autoapply_state()
     assert state["meaning"] == "off" and state["active"] is False
+
+
+def test_a_file_named_like_an_off_value_or_a_preset_is_never_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("0", "1", "rlinf"):
+        (tmp_path / name).write_text("intra_op_threads: 3\n")
+    assert autoapply.profile_for("0") == (None, "off") and autoapply.profile_for(" 0 ") == (None, "off")
+    assert autoapply.profile_for("1") == (RolloutProfile(), "preset '1'")
+    assert autoapply.profile_for("rlinf") == (RolloutProfile.rlinf(), "preset 'rlinf'")
+
+
+def test_a_relative_profile_path_is_resolved_and_named_absolute(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tune.yaml").write_text("pipeline_stage_num: 2\n")
+    monkeypatch.chdir(tmp_path)
+    profile, source = autoapply.profile_for("conf/tune.yaml")
+    assert profile.pipeline_stages == 2 and source == f"profile file {str(tmp_path / 'conf' / 'tune.yaml')!r}"
+    with pytest.raises(ValueError, match=f"no file {str(tmp_path / 'missing.yaml')!r}"):
+        autoapply.profile_for("missing.yaml")
 
 
 def test_presets_and_profile_files(tmp_path):
@@ -88,8 +108,9 @@ def test_pth_line_hands_any_other_value_to_at_startup(value):
 
 @pytest.fixture
 def fresh_startup(monkeypatch):
-    """No start-up record yet; the process-wide patch set reverted afterwards."""
+    """No start-up record yet, not strict; the process-wide patch set reverted afterwards."""
     monkeypatch.setattr(autoapply, "_startup", None)
+    monkeypatch.delenv(autoapply.STRICT_VAR, raising=False)
     yield
     patching.revert()
 
@@ -100,6 +121,7 @@ def test_at_startup_applies_once_per_value(monkeypatch, fresh_startup, tmp_path)
     record = autoapply.at_startup()
     assert record == autoapply.startup() and record.error is None and record.source == "preset 'rlinf'"
     assert patching.active_profile() == RolloutProfile.rlinf() == record.profile
+    assert record.report.profile == record.profile and record.report["vector_env_step"].state in ("pending", "applied")
     assert autoapply.at_startup() is record  # a venv's .pth runs twice at start-up
 
 
@@ -113,6 +135,10 @@ def test_at_startup_with_a_bad_value_prints_one_line_and_applies_nothing(monkeyp
 
 
 def test_at_startup_rolls_back_a_profile_that_fails_half_way(monkeypatch, fresh_startup, tmp_path, capsys):
+    """In a process that has imported OmniGibson (here a stand-in module) the process settings apply at
+    start-up: the numba cache dir that cannot be made fails, and the thread cap applied before it is undone."""
+    if "omnigibson" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "omnigibson", types.ModuleType("omnigibson"))
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "p.yaml"
     path.write_text(f"intra_op_threads: 2\nnumba_cache_dir: {tmp_path / 'a-file' / 'numba'}\n")
@@ -150,3 +176,20 @@ def test_doctor_reports_what_the_hook_did_in_this_process(monkeypatch, fresh_sta
     assert doctor.autoapply_state()["this_process"] == f"refused: {record.error}"
     monkeypatch.setattr(autoapply, "_startup", dataclasses.replace(record, source="preset '1'", error=None))
     assert doctor.autoapply_state()["this_process"] == "applied preset '1'"
+    outcomes = tuple(PatchOutcome(name, state, "", ()) for name, state in
+                     [("a", PENDING), ("b", PENDING), ("c", DISABLED)])
+    started = dataclasses.replace(record, source="preset '1'", error=None, report=PatchReport(RolloutProfile(), outcomes))
+    monkeypatch.setattr(autoapply, "_startup", started)
+    assert doctor.autoapply_state()["this_process"] == "applied preset '1' (1 disabled, 2 pending at start-up)"
+
+
+def test_doctor_says_where_each_patch_applies():
+    report = doctor.collect(RolloutProfile())
+    rows = {row["name"]: row for row in report["patches"]}
+    assert rows["intra_op_threads"]["process_setting"] and rows["intra_op_threads"]["applies_in"].startswith(
+        "processes that run omnigibson (at `import omnigibson`")
+    assert not rows["env_step_obs"]["process_setting"]
+    assert rows["env_step_obs"]["applies_in"] == "processes that import omnigibson.envs.env_base"
+    text = doctor.render_text(report)
+    assert "process settings (gpu_binding, intra_op_threads, numba_cache_dir) apply only in processes that run " \
+           "omnigibson" in text

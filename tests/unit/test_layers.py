@@ -100,4 +100,4 @@ def test_the_checker_sees_function_local_and_relative_imports():
     """The checker itself: a function-local relative import is an edge (the 0.1.0 cycle went through one)."""
     tools = GRAPH[f"{PACKAGE}.tools.validate"]
     assert f"{PACKAGE}.rollout.bootstrap" in tools and f"{PACKAGE}.backends" in tools
-    assert f"{PACKAGE}.patching.omnigibson" in GRAPH[f"{PACKAGE}.rollout.bootstrap"]
+    assert f"{PACKAGE}.core.contract" in GRAPH[f"{PACKAGE}.rollout.bootstrap"]

@@ -21,15 +21,14 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
 from ...core.checks import check_int, check_positive_int
 from ...core.contract import check_actions, check_env_indices
 from ...core.profile import RolloutProfile
-from ...patching.omnigibson._util import has_parameter
-from ...patching.omnigibson.stepping import is_multi_scene
+from ...patching.omnigibson.layout import is_multi_scene, steps_per_env
 from .config import rescale_env_config, slim_config
 
 SEPARATOR = "::"
@@ -121,7 +120,8 @@ def _layout(env: Any) -> _VectorEnvironmentLayout | _MultiSceneLayout:
 
 class OmniGibsonBackend:
     """The backend contract over a ``VectorEnvironment`` or main's multi-scene ``Environment`` whose ``step``
-    carries the patches of :mod:`behavior1k_fast.patching.omnigibson.stepping`. ``observe_renders`` app
+    carries the per-env stepping patches of :mod:`behavior1k_fast.patching.omnigibson` (``vector_env_step`` or
+    ``multi_scene_step``). ``observe_renders`` app
     renders precede an observation read by :meth:`observe` (RTX lags physics by frames)."""
 
     def __init__(self, env: Any, observe_renders: int = 1) -> None:
@@ -129,7 +129,7 @@ class OmniGibsonBackend:
 
         observe_renders = check_int("observe_renders", observe_renders, 0)
         layout = _layout(env)
-        if not has_parameter(type(env).step, "env_indices"):
+        if not steps_per_env(type(env)):
             raise RuntimeError(
                 f"{type(env).__name__}.step takes no env_indices: apply the behavior1k_fast profile "
                 "(behavior1k_fast.apply()) before building the env"
@@ -191,6 +191,8 @@ class OmniGibsonBackendFactory:
 
     config: Mapping[str, Any]
     headless: bool = True
+    #: The patch set every process that builds this backend applies first (``core.contract.patch_set_of``).
+    patch_set: ClassVar[str] = "behavior1k_fast.patching.omnigibson"
 
     def build_config(self, profile: RolloutProfile, num_envs: int | None = None) -> dict:
         """The env config the worker builds: slimmed, rescaled for ``profile.pipeline_stages``, no auto-reset,

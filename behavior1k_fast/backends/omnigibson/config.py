@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from ...core.checks import check_number
 from ...core.frequencies import Frequencies, StageTiming, rescale_for_stages
 from ...core.profile import VISION_MODALITIES, RolloutProfile
-from ...patching.omnigibson._util import class_in
+from ...patching.omnigibson.layout import class_in
 
 #: Robot ``obs_modalities`` when a robot config does not set it (``BaseRobot.__init__``).
 UPSTREAM_ROBOT_MODALITIES = ("rgb", "proprio")

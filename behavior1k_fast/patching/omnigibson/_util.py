@@ -1,45 +1,21 @@
-"""Small helpers shared by the OmniGibson patch modules (feature detection, call binding, per-call overrides)."""
+"""Small helpers shared by the OmniGibson patch modules: call binding, per-call instance overrides, and the base
+of the patches around the Kit app launch. Feature detection lives in :mod:`.layout`."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
+import sys
 from typing import Any, Callable, Iterator
 
-from ..registry import Patch, PatchContext, UpstreamLayoutError
-from ...core.profile import RolloutProfile
+from ..registry import Knobs, Patch, PatchContext, UpstreamLayoutError
+from .layout import source_of
 
 
-def raw_member(owner: type, qualname: str) -> Any:
-    """The raw class ``__dict__`` entry ``owner.qualname``; AttributeError naming it if the layout lacks it."""
-    try:
-        return owner.__dict__[qualname]
-    except KeyError:
-        raise UpstreamLayoutError(
-            f"{owner.__module__}.{owner.__qualname__}.{qualname} is missing: unsupported OmniGibson layout"
-        ) from None
-
-
-def class_in(module: Any, name: str) -> type:
-    """``module.name`` as a class; AttributeError naming it if this OmniGibson layout has no such class."""
-    cls = getattr(module, name, None)
-    if not isinstance(cls, type):
-        raise UpstreamLayoutError(f"{module.__name__}.{name} is missing: unsupported OmniGibson layout")
-    return cls
-
-
-def has_parameter(fn: Callable, name: str) -> bool:
-    """Whether ``fn`` (a function, or a property's getter) names parameter ``name``."""
-    return name in inspect.signature(fn).parameters
-
-
-def source_of(fn: Callable) -> str:
-    """Source text of ``fn`` ('' when unavailable, e.g. a compiled extension)."""
-    try:
-        return inspect.getsource(inspect.unwrap(fn))
-    except (OSError, TypeError):
-        return ""
+def simulator() -> Any:
+    """``omnigibson.sim``, the loaded simulator (a patched method runs only once OmniGibson is imported)."""
+    return sys.modules["omnigibson"].sim
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,11 +66,11 @@ class LaunchAppPatch(Patch):
         """Why upstream's launch already does this (feature detection), or ``None``."""
         return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         def launch_app(wrapped, instance, args, kwargs):
             return self.launch(module, profile, lambda: wrapped(*args, **kwargs))
 
         ctx.wrap(module, "_launch_app", launch_app)
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, module: Any, profile: Knobs, start: Callable[[], Any]) -> Any:
         raise NotImplementedError

@@ -18,8 +18,7 @@ import sys
 from typing import Any, Callable
 
 from ...core.gpus import CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID, binding_env, physical_gpu
-from ...core.profile import RolloutProfile
-from ..registry import Patch, PatchContext
+from ..registry import Knobs, Patch, PatchContext
 from .runtime import KitArgsPatch, launch_with_kit_args
 
 #: Kit setting paths of the renderer and physics device.
@@ -39,12 +38,13 @@ class GpuBindingPatch(Patch):
 
     name = "gpu_binding"
     module = None
+    knobs = ("gpu_ids",)
     targets = (CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID)
 
-    def wanted(self, profile: RolloutProfile) -> bool:
+    def wanted(self, profile: Knobs) -> bool:
         return profile.gpu_ids is not None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             raise RuntimeError(
@@ -59,11 +59,12 @@ class KitRendererGpuPatch(KitArgsPatch):
     """The Kit renderer and PhysX on the process's one GPU (module docs)."""
 
     name = "kit_renderer_gpu"
+    knobs = ("gpu_ids",)
 
-    def wanted(self, profile: RolloutProfile) -> bool:
+    def wanted(self, profile: Knobs) -> bool:
         return profile.gpu_ids is not None
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, module: Any, profile: Knobs, start: Callable[[], Any]) -> Any:
         settings = kit_gpu_settings(physical_gpu(0, os.environ))  # gpu_binding left one visible GPU
         args = [f"--{path}={value}" for path, value in settings.items()]
         return launch_with_kit_args(module, args, settings, start)

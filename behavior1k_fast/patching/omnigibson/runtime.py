@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterable, Iterator
 from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ...core.checks import check_writable_dir
 from ...core.profile import RENDER_QUALITY_FIELDS, RTX_DESCRIPTOR_SETS_UPSTREAM, RolloutProfile
-from ._util import LaunchAppPatch, source_of
+from ._util import LaunchAppPatch
+from .layout import source_of
 
 #: Kit setting path of each thread-cap knob.
 KIT_THREAD_SETTINGS = {
@@ -211,6 +212,7 @@ class KitThreadCapsPatch(KitArgsPatch):
     """Carb tasking, TBB and PhysX worker thread caps on the Kit command line at launch."""
 
     name = "kit_thread_caps"
+    knobs = tuple(KIT_THREAD_SETTINGS)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return any(getattr(profile, knob) is not None for knob in KIT_THREAD_SETTINGS)
@@ -229,6 +231,7 @@ class KitDescriptorSetsPatch(KitArgsPatch):
     ``.kit`` inherits Kit's 10000, which runs out at 8-10 envs x 3 cameras (BEHAVIOR-1K #2152)."""
 
     name = "rtx_descriptor_sets"
+    knobs = ("rtx_descriptor_sets", "envs_per_process", "cameras_per_env")
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.rtx_descriptor_sets is not None
@@ -256,6 +259,7 @@ class KitLaunchArgvPatch(KitArgsPatch):
     name and drops it."""
 
     name = "kit_launch_argv"
+    knobs = ("keep_launch_argv0",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.keep_launch_argv0
@@ -284,6 +288,7 @@ class RenderQualityPatch(Patch):
 
     name = "render_quality"
     module = "omnigibson"
+    knobs = tuple(RENDER_QUALITY_SETTINGS)
     targets = ("launch",)
     upstream_file = "omnigibson/simulator.py"
 
@@ -313,6 +318,7 @@ class GcAfterLaunchPatch(LaunchAppPatch):
     """``gc.enable()`` right after the app started (Kit disables Python's garbage collector)."""
 
     name = "gc_after_launch"
+    knobs = ("gc_enable",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.gc_enable
@@ -327,6 +333,7 @@ class TextureStreamingBudgetPatch(LaunchAppPatch):
     """Sets the RTX texture-streaming memory budget (fraction of GPU memory) right after launch."""
 
     name = "texture_streaming_budget"
+    knobs = ("texture_streaming_budget",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.texture_streaming_budget is not None
@@ -349,6 +356,7 @@ class IntraOpThreadsPatch(Patch):
 
     name = "intra_op_threads"
     module = None
+    knobs = ("intra_op_threads",)
     targets = INTRA_OP_ENV_VARS + ("torch.set_num_threads",)
 
     def wanted(self, profile: RolloutProfile) -> bool:
@@ -375,6 +383,7 @@ class NumbaCacheDirPatch(Patch):
 
     name = "numba_cache_dir"
     module = None
+    knobs = ("numba_cache", "numba_cache_dir")
     targets = ("NUMBA_CACHE_DIR",) + NUMBA_PRELOAD
 
     def wanted(self, profile: RolloutProfile) -> bool:
@@ -394,6 +403,8 @@ class NumbaCacheDirPatch(Patch):
 
 class NumbaKernelCachePatch(Patch):
     """``cache=True`` for the numba kernels of one controller module (numpy controller backend)."""
+
+    knobs = ("numba_cache", "numba_cache_dir")
 
     def __init__(self, name: str, module: str, targets: tuple[str, ...], upstream_file: str | None) -> None:
         self.name = name

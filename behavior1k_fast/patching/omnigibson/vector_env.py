@@ -33,8 +33,7 @@ from typing import Any, Mapping, Sequence
 from ...core.checks import check_positive_int
 from ...core.profile import RolloutProfile
 from ..registry import Patch, PatchContext
-from ._util import has_parameter, source_of
-from .stepping import is_multi_scene
+from .layout import has_parameter, is_multi_scene, source_of
 
 
 class EnvView:
@@ -118,6 +117,7 @@ class MultiSceneVectorEnvironmentPatch(Patch):
     name = "multi_scene_vector_env"
     module = "omnigibson.envs"
     targets = ("VectorEnvironment",)
+    knobs = ()
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return True  # the contract: a VectorEnvironment with env_indices on every line

@@ -30,9 +30,9 @@ import sys
 from typing import Any, Iterable, Iterator
 
 from ...core.checks import check_positive_int
-from ...core.profile import RolloutProfile
-from ..registry import Patch, PatchContext, UpstreamLayoutError
-from ._util import LaunchAppPatch, class_in, raw_member, source_of
+from ..registry import Knobs, Patch, PatchContext, UpstreamLayoutError
+from ._util import LaunchAppPatch
+from .layout import class_in, raw_member, source_of
 
 #: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
 LENS_KEYS = ("focal_length", "focus_distance", "fstop", "horizontal_aperture", "clipping_range")
@@ -88,6 +88,7 @@ class HeadlessViewportPatch(Patch):
     """``VisionSensor`` without a viewport when headless; resolution cached; viewport members guarded."""
 
     name = "headless_viewport"
+    knobs = ("remove_headless_viewports",)
     module = "omnigibson.sensors.vision_sensor"
     targets = (
         "VisionSensor._post_load",
@@ -100,7 +101,7 @@ class HeadlessViewportPatch(Patch):
     )
     upstream_file = "omnigibson/sensors/vision_sensor.py"
 
-    def wanted(self, profile: RolloutProfile) -> bool:
+    def wanted(self, profile: Knobs) -> bool:
         return profile.remove_headless_viewports
 
     def skip_reason(self, module: Any) -> str | None:
@@ -113,7 +114,7 @@ class HeadlessViewportPatch(Patch):
             raise UpstreamLayoutError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
         return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         sensor_cls = class_in(module, "VisionSensor")
         base_cls = sensor_cls.__mro__[1]
 
@@ -194,8 +195,9 @@ class ViewerCameraOffPatch(LaunchAppPatch):
     """Headless launches create no viewer camera: ``gm.RENDER_VIEWER_CAMERA`` is False when the app starts."""
 
     name = "viewer_camera_off"
+    knobs = ("remove_headless_viewports",)
 
-    def wanted(self, profile: RolloutProfile) -> bool:
+    def wanted(self, profile: Knobs) -> bool:
         return profile.remove_headless_viewports
 
     def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
@@ -206,13 +208,13 @@ class ViewerCameraOffPatch(LaunchAppPatch):
             return "upstream already renders no viewer camera by default (gm.RENDER_VIEWER_CAMERA is False)"
         return None
 
-    def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
+    def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
         gm = _gm()
         previous = gm["RENDER_VIEWER_CAMERA"]
         super().install(module, profile, ctx)
         ctx.on_undo(lambda: gm.__setitem__("RENDER_VIEWER_CAMERA", previous))
 
-    def launch(self, module: Any, profile: RolloutProfile, start):
+    def launch(self, module: Any, profile: Knobs, start):
         gm = _gm()
         if gm["HEADLESS"]:
             # Item access: MacroDict refuses attribute writes once a macro was read.

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ...backends import make_factory
 from ...core.checks import MachineLimits, check_local_layout, check_positive_int
-from ...core.profile import PARTITION_MODES, RolloutProfile
+from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile
 from ...rollout.plan import PartitionPlan
 from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
@@ -59,7 +59,7 @@ ALL_ROW = "hybrid_overlap"
 
 #: Layout knobs a tuned profile (``behavior1k-fast tune``'s YAML) brings to the ``tuned`` row.
 TUNED_FIELDS = ("pipeline_stages", "num_env_processes", "total_num_envs", "partition", "schedule",
-                "async_min_batch", "async_max_wait_s")
+                "async_min_batch", "async_max_wait_s", "lookahead_steps")
 
 
 def ablation_rows(
@@ -87,6 +87,10 @@ def ablation_rows(
         rows.append(Row(f"{partition}_overlap", f"{tag}, overlap", piped, overlap=True, prev="skip_obs"))
         rows.append(Row(f"{partition}_async", f"{tag}, async", piped.replace(schedule="async"), overlap=True,
                         prev="skip_obs"))
+    # The pipeline in time (issue 21): K = 1 at the same P x E, the next chunk chosen from lead observations
+    # while the current one ends, the lead measured on the first round.
+    lookahead = skip.replace(pipeline_stages=1, schedule="lookahead", lookahead_steps=AUTO_LEAD)
+    rows.append(Row("lookahead", "+ lookahead (K=1, lead auto)", lookahead, overlap=True, prev="skip_obs"))
     if tuned is not None:
         layout = skip.replace(**{name: getattr(tuned, name) for name in TUNED_FIELDS})
         label = (f"tuned: P={layout.num_env_processes} x E={layout.envs_per_process}, K={layout.pipeline_stages} "
@@ -248,7 +252,7 @@ def plan_runs(config: BenchConfig) -> Plan:
         base = _at(skip, widest, e, None)
         budget_rows.append(base)
         for row in rows:
-            if row.name.endswith(("_overlap", "_async")):
+            if row.name.endswith(("_overlap", "_async")) or row.name == "lookahead":
                 moved = _at(row, widest, e, base.name)
                 if not _holds(moved):
                     budget_rows.append(moved)
@@ -378,7 +382,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     at_layout = [by_name[r.name] for r in plan.rows]
     barrier = _fastest([m for m in at_layout if m.name.endswith("_overlap")])
     asynchronous = _fastest([m for m in at_layout if m.name.endswith("_async")])
-    best = _fastest([barrier, asynchronous, by_name.get("tuned")])
+    lookahead = by_name.get("lookahead")
+    best = _fastest([barrier, asynchronous, lookahead, by_name.get("tuned")])
     best_engine = _fastest([m for m in engine if m.processes <= plan.budget])
     best_peer = _fastest([by_name[p.name] for p in plan.peers if p.fair and p.processes <= plan.budget])
     stock_peer = by_name.get("peer_stock")
@@ -397,6 +402,9 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         "speedup_async_over_barrier": barrier.ms_per_step / asynchronous.ms_per_step,
         "speedup_over_best_peer": result["headline"]["speedup"],
         "speedup_over_stock_peer": stock_peer.ms_per_step / best.ms_per_step if stock_peer else None,
+        "speedup_lookahead_over_hybrid": (by_name["hybrid_overlap"].ms_per_step / lookahead.ms_per_step
+                                          if lookahead and "hybrid_overlap" in by_name else None),
+        "lookahead_efficiency": lookahead.pipeline_efficiency if lookahead else None,
     })
     result["complete"] = True
     table = result["rows"] + result["budget_rows"] + result["peers"]

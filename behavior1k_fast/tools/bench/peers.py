@@ -25,6 +25,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from ...core.contract import patch_set_of
 from ...rollout.bootstrap import bootstrap_process
 from ...rollout.chunk import step_chunk
 from ..measure.record import RowMeasure
@@ -60,7 +61,7 @@ class ChunkGymEnv(gymnasium.Env):
         self.skip_intermediate_obs = profile.skip_intermediate_obs
         self.backend = None
         if multiprocessing.parent_process() is not None:
-            bootstrap_process(profile)
+            bootstrap_process(profile, patch_set=patch_set_of(factory))
             self.backend = factory(envs, seed, profile)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
