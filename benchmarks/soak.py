@@ -1,16 +1,22 @@
 """Soak: one rollout engine on the reference simulator for many minutes, workers killed now and then, and a
 record of what every process holds over time. Not part of CI (it runs for ``--minutes``, 10 by default).
 
-The engine (P workers x E envs, K = 2 hybrid, restart policy with a large budget) runs rollouts back to
-back; every ``--kill-every-s`` seconds one worker, in turn, gets SIGKILL and the engine respawns it. Every
-``--sample-s`` seconds it records, per process (the driver and each worker slot, whose pid changes on a
-respawn): resident memory (MiB) and open file descriptors; and the shared-memory segments of the driver
-(``/dev/shm/b1kf_<driver pid>_*``). After ``close()`` it records what is left: child processes and
-segments (both must be zero). A leak shows as a slope over the run; the summary gives first and last
-values and the growth per hour.
+The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default, restart policy with a
+large budget) runs rollouts back to back; every ``--kill-every-s`` seconds (20 by default) one worker, in
+turn, gets SIGKILL in the middle of a rollout (from ``on_chunk``, so the kill lands while other slices
+step) and the engine respawns it. Every ``--sample-s`` seconds (each minute by default, the first right
+after the first rollout) it records, per process (the driver and each worker slot, whose pid changes on a
+respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and the
+segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``). After ``close()`` it records what is
+left: child processes and segments (both must be zero).
 
-Writes ``benchmarks/results/soak_<tag>.json`` and ``.png``. Run:
-``python3 benchmarks/soak.py --minutes 10`` (``--minutes 1.5`` for a short check).
+A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
+slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
+first in resident memory, within :data:`FD_TOLERANCE` descriptors, and holds the same segments. Exit code
+1 when something is not flat or something is left after ``close()``.
+
+Writes ``soak_<tag>.json`` and ``.png`` to ``--out-dir`` (``benchmarks/results``). Run:
+``python3 benchmarks/soak.py`` (10 minutes; ``--minutes 1.5`` for a short check).
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ from behavior1k_fast.rollout.shm import SHM_PREFIX  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
+#: Resident memory that counts as flat: the last sample at most this share above the first, plus 16 MiB.
+RSS_TOLERANCE = (0.10, 16.0)
+#: Open file descriptors that count as flat: the last sample at most this many above the first.
+FD_TOLERANCE = 2
 
 
 def policy(obs):
@@ -48,10 +58,20 @@ def segments(owner: int) -> list[str]:
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"{SHM_PREFIX}{owner}_"))
 
 
+def mapped_segments(pid: int) -> int:
+    """``b1kf_*`` segments process ``pid`` has mapped (distinct names in ``/proc/<pid>/maps``)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as fh:
+            return len({line.split("/dev/shm/")[1].split()[0] for line in fh if f"/dev/shm/{SHM_PREFIX}" in line})
+    except OSError:
+        return 0
+
+
 def sample(engine: RolloutEngine, start: float) -> dict:
     def usage(pid: int) -> dict:
         proc = psutil.Process(pid)
-        return {"pid": pid, "rss_mib": proc.memory_info().rss / 2**20, "fds": proc.num_fds()}
+        return {"pid": pid, "rss_mib": proc.memory_info().rss / 2**20, "fds": proc.num_fds(),
+                "segments": mapped_segments(pid)}
 
     return {
         "t_s": time.monotonic() - start,
@@ -62,47 +82,58 @@ def sample(engine: RolloutEngine, start: float) -> dict:
     }
 
 
-def growth(samples: list[dict], pick) -> dict:
-    """First, last and least-squares slope per hour of ``pick(sample)``."""
+def growth(samples: list[dict], pick, kind: str) -> dict:
+    """First, last, max and least-squares slope per hour of ``pick(sample)``, and whether the last sample is
+    flat against the first (``kind``: ``rss``, ``fds`` or ``segments``; module docs)."""
     t = np.array([s["t_s"] for s in samples])
     y = np.array([pick(s) for s in samples], dtype=float)
     slope = float(np.polyfit(t, y, 1)[0]) * 3600 if len(samples) > 2 else 0.0
-    return {"first": float(y[0]), "last": float(y[-1]), "max": float(y.max()), "per_hour": slope}
+    first, last = float(y[0]), float(y[-1])
+    share, mib = RSS_TOLERANCE
+    limit = {"rss": first * (1 + share) + mib, "fds": first + FD_TOLERANCE, "segments": first}[kind]
+    return {"first": first, "last": last, "max": float(y.max()), "per_hour": slope, "flat": last <= limit}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--sample-s", type=float, default=5.0)
-    parser.add_argument("--kill-every-s", type=float, default=30.0, help="SIGKILL one worker this often (0: never)")
+    parser.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples (default: 60)")
+    parser.add_argument("--kill-every-s", type=float, default=20.0, help="SIGKILL one worker this often (0: never)")
+    parser.add_argument("--schedule", choices=("async", "barrier"), default="async")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--envs-per-process", type=int, default=2)
     parser.add_argument("--resolution", type=int, default=64)
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON and PNG go")
     parser.add_argument("--tag", default=f"cpu{os.cpu_count()}")
     args = parser.parse_args()
 
     profile = RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
-                             pipeline_stages=2, chunk_size=CHUNK)
+                             pipeline_stages=2, chunk_size=CHUNK, schedule=args.schedule)
     factory = ReferenceFactory(ReferenceConfig(resolution=(args.resolution, args.resolution), num_objects=4))
     restarts = RestartPolicy(max_restarts=10**6, window_s=600.0, backoff_s=0.05)
     samples, kills, rollouts, own_actions = [], [], 0, 0
     start = time.monotonic()
     engine = RolloutEngine(factory, profile, restart_workers=restarts, stall_timeout_s=60.0)
+    kill = {"next": start + args.kill_every_s, "victim": 0}
+
+    def kill_on_time(stage, result) -> None:
+        """SIGKILL the next worker once its time has come, mid-rollout (the other slices keep stepping)."""
+        now = time.monotonic()
+        if args.kill_every_s and now >= kill["next"]:
+            os.kill(engine.worker_pids[kill["victim"]], signal.SIGKILL)
+            kills.append({"t_s": now - start, "worker": kill["victim"]})
+            kill["victim"] = (kill["victim"] + 1) % args.processes
+            kill["next"] += args.kill_every_s
+
     try:
-        next_sample, next_kill, victim = start, start + args.kill_every_s, 0
+        next_sample = start
         while time.monotonic() - start < args.minutes * 60:
-            stats = engine.rollout(policy, 2, reset=rollouts == 0)
+            stats = engine.rollout(policy, 2, reset=rollouts == 0, on_chunk=kill_on_time)
             rollouts += 1
             own_actions += int(stats.own_actions.sum())
-            now = time.monotonic()
-            if now >= next_sample:
+            if time.monotonic() >= next_sample:
                 samples.append(sample(engine, start))
                 next_sample += args.sample_s
-            if args.kill_every_s and now >= next_kill:
-                os.kill(engine.worker_pids[victim], signal.SIGKILL)
-                kills.append({"t_s": now - start, "worker": victim})
-                victim = (victim + 1) % args.processes
-                next_kill += args.kill_every_s
         samples.append(sample(engine, start))
     finally:
         engine.close()
@@ -114,12 +145,15 @@ def main() -> int:
     }
 
     summary = {
-        "driver_rss_mib": growth(samples, lambda s: s["driver"]["rss_mib"]),
-        "driver_fds": growth(samples, lambda s: s["driver"]["fds"]),
-        "worker_rss_mib_max": growth(samples, lambda s: max(w["rss_mib"] for w in s["workers"])),
-        "worker_fds_max": growth(samples, lambda s: max(w["fds"] for w in s["workers"])),
-        "segments": growth(samples, lambda s: s["segments"]),
+        "driver_rss_mib": growth(samples, lambda s: s["driver"]["rss_mib"], "rss"),
+        "driver_fds": growth(samples, lambda s: s["driver"]["fds"], "fds"),
+        "driver_mapped_segments": growth(samples, lambda s: s["driver"]["segments"], "segments"),
+        "worker_rss_mib_max": growth(samples, lambda s: max(w["rss_mib"] for w in s["workers"]), "rss"),
+        "worker_fds_max": growth(samples, lambda s: max(w["fds"] for w in s["workers"]), "fds"),
+        "worker_mapped_segments_max": growth(samples, lambda s: max(w["segments"] for w in s["workers"]), "segments"),
+        "segments": growth(samples, lambda s: s["segments"], "segments"),
     }
+    flat = all(entry["flat"] for entry in summary.values())
     result = {
         "machine": {"platform": platform.platform(), "logical_cores": os.cpu_count()},
         "config": vars(args),
@@ -130,16 +164,17 @@ def main() -> int:
         "restarts": samples[-1]["restarts"],
         "samples": samples,
         "summary": summary,
+        "flat": flat,
         "after_close": after_close,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    json_path = RESULTS / f"soak_{args.tag}.json"
-    json_path.write_text(json.dumps(result, indent=2))
-    png_path = plot(result, RESULTS / f"soak_{args.tag}.png")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = args.out_dir / f"soak_{args.tag}.json"
+    json_path.write_text(json.dumps(result, indent=2, default=str))
+    png_path = plot(result, args.out_dir / f"soak_{args.tag}.png")
     print(json.dumps({"minutes_run": result["minutes_run"], "rollouts": rollouts, "restarts": result["restarts"],
-                      "summary": summary, "after_close": after_close}, indent=2))
+                      "summary": summary, "flat": flat, "after_close": after_close}, indent=2))
     print(f"wrote {json_path} and {png_path}")
-    return 0 if after_close["children"] == 0 and after_close["segments"] == 0 else 1
+    return 0 if flat and after_close["children"] == 0 and after_close["segments"] == 0 else 1
 
 
 def _resource_tracker() -> list[int]:
@@ -164,7 +199,9 @@ def plot(result: dict, path: Path) -> Path:
         axes[0].plot(t, [s["workers"][w]["rss_mib"] for s in samples], label=f"worker {w}")
         axes[1].plot(t, [s["workers"][w]["fds"] for s in samples], label=f"worker {w}")
     axes[1].plot(t, [s["driver"]["fds"] for s in samples], label="driver")
-    axes[2].plot(t, [s["segments"] for s in samples], label="b1kf_ segments")
+    axes[2].plot(t, [s["segments"] for s in samples], label="b1kf_ segments of the driver")
+    for w in range(len(samples[0]["workers"])):
+        axes[2].plot(t, [s["workers"][w]["segments"] for s in samples], ls="--", label=f"mapped by worker {w}")
     axes[2].plot(t, [s["restarts"] for s in samples], label="restarts (cumulative)")
     for ax, title in zip(axes, ("resident memory (MiB)", "open file descriptors", "segments and restarts")):
         ax.set_title(title)
@@ -172,8 +209,9 @@ def plot(result: dict, path: Path) -> Path:
         ax.legend(fontsize=8)
         for kill in result["kills"]:
             ax.axvline(kill["t_s"] / 60, color="grey", alpha=0.2)
-    fig.suptitle(f"soak: {result['minutes_run']:.1f} min, {result['rollouts']} rollouts, "
-                 f"{result['restarts']} restarts (grey: SIGKILL of a worker)")
+    fig.suptitle(f"soak ({result['config']['schedule']} schedule): {result['minutes_run']:.1f} min, "
+                 f"{result['rollouts']} rollouts, {result['restarts']} restarts (grey: SIGKILL of a worker); "
+                 f"{'flat' if result['flat'] else 'NOT flat'}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -14,16 +14,21 @@ import importlib.util
 from typing import Any
 
 BACKENDS = ("reference", "omnigibson")
-#: The module each backend needs importable (checked before anything starts).
-BACKEND_MODULES = {"reference": "mujoco", "omnigibson": "omnigibson"}
+#: The modules each backend needs importable (checked before anything starts), with what each one is:
+#: OmniGibson launches Isaac Sim with ``import isaacsim`` (every upstream line), so OmniGibson alone
+#: imports but cannot build an env.
+BACKEND_MODULES = {
+    "reference": (("mujoco", "mujoco"),),
+    "omnigibson": (("omnigibson", "OmniGibson (a BEHAVIOR-1K install)"), ("isaacsim", "Isaac Sim")),
+}
 
 
 def check_installed(backend: str) -> None:
-    """ValueError when ``backend``'s simulator is not installed in this Python (nothing is imported)."""
-    module = BACKEND_MODULES[backend]
-    if importlib.util.find_spec(module) is None:
-        what = "OmniGibson (a BEHAVIOR-1K install)" if backend == "omnigibson" else module
-        raise ValueError(f"backend {backend!r} needs {what}, but this Python has no module {module!r}")
+    """ValueError when a module ``backend``'s simulator needs is not installed in this Python (found, not
+    imported)."""
+    for module, what in BACKEND_MODULES[backend]:
+        if importlib.util.find_spec(module) is None:
+            raise ValueError(f"backend {backend!r} needs {what}, but this Python has no module {module!r}")
 
 
 def make_factory(backend: str, **options: Any) -> Any:

@@ -3,24 +3,35 @@
 A wrong type raises ``TypeError``; a value of the right type out of range raises ``ValueError``. Every
 check returns the value converted to the plain Python type (``np.int64(4)`` -> ``4``), so callers can keep
 the result. ``bool`` is never accepted where a number is asked for (``True`` is an ``int`` in Python).
+
+Machine limits (:class:`MachineLimits`): a count that starts processes or allocates per item has an upper
+bound derived from this machine's usable cores and memory (psutil), so a typo such as 100000 processes is
+one line before any work instead of minutes of start-up or a machine out of memory.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
 import tempfile
 import threading
+from dataclasses import dataclass
 from typing import Any, Sequence
+
+
+def _bound(value: float) -> str:
+    """A bound as written: ints in full (``4294967295``), other numbers short (``0.5``, ``9.2e+09``)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def _bound_text(low: float | None, high: float | None, low_open: bool = False) -> str:
     if low is not None and high is not None:
-        return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+        return f"in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}]"
     if low is not None:
-        return f"{'>' if low_open else '>='} {low:g}"
-    return f"<= {high:g}" if high is not None else ""
+        return f"{'>' if low_open else '>='} {_bound(low)}"
+    return f"<= {_bound(high)}" if high is not None else ""
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -59,11 +70,13 @@ def check_number(
     *,
     low_open: bool = False,
     unit: str = "",
+    others: str = "",
 ) -> float:
-    """``value`` as a finite ``float`` within the bounds (``low_open``: strictly above ``low``)."""
+    """``value`` as a finite ``float`` within the bounds (``low_open``: strictly above ``low``). ``others``
+    names the other values the caller accepts, first in the message (e.g. ``"'auto', None or "``)."""
     unit_text = f" {unit}" if unit else ""
     bound = _bound_text(low, high, low_open)
-    what = f"a finite number{unit_text}{' ' + bound if bound else ''}"
+    what = f"{others}a finite number{unit_text}{' ' + bound if bound else ''}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {what}, got {value!r}")
     number = float(value)
@@ -76,6 +89,17 @@ def check_number(
     return number
 
 
+def check_picklable(name: str, value: Any, destination: str) -> bytes:
+    """``pickle.dumps(value)``; ``TypeError`` naming ``name`` when it does not pickle (it must reach
+    ``destination``, e.g. "the workers")."""
+    import pickle
+
+    try:
+        return pickle.dumps(value)
+    except Exception as exc:
+        raise TypeError(f"{name} must be picklable to reach {destination}, got {value!r}: {exc}") from None
+
+
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     """``value`` if it is one of ``choices``."""
     if value not in choices:
@@ -83,12 +107,14 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
-def check_seconds(name: str, value: Any) -> float | None:
+def check_seconds(name: str, value: Any, others: str = "") -> float | None:
     """A time limit: ``None`` (no limit) or a positive number of seconds that the OS can wait for
-    (at most ``threading.TIMEOUT_MAX``: a larger one overflows in the first wait, after work has started)."""
+    (at most ``threading.TIMEOUT_MAX``: a larger one overflows in the first wait, after work has started).
+    ``others``: as for :func:`check_number`."""
     if value is None:
         return None
-    return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds")
+    return check_number(name, value, low=0.0, high=threading.TIMEOUT_MAX, low_open=True, unit="of seconds",
+                        others=others)
 
 
 def check_writable_dir(name: str, path: str) -> str:
@@ -101,3 +127,112 @@ def check_writable_dir(name: str, path: str) -> str:
     except OSError as exc:
         raise ValueError(f"{name}={path!r} is not a writable directory: {exc.strerror or exc}") from None
     return path
+
+
+# --- machine limits -------------------------------------------------------------------------------
+#: Worker processes per usable core this package starts at most on one machine: beyond that they only
+#: queue for the cores (and every one of them imports a simulator).
+PROCESSES_PER_CORE = 4
+#: Memory one started process takes at the least (an interpreter with numpy and a simulator imported).
+PROCESS_BYTES = 64 * 2**20
+#: Memory one env takes at the least (its simulator state, renderer and observation buffers).
+ENV_BYTES = 4 * 2**20
+#: Memory one step of one env's chunk takes at the least in the driver and the worker (its action row,
+#: reward and flags, the policy's tokens for it).
+STEP_BYTES = 1024
+#: Share of this machine's memory one allocation this package sizes from user input may take.
+MEMORY_SHARE = 0.5
+#: Largest seed: numpy's legacy seeding (``np.random.seed``, used by simulators) takes 32-bit seeds.
+MAX_SEED = 2**32 - 1
+
+
+def _gib(nbytes: float) -> str:
+    gib = nbytes / 2**30
+    return f"{gib:.3g} GiB" if gib < 1000 else f"{gib:,.0f} GiB"
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    """Upper limits of counts that start processes or allocate, from ``cores`` usable by this process and
+    ``memory_bytes`` of RAM (module docs)."""
+
+    cores: int
+    memory_bytes: int
+
+    @classmethod
+    @functools.lru_cache(maxsize=1)
+    def here(cls) -> "MachineLimits":
+        """This machine's limits (usable cores of this process's affinity, total RAM from psutil)."""
+        import psutil
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return cls(cores, int(psutil.virtual_memory().total))
+
+    @property
+    def budget_bytes(self) -> int:
+        """Bytes one allocation sized from user input may take (:data:`MEMORY_SHARE` of the RAM)."""
+        return int(self.memory_bytes * MEMORY_SHARE)
+
+    @property
+    def max_processes(self) -> int:
+        """Most processes started at once: :data:`PROCESSES_PER_CORE` per core, and what the memory holds."""
+        return max(1, min(PROCESSES_PER_CORE * self.cores, self.budget_bytes // PROCESS_BYTES))
+
+    @property
+    def max_envs(self) -> int:
+        """Most envs on this machine (:data:`ENV_BYTES` each)."""
+        return max(1, self.budget_bytes // ENV_BYTES)
+
+    @property
+    def max_chunk_steps(self) -> int:
+        """Most steps of one env's chunk (:data:`STEP_BYTES` each)."""
+        return max(1, self.budget_bytes // STEP_BYTES)
+
+    def describe(self) -> str:
+        return f"{self.cores} usable cores, {_gib(self.memory_bytes)} of memory"
+
+    def check_count(self, name: str, value: Any, high: int, per: str) -> int:
+        """``value`` as an int in ``[1, high]``; the message says where ``high`` comes from."""
+        value = check_int(name, value, 1)
+        if value > high:
+            raise ValueError(f"{name} must be an int in [1, {high}] on this machine ({self.describe()}; {per}), "
+                             f"got {value!r}")
+        return value
+
+    def check_processes(self, name: str, value: Any) -> int:
+        """A number of processes to start on this machine."""
+        return self.check_count(name, value, self.max_processes,
+                                f"at most {PROCESSES_PER_CORE} processes per core, {PROCESS_BYTES >> 20} MiB each")
+
+    def check_envs(self, name: str, value: Any) -> int:
+        """A number of envs to build on this machine."""
+        return self.check_count(name, value, self.max_envs,
+                                f"{ENV_BYTES >> 20} MiB per env within {MEMORY_SHARE:.0%} of the memory")
+
+    def check_chunk_steps(self, name: str, value: Any) -> int:
+        """The steps of one chunk."""
+        return self.check_count(name, value, self.max_chunk_steps,
+                                f"{STEP_BYTES} bytes per step within {MEMORY_SHARE:.0%} of the memory")
+
+    def check_memory(self, what: str, nbytes: float) -> None:
+        """ValueError when ``what`` (e.g. ``"model_width=4096, model_depth=96"``) needs more than the
+        memory budget."""
+        if nbytes > self.budget_bytes:
+            raise ValueError(f"{what} needs about {_gib(nbytes)} of memory, more than {MEMORY_SHARE:.0%} of this "
+                             f"machine's ({self.describe()})")
+
+
+def check_local_layout(num_processes: int, num_envs: int, chunk_size: int, processes: bool = True) -> None:
+    """What one machine can run: ``num_processes`` started processes (``processes``: they are started
+    here), ``num_envs`` envs, chunks of ``chunk_size`` steps for all of them (:class:`MachineLimits`)."""
+    limits = MachineLimits.here()
+    if processes:
+        limits.check_processes("num_env_processes", num_processes)
+    limits.check_envs("total_num_envs", num_envs)
+    limits.check_chunk_steps("chunk_size", chunk_size)
+    limits.check_memory(f"total_num_envs={num_envs} x chunk_size={chunk_size}", num_envs * chunk_size * STEP_BYTES)
+
+
+def check_seed(name: str, value: Any) -> int:
+    """A seed in ``[0, MAX_SEED]``."""
+    return check_int(name, value, 0, MAX_SEED)

@@ -81,7 +81,11 @@ class BackendFactory(Protocol):
 
 
 def check_backend_build(factory: Any, num_envs: int, seed: int, profile: Any) -> None:
-    """``factory.check(num_envs, seed, profile)`` where the factory has one (see :class:`BackendFactory`)."""
+    """``factory.check(num_envs, seed, profile)`` where the factory has one (see :class:`BackendFactory`).
+    A factory class passed for its instance (a class whose instances are the callables) is a ``TypeError``."""
+    if isinstance(factory, type) and any("__call__" in vars(c) for c in factory.__mro__[:-1]):
+        raise TypeError(f"factory must be a factory instance, got the class {factory.__qualname__}: pass "
+                        f"{factory.__name__}(...)")
     check = getattr(factory, "check", None)
     if callable(check):
         check(num_envs, seed, profile)
@@ -113,10 +117,19 @@ def check_env_indices(env_indices: Sequence[int] | None, num_envs: int) -> np.nd
     return idx.astype(np.int64)
 
 
+def check_plain_array(values: Any, argname: str, shape: str = "") -> None:
+    """TypeError unless ``values`` is a numpy array and not a masked one (a masked action is no action);
+    ``shape`` (e.g. ``" [envs, steps, action_dim]"``) is named in the message."""
+    if not isinstance(values, np.ndarray):
+        raise TypeError(f"{argname} must be a numpy array{shape}, got {type(values).__name__}")
+    if isinstance(values, np.ma.MaskedArray):
+        raise TypeError(f"{argname} must be a plain numpy array{shape}, got a masked array: every action is "
+                        f"applied, so fill the masked ones first (e.g. {argname}.filled(0.0))")
+
+
 def check_actions(actions: Any, n_rows: int, action_dim: int, argname: str = "actions") -> np.ndarray:
     """Validated float action rows ``[n_rows, action_dim]``; NaN or inf is an error."""
-    if not isinstance(actions, np.ndarray):
-        raise TypeError(f"{argname} must be a numpy array, got {type(actions).__name__}")
+    check_plain_array(actions, argname)
     check_float_dtype(actions, argname)
     if actions.shape != (n_rows, action_dim):
         raise ValueError(f"{argname} must have shape ({n_rows}, {action_dim}), got {actions.shape}")

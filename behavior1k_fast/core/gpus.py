@@ -13,12 +13,19 @@ OmniGibson launch patch adds the Kit renderer settings (``behavior1k_fast.patchi
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import shutil
 import subprocess
 from typing import Mapping, Sequence
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 MUJOCO_EGL_DEVICE_ID = "MUJOCO_EGL_DEVICE_ID"
+#: Where the NVIDIA driver's device files (``nvidia0``, ``nvidia1``...) are, counted without ``nvidia-smi``.
+DEVICE_DIR = "/dev"
+
+logger = logging.getLogger("behavior1k_fast.gpus")
 
 
 def physical_gpu(gpu_id: int, environ: Mapping[str, str]) -> int:
@@ -69,10 +76,38 @@ def nvidia_smi_gpus() -> tuple[list[str] | None, str]:
     return [line.strip() for line in out.splitlines() if line.strip()], ""
 
 
-def check_gpus_present(physical: Sequence[int], gpus: Sequence[str] | None) -> None:
-    """ValueError when a GPU of ``physical`` is not among ``gpus`` (``None``: unknown, nothing checked)."""
-    if gpus is None:
-        return
-    missing = sorted({p for p in physical if p >= len(gpus)})
+def device_file_gpus() -> int | None:
+    """GPUs the NVIDIA driver exposes here as ``/dev/nvidia<N>`` device files (a container sees those of
+    its GPUs only); ``None`` where :data:`DEVICE_DIR` cannot be read (not Linux)."""
+    try:
+        names = os.listdir(DEVICE_DIR)
+    except OSError:
+        return None
+    return sum(1 for name in names if re.fullmatch(r"nvidia\d+", name))
+
+
+def gpu_count(gpus: Sequence[str] | None, why: str = "") -> tuple[int | None, str]:
+    """The GPUs of this machine: ``len(gpus)`` for :func:`nvidia_smi_gpus` rows; without them (``None``,
+    ``why`` says why) the ``/dev/nvidia<N>`` device files; ``(None, reason)`` when neither can tell."""
+    if gpus is not None:
+        return len(gpus), "nvidia-smi"
+    files = device_file_gpus()
+    if files is None:
+        return None, f"{why or 'no nvidia-smi'}, and {DEVICE_DIR} cannot be read: no GPU could be checked"
+    return files, f"{why or 'no nvidia-smi'}; {files} {DEVICE_DIR}/nvidia<N> device file(s)"
+
+
+def check_gpus_present(physical: Sequence[int], gpus: Sequence[str] | None, why: str = "") -> str:
+    """ValueError when a GPU of ``physical`` is not on this machine (:func:`gpu_count` of ``gpus``, the
+    :func:`nvidia_smi_gpus` rows or ``None`` with its ``why``). Returns ``""``, or the warning (also logged)
+    that no GPU could be checked."""
+    count, source = gpu_count(gpus, why)
+    if count is None:
+        warning = f"gpu_ids place workers on GPU(s) {sorted(set(physical))}: {source}"
+        logger.warning(warning)
+        return warning
+    missing = sorted({p for p in physical if p >= count})
     if missing:
-        raise ValueError(f"gpu_ids place workers on GPU(s) {missing}, but this machine has {len(gpus)} GPU(s)")
+        raise ValueError(f"gpu_ids place workers on GPU(s) {missing}, but this machine has {count} GPU(s) "
+                         f"({source})")
+    return ""

@@ -15,6 +15,7 @@ from .engine import EngineState, RolloutEngine
 from .errors import (
     ChunkInFlightError,
     ClosedError,
+    EngineBusyError,
     NoChunkInFlightError,
     NotResetError,
     WorkerDiedError,
@@ -54,6 +55,7 @@ __all__ = [
     "RestartPolicy",
     "RestartRecord",
     "ClosedError",
+    "EngineBusyError",
     "ChunkInFlightError",
     "NoChunkInFlightError",
     "NotResetError",

@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype
+from ..core.contract import VectorBackend, check_env_indices, check_finite, check_float_dtype, check_plain_array
 
 
 @dataclass
@@ -103,6 +103,13 @@ class ChunkResult:
         return (self.terminated | self.truncated).any(axis=1)
 
 
+def action_dtype(action_space: Any) -> np.dtype:
+    """The dtype chunk actions reach a backend in: the action space's float dtype (float64 when the space's
+    dtype is not a float type)."""
+    dtype = np.dtype(action_space.dtype)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
 @dataclass
 class ChunkLead:
     """What a worker reports at the lead of a chunk (module docs), for ``n`` rows in request order; the lead
@@ -126,11 +133,16 @@ class ChunkLead:
 
 
 def check_chunk_actions(
-    actions: Any, num_envs: int, action_dim: int, chunk_size: int | None = None, argname: str = "actions"
+    actions: Any, num_envs: int, action_dim: int, chunk_size: int | None = None, argname: str = "actions",
+    dtype: Any = None,
 ) -> np.ndarray:
-    """Validated float chunk actions ``[num_envs, chunk_size, action_dim]``; NaN or inf is an error."""
-    if not isinstance(actions, np.ndarray):
-        raise TypeError(f"{argname} must be a numpy array [envs, steps, action_dim], got {type(actions).__name__}")
+    """Validated float chunk actions ``[num_envs, chunk_size, action_dim]``; NaN or inf is an error.
+
+    With ``dtype`` (:func:`action_dtype`) the result is a copy in that dtype, the values the backend will
+    get, checked after the cast (``1e300`` as float32 is inf: an error naming the value): the engine keeps
+    it with the chunk, so whatever the caller does with its array afterwards, the kept actions are the
+    applied ones. Without, ``actions`` itself is returned."""
+    check_plain_array(actions, argname, " [envs, steps, action_dim]")
     steps = chunk_size if chunk_size is not None else "N"
     if (
         actions.ndim != 3
@@ -142,7 +154,16 @@ def check_chunk_actions(
         raise ValueError(f"{argname} must have shape ({num_envs}, {steps}, {action_dim}), got {actions.shape}")
     check_float_dtype(actions, argname)
     check_finite(actions, argname, "[env, step, dim]")
-    return actions
+    if dtype is None:
+        return actions
+    with np.errstate(over="ignore"):
+        cast = actions.astype(dtype)  # always a copy
+    overflow = ~np.isfinite(cast)
+    if overflow.any():
+        index = tuple(np.argwhere(overflow)[0].tolist())
+        raise ValueError(f"{argname} holds {actions[index]!r} at [env, step, dim] = {list(index)}, which the "
+                         f"action dtype {cast.dtype} cannot hold (it would reach the backend as inf)")
+    return cast
 
 
 def stack_obs(obs: Sequence[dict[str, np.ndarray]], keys: Sequence[str]) -> dict[str, np.ndarray]:

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import pickle
+import functools
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -43,20 +44,22 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..core.checks import check_bool, check_choice, check_int, check_positive_int
+from ..core.checks import check_bool, check_choice, check_int, check_local_layout, check_picklable, check_positive_int
 from ..core.contract import BackendFactory, check_backend_build, check_env_indices, patch_set_of
 from ..core.profile import SCHEDULES, RolloutProfile
 from ..core.tracing import MODEL_FORWARD, WAIT, get_profiler
 from .accounting import Accounting, RolloutStats
-from .chunk import ChunkLead, ChunkResult, check_chunk_actions, concat_leads, concat_results
-from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
+from .chunk import ChunkLead, ChunkResult, action_dtype, check_chunk_actions, concat_leads, concat_results
+from .errors import (ChunkInFlightError, ClosedError, EngineBusyError, NoChunkInFlightError, NotResetError,
+                     WorkerDiedError, WorkerError)
 from .executors import EXECUTORS, make_executor
 from .placement import bind_gpus, check_placement
 from .plan import PartitionPlan, StageSlice
 from .policy import Policy, call_policy, split_policy_output
 from .protocol import Chunk, Reset
 from .schedules import schedule_class
-from .supervision import RestartPolicy, Supervision, logger
+from .supervision import (CHUNK_TIMEOUT_S, RESET_TIMEOUT_S, STARTUP_TIMEOUT_S, RestartPolicy, Supervision,
+                          check_inline_deadlines, logger)
 from .worker import WorkerSpec
 
 
@@ -111,6 +114,20 @@ class InFlight:
     lead_rows: slice | None = None
 
 
+def _one_driver(call: str) -> Callable:
+    """Run the method as the engine's driving thread (:meth:`RolloutEngine._driving`); ``call`` names it."""
+
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def driven(self: "RolloutEngine", *args: Any, **kwargs: Any) -> Any:
+            with self._driving(call):
+                return method(self, *args, **kwargs)
+
+        return driven
+
+    return decorate
+
+
 class RolloutEngine:
     """P env workers x E envs x K stages, driven chunk by chunk (see module docs).
 
@@ -120,7 +137,8 @@ class RolloutEngine:
             ``num_env_subprocess``, ``skip_intermediate_obs_in_chunk``, ``total_num_envs``,
             ``num_action_chunks`` accepted) or ``None`` (defaults).
         executor: ``"process"`` (spawned local processes), ``"ray"`` (Ray actors, across machines) or
-            ``"inline"`` (this process, nothing overlaps: for pdb and fast tests).
+            ``"inline"`` (this process, nothing overlaps: for pdb and fast tests; no deadlines and no hang
+            detection, so a deadline chosen for it is refused: :func:`~.supervision.check_inline_deadlines`).
         auto_reset: an episode that ends inside a chunk is reset once at the chunk boundary.
         restart_workers: respawn a dead or hung worker and reset its envs instead of raising, ``True``
             with the default :class:`~.supervision.RestartPolicy` (at most 3 restarts per worker in 10
@@ -139,12 +157,15 @@ class RolloutEngine:
     GPU binding: the profile's ``gpu_ids`` place worker w on one GPU (:func:`~.placement.bind_gpus`; process
     executor only: Ray places actors on GPUs itself, ``ray_actor_options={"num_gpus": ...}``).
 
-    Before any worker starts, the arguments are checked, and so is what the factory can check in the
-    driver (``factory.check(num_envs, seed, profile)`` where it has one: seeds, modalities, stage counts).
+    Before any worker starts, the arguments are checked (with the process and inline executors, the
+    layout against this machine's cores and memory: ``core.checks.MachineLimits``), and so is what the
+    factory can check in the driver (``factory.check(num_envs, seed, profile)`` where it has one: seeds,
+    modalities, stage counts).
     A worker error, a dead or hung worker (without restart, or past the restart budget) closes the engine
     and re-raises; bad arguments raise before anything is sent and leave the engine usable. A call that
     does not fit the engine's state raises a typed error (:mod:`.errors`: closed, chunk in flight, none in
-    flight, not reset).
+    flight, not reset), and so does a call from a second thread while one drives the engine (``rollout``,
+    ``reset``, ``submit``, ``collect``: :class:`~.errors.EngineBusyError`, at once).
     """
 
     def __init__(
@@ -156,28 +177,31 @@ class RolloutEngine:
         auto_reset: bool = True,
         restart_workers: bool | RestartPolicy | Mapping[str, Any] = False,
         seed: int = 0,
-        timeout_s: float | None = 300.0,
+        timeout_s: float | None = CHUNK_TIMEOUT_S,
         ray_actor_options: dict | None = None,
         placement: str | Sequence[str] | None = None,
-        reset_timeout_s: float | None = 300.0,
-        startup_timeout_s: float | None = 1200.0,
+        reset_timeout_s: float | None = RESET_TIMEOUT_S,
+        startup_timeout_s: float | None = STARTUP_TIMEOUT_S,
         stall_timeout_s: float | str | None = "auto",
     ):
         if not callable(factory):
             raise TypeError(f"factory must be a callable factory(num_envs, seed, profile), got {factory!r}")
-        try:
-            factory_blob = pickle.dumps(factory)
-        except Exception as exc:
-            raise TypeError(f"factory must be picklable to reach the workers, got {factory!r}: {exc}") from None
+        factory_blob = check_picklable("factory", factory, "the workers")
         check_choice("executor", executor, EXECUTORS)
         check_bool("auto_reset", auto_reset)
         seed = check_int("seed", seed)
+        if executor == "inline":
+            check_inline_deadlines(timeout_s=timeout_s, reset_timeout_s=reset_timeout_s,
+                                   startup_timeout_s=startup_timeout_s, stall_timeout_s=stall_timeout_s)
         supervision = Supervision(startup_timeout_s, reset_timeout_s, timeout_s, stall_timeout_s,
                                   RestartPolicy.coerce(restart_workers))
         self.profile = RolloutProfile.coerce(profile)
         schedule_class(self.profile.schedule)  # a schedule without a driver fails before any work
         self.plan = PartitionPlan.from_profile(self.profile)
         placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
+        if executor != "ray":  # Ray places workers across a cluster, not only on this machine
+            check_local_layout(self.plan.num_processes, self.plan.num_envs, self.profile.chunk_size,
+                               processes=executor == "process")
         self.chunk_size = self.profile.chunk_size
         worker_profile = self.plan.worker_profile(self.profile)
         envs = bind_gpus(self.profile.gpu_ids, self.plan.num_processes, executor)
@@ -198,13 +222,37 @@ class RolloutEngine:
         self.observation_space, self.action_space = self._executor.start()
         self._state = EngineState.NOT_RESET
         self.action_dim = int(np.prod(self.action_space.shape))
+        #: The dtype the backends get chunk actions in; every chunk is cast to it (a copy) and checked there.
+        self.action_dtype = action_dtype(self.action_space)
         self._stage_obs: list[dict[str, np.ndarray] | None] = [None] * self.plan.pipeline_stages
         #: Worker -> its slices' chunks in flight, in the order they were sent (its replies' order).
         self._in_flight: dict[int, deque[InFlight]] = {w: deque() for w in range(self.plan.num_processes)}
         #: The counters of the running (or last) rollout; every forward, send and receive adds to them.
         self.accounting = Accounting(self.plan)
+        #: (thread id, what it does) of the thread driving the engine now; ``None`` when none is.
+        self._driver: tuple[int, str] | None = None
+        self._driver_lock = threading.Lock()
 
     # --- state --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _driving(self, doing: str) -> Iterator[None]:
+        """One thread drives the engine at a time: inside, this thread does; a call from another thread
+        meanwhile raises :class:`~.errors.EngineBusyError` at once (the same thread may nest calls)."""
+        me = threading.get_ident()
+        with self._driver_lock:
+            if self._driver is not None and self._driver[0] != me:
+                thread = next((t.name for t in threading.enumerate() if t.ident == self._driver[0]), "?")
+                raise EngineBusyError(f"cannot {doing}: thread {thread!r} is running {self._driver[1]} on this "
+                                      "engine, and one thread drives an engine at a time")
+            outer = self._driver is None
+            if outer:
+                self._driver = (me, doing)
+        try:
+            yield
+        finally:
+            if outer:
+                self._driver = None
+
     @property
     def state(self) -> EngineState:
         return self._state
@@ -290,7 +338,8 @@ class RolloutEngine:
     def forward(self, policy: Policy, obs: Mapping[str, np.ndarray], argname: str = "policy output") -> tuple[
             np.ndarray, dict[str, np.ndarray]]:
         """The policy's chunk and extras for the envs of ``obs`` (key -> [n, ...]): the one check of the
-        policy's output on its way in (``argname`` names it in errors); its time counts as model seconds."""
+        policy's output on its way in (``argname`` names it in errors); its time counts as model seconds.
+        Both are copies (the chunk in :attr:`action_dtype`), so a policy may reuse its output buffers."""
         self._require(EngineState.IDLE, EngineState.STEPPING, doing="run the policy")
         batch = len(next(iter(obs.values())))
         start = time.perf_counter()
@@ -298,7 +347,7 @@ class RolloutEngine:
             out = call_policy(policy, obs)
         self.accounting.model_seconds += time.perf_counter() - start
         actions, extras = split_policy_output(out, batch, argname)
-        return check_chunk_actions(actions, batch, self.action_dim, self.chunk_size, argname), extras
+        return check_chunk_actions(actions, batch, self.action_dim, self.chunk_size, argname, self.action_dtype), extras
 
     def send(
         self,
@@ -431,6 +480,7 @@ class RolloutEngine:
         return self._executor.take_respawned()
 
     # --- stepping by stage ----------------------------------------------------------------------
+    @_one_driver("reset()")
     def reset(self, env_ids: Sequence[int] | None = None) -> list[dict[str, np.ndarray]]:
         """Reset every env, or only the global ``env_ids``; returns the observations of each stage.
 
@@ -458,17 +508,21 @@ class RolloutEngine:
         self._state = EngineState.IDLE
         return list(self._stage_obs)
 
+    @_one_driver("submit()")
     def submit(self, stage: int, actions: np.ndarray) -> None:
         """Send stage ``stage`` its chunk ``actions [stage_size, chunk_size, action_dim]``; returns at once.
 
-        The chunk is validated here, once: the workers trust what the engine sends."""
+        The chunk is validated here, once, as a copy in :attr:`action_dtype` (the values the backends get:
+        an error here leaves the engine usable): the workers trust what the engine sends."""
         self._require(EngineState.NOT_RESET, EngineState.IDLE, EngineState.STEPPING)
         self.plan.check_stage(stage)
         if self.stage_busy(stage):
             raise ChunkInFlightError(f"stage {stage} already has a chunk in flight; collect({stage}) it first")
-        actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size)
+        actions = check_chunk_actions(actions, self.plan.stage_size, self.action_dim, self.chunk_size,
+                                      dtype=self.action_dtype)
         self.send(self.plan.stage_slices(stage), actions, self._stage_obs[stage])
 
+    @_one_driver("collect()")
     def collect(self, stage: int) -> ChunkResult:
         """Wait for the chunk of ``stage``; rows in :meth:`stage_envs` order, ``env_ids`` global. Its
         observations become the stage's boundary observations."""
@@ -486,6 +540,7 @@ class RolloutEngine:
         self.submit(stage, actions)
         return self.collect(stage)
 
+    @_one_driver("rollout()")
     def rollout(
         self,
         policy: Policy,

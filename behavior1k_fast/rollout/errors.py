@@ -5,7 +5,8 @@ that catches ``RuntimeError`` (or ``TimeoutError``) keeps working.
   ids), :class:`WorkerDiedError` (the worker process or actor is gone) and :class:`WorkerHungError` (no
   reply within the command's deadline, or no progress inside a chunk: see :mod:`.supervision`).
 - Engine state: :class:`ClosedError` (also for a closed :class:`~.policy.PolicyProcess`), :class:`ChunkInFlightError`, :class:`NoChunkInFlightError`,
-  :class:`NotResetError`: a call that does not fit the engine's state; the engine stays usable.
+  :class:`NotResetError`: a call that does not fit the engine's state; :class:`EngineBusyError`: another
+  thread drives the engine. The engine stays usable after each of them.
 
 A death is described by :func:`exit_detail`. One death has a cause the driver cannot see by itself: the
 spawn start method re-imports the main module in every child, so a script that starts an engine without
@@ -101,6 +102,11 @@ class ChunkInFlightError(RuntimeError):
 
 class NoChunkInFlightError(RuntimeError):
     """``collect()`` of a stage that has no chunk in flight: ``submit()`` one first."""
+
+
+class EngineBusyError(RuntimeError):
+    """Another thread is driving the engine (a rollout, a reset, a submit or collect): one thread drives an
+    engine at a time. Raised at once, before anything is sent; the other thread's call goes on."""
 
 
 class NotResetError(RuntimeError):

@@ -118,12 +118,18 @@ class Supervisor:
 
     # --- start-up -------------------------------------------------------------------------------
     def start(self) -> tuple[Any, Any]:
-        """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0."""
+        """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0. When
+        one fails, the workers still building are stopped at once (they could not take a close request
+        before their build ends, so a close grace would only delay the error) and the others closed."""
+        spaces = []
         try:
             for w in range(len(self.specs)):
                 self._launch(w)
-            spaces = [self._init_or_stop(w) for w in range(len(self.specs))]
+            for w in range(len(self.specs)):
+                spaces.append(self._init_or_stop(w))
         except BaseException:
+            for w in range(len(spaces), len(self.specs)):
+                self.transport.discard(w)
             self.close()
             raise
         return spaces[0]

@@ -32,7 +32,8 @@ Autoreset, as gymnasium 1.x defines it (``autoreset_mode``, also in ``metadata["
 
 ``reset(seed=s)`` rebuilds the engine with ``seed=s`` (worker w seeds its backend with ``s + w``): the backend
 contract has no seeded reset, so this is how a seed makes the episodes reproducible; it costs an engine
-start. ``reset()`` without a seed starts new episodes in the running engine. ``close()`` stops the engine.
+start. ``reset()`` without a seed starts new episodes in the running engine. ``close()`` stops the engine;
+after it, ``reset`` and ``step`` raise :class:`~.errors.ClosedError` (nothing starts a new engine).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ..core.contract import BackendFactory
 from ..core.profile import RolloutProfile
 from .chunk import check_chunk_actions
 from .engine import RolloutEngine
+from .errors import ClosedError
 from .trajectory import gather_boundary_obs
 
 #: Keys of the engine's auto-reset info and their gymnasium 1.x names.
@@ -123,6 +125,10 @@ class EngineVectorEnv(VectorEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Reset every env (``seed``: rebuild the engine with it first), or with ``options={"reset_mask":
         bool [num_envs]}`` only the masked envs; returns ``(obs, {})``."""
+        if self.closed:
+            raise ClosedError("the vector env is closed")
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"options must be a dict such as {{'reset_mask': mask}}, or None, got {options!r}")
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if options:

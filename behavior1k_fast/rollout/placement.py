@@ -66,7 +66,7 @@ def bind_gpus(gpu_ids: Sequence[int] | None, num_workers: int, executor: str) ->
         raise ValueError(f"gpu_ids bind worker processes: executor={executor!r} does not start any "
                          "(Ray: ray_actor_options={'num_gpus': ...}; inline: bind this process yourself)")
     physical = gpus.worker_gpus(gpu_ids, num_workers, os.environ)
-    gpus.check_gpus_present(physical, gpus.nvidia_smi_gpus()[0])
+    gpus.check_gpus_present(physical, *gpus.nvidia_smi_gpus())
     return [gpus.binding_env(p) for p in physical]
 
 

@@ -10,7 +10,10 @@ into one raises ``ValueError``), and a ``torch.nn.Module``, since torch has no r
 tensors over copies of them, under ``torch.inference_mode()``. (A callable that turns the views into
 tensors with ``torch.from_numpy`` gets PyTorch's warning about non-writable arrays: copy first, e.g.
 ``torch.tensor(x)`` or ``np.array(x)``.) Tensors that come back (actions and extras) are moved to CPU
-numpy arrays.
+numpy arrays; a floating dtype numpy lacks (``bfloat16``, the usual dtype of a GPU VLA, and the float8
+types) becomes float32, which holds every such value exactly. The engine keeps copies of what it applied
+(extras here, actions where it casts them to the action dtype), so a policy may reuse and overwrite its
+output buffers after it returned them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..core.checks import check_seconds
+from ..core.checks import check_picklable, check_seconds
 from .errors import ClosedError
 from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
@@ -37,11 +40,23 @@ COMMITTED_KEY = "committed_actions"
 Policy = Callable[[dict[str, Any]], Any]
 
 
-def _to_numpy(value: Any) -> Any:
-    """A tensor as a CPU numpy array; anything else as it is."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        return value.detach().cpu().numpy()
-    return value
+#: Floating tensor dtypes numpy has (any other floating dtype is widened to float32 on its way out).
+_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
+
+
+def _to_numpy(value: Any, what: str) -> Any:
+    """A tensor as a CPU numpy array (module docs for dtypes numpy lacks); anything else as it is. ``what``
+    names the output in the ``TypeError`` of a dtype numpy cannot take."""
+    if not (hasattr(value, "detach") and hasattr(value, "cpu")):
+        return value
+    tensor = value.detach().cpu()
+    if tensor.is_floating_point() and str(tensor.dtype) not in _NUMPY_FLOATS:
+        tensor = tensor.float()
+    try:
+        return tensor.numpy()
+    except TypeError as exc:
+        raise TypeError(f"{what} is a tensor of dtype {tensor.dtype}, which numpy cannot hold ({exc}): return a "
+                        f"float or int dtype") from None
 
 
 def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
@@ -54,14 +69,16 @@ def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
     else:
         out = policy({k: _read_only(v) for k, v in obs.items()})
     if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping):
-        return _to_numpy(out[0]), {key: _to_numpy(value) for key, value in out[1].items()}
-    return _to_numpy(out)
+        return (_to_numpy(out[0], "the policy's actions"),
+                {key: _to_numpy(value, f"the policy's extras[{key!r}]") for key, value in out[1].items()})
+    return _to_numpy(out, "the policy's actions")
 
 
 def split_policy_output(out: Any, batch: int, argname: str = "policy output") -> tuple[Any, dict[str, np.ndarray]]:
     """``(actions, extras)`` of a :func:`call_policy` result for a batch of ``batch`` envs: ``extras`` is
     ``{}`` when the policy returned actions only, else checked here (a dict of str -> numpy arrays of shape
-    ``[batch, ...]``). The actions are returned unchecked (the engine checks them against the chunk)."""
+    ``[batch, ...]``) and copied (the policy may overwrite its buffers later). The actions are returned
+    unchecked (the engine checks them against the chunk)."""
     if not isinstance(out, tuple):
         return out, {}
     if len(out) != 2 or not isinstance(out[1], Mapping):
@@ -79,7 +96,7 @@ def split_policy_output(out: Any, batch: int, argname: str = "policy output") ->
             raise ValueError(
                 f"{argname}: extras[{key!r}] must have a leading batch dimension of {batch}, got shape {value.shape}"
             )
-    return actions, dict(extras)
+    return actions, {key: np.array(value) for key, value in extras.items()}
 
 
 def _read_only(array: Any) -> Any:
@@ -132,6 +149,7 @@ class PolicyProcess:
     def __init__(self, policy_factory: Callable[[], Policy], timeout_s: float | None = 300.0):
         if not callable(policy_factory):
             raise TypeError(f"policy_factory must be a callable returning a policy, got {policy_factory!r}")
+        check_picklable("policy_factory", policy_factory, "the policy process")
         self.timeout_s = check_seconds("timeout_s", timeout_s)
         self._closed = False
         self._channel = ProcessChannel(_policy_main, (policy_factory,), "behavior1k_fast-policy", "policy process")

@@ -3,9 +3,13 @@
 Env workers and the policy process run the same loop, :func:`serve`: build the handler, send the
 :attr:`~.protocol.Command.INIT` reply, then answer one request after the other until :class:`~.protocol.Close`
 or the pipe closes. The process exits within :data:`OWNER_CHECK_PERIOD_S` once its owner is gone, and a pipe
-its owner closed ends the loop quietly (no ``BrokenPipeError`` traceback). A served process ignores SIGINT:
-a Ctrl-C in the terminal reaches the whole process group, and the driver, not each worker, decides how its
-workers stop (:func:`stop_processes`).
+its owner closed ends the loop quietly (no ``BrokenPipeError`` traceback). A served process ignores SIGINT
+from its first line: a Ctrl-C in the terminal reaches the whole process group, and the driver, not each
+worker, decides how its workers stop (:func:`stop_processes`). :class:`ProcessChannel` starts the process
+with SIGINT ignored (an ignored signal stays ignored across the exec, and a Python that starts so keeps
+it ignored), so a Ctrl-C while the new interpreter imports and unpickles its target does not reach it
+either: no ``KeyboardInterrupt`` traceback from a starting worker. Meanwhile the driver's main thread holds
+SIGINT blocked, so a Ctrl-C for it during those milliseconds is delivered right after the start.
 
 :class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
 before the child imports anything), sends requests without blocking on the worker's work, and waits for each
@@ -127,7 +131,7 @@ class ProcessChannel:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
-        with _SPAWN_LOCK, _environment(env or {}):
+        with _SPAWN_LOCK, _environment(env or {}), _children_ignore_sigint():
             try:
                 self.proc.start()
             except RuntimeError:
@@ -200,6 +204,27 @@ def stop_processes(
         for channel in live:
             channel.proc.join(OWNER_CHECK_PERIOD_S * 10)
             channel.conn.close()
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Inside, SIGINT is ignored (a process started here inherits that) and blocked in this (the main)
+    thread, so a Ctrl-C delivered to it meanwhile stays pending (Linux never drops a blocked signal) and
+    reaches its own handler once the block ends; with other threads running, the kernel may hand a Ctrl-C
+    of those milliseconds to one of them, where it is ignored. Only the main thread can change a handler:
+    elsewhere this does nothing, and such a child ignores SIGINT from the first line of :func:`serve` on."""
+    handler = signal.getsignal(signal.SIGINT)
+    if (threading.current_thread() is not threading.main_thread() or handler is None
+            or not hasattr(signal, "pthread_sigmask")):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,11 @@
 """Shared-memory buffers between the driver and its process workers: one segment per worker for its
 boundary observations (the worker writes them) and one for its chunk actions (the driver writes them).
 
-Every segment is created and unlinked by the driver; its name starts with :data:`SHM_PREFIX`
-(``/dev/shm/b1kf_*`` on Linux), so a leak is easy to see.
+Every segment is created and unlinked by the driver; its name is :data:`SHM_PREFIX`, the driver's pid and a
+random part (``/dev/shm/b1kf_<pid>_<hex>`` on Linux), so a leak is easy to see and its owner is known. A
+driver killed with its whole process group (as a cluster scheduler does) takes the resource tracker that
+would unlink its segments with it: :func:`remove_stale_segments` unlinks the segments whose owner is gone,
+at every engine start (:meth:`SharedBuffers.create`) and in ``behavior1k-fast doctor --clean``.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .chunk import action_dtype
+
 #: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
 SHM_PREFIX = "b1kf_"
+#: Where the segments live as files (Linux); elsewhere stale segments are not looked for.
+SHM_DIR = "/dev/shm"
 #: Key of the chunk actions ``[chunk_size, action_dim]`` in a worker's action buffer.
 ACTIONS_KEY = "actions"
 
@@ -56,6 +63,7 @@ class SharedBuffers:
             offset = -(-offset // 64) * 64  # 64-byte aligned rows
             layout.append((key, tuple(space.shape), dtype.str, offset))
             offset += num_envs * int(np.prod(space.shape, dtype=np.int64)) * dtype.itemsize
+        remove_stale_segments()
         name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
         shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
         return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
@@ -65,13 +73,14 @@ class SharedBuffers:
         return cls(shared_memory.SharedMemory(name=spec.name), spec)
 
     def write(self, rows: Sequence[int], values: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """Copy one dict (key -> array of the space's shape) per row into the buffers."""
+        """Copy one dict (key -> array of the space's shape) per row into the buffers; a value that the
+        space's dtype cannot hold is a ``ValueError`` naming its key (:func:`cast_to_space`)."""
         for row, value in zip(rows, values):
             for key, arr in self.arrays.items():
                 item = value[key]
                 if np.shape(item) != arr.shape[1:]:
                     raise ValueError(f"{key!r} has shape {np.shape(item)}, its space says {arr.shape[1:]}")
-                arr[row] = item
+                arr[row] = cast_to_space(key, item, arr.dtype)
 
     def read(self, rows: Sequence[int], out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """A copy of the observations of ``rows``: key -> ``[len(rows), *shape]``, into ``out`` if given."""
@@ -98,14 +107,95 @@ class SharedBuffers:
             pass
 
 
+def cast_to_space(key: str, value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as an array of its space's ``dtype``; ``ValueError`` naming ``key`` when a value does not
+    survive the cast: a finite number that becomes inf (``1e300`` as float32), or a number outside an
+    integer dtype's range (``300`` as uint8) or NaN there. The same dtype is passed through unchecked."""
+    value = np.asarray(value)
+    if value.dtype == dtype or value.dtype.kind not in "biuf":
+        return value
+    if dtype.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = value.astype(dtype)
+        bad = np.isinf(cast) & np.isfinite(value)
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bad = ~((value >= info.min) & (value <= info.max))  # NaN compares False: bad too
+        cast = None
+    else:
+        return value
+    if bad.any():
+        first = value[bad].flat[0]
+        raise ValueError(f"observation {key!r} holds {first!r}, which its space's dtype {dtype} cannot hold "
+                         f"(the backend's value of dtype {value.dtype} would become "
+                         f"{'inf' if dtype.kind == 'f' else 'another number'})")
+    return value if cast is None else cast
+
+
+def stack_as_space(obs: Sequence[Mapping[str, np.ndarray]], space: Any) -> dict[str, np.ndarray]:
+    """Per-env observation dicts -> key -> ``[n, *shape]`` in the dtypes of the Dict ``space``, each value
+    through :func:`cast_to_space`."""
+    return {key: np.stack([cast_to_space(key, o[key], np.dtype(box.dtype)) for o in obs])
+            for key, box in space.spaces.items()}
+
+
+def segment_owner(name: str) -> int | None:
+    """The pid in a segment name ``b1kf_<pid>_<hex>``; ``None`` for a name not of that form."""
+    head, sep, rest = name.partition("_")
+    pid, sep2, _ = rest.partition("_")
+    if f"{head}{sep}" != SHM_PREFIX or not sep2 or not pid.isdigit():
+        return None
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
+    """``(name, bytes)`` of every segment of this package in ``directory`` whose owner process is gone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names):
+        pid = segment_owner(name)
+        if pid is None or _alive(pid):
+            continue
+        try:
+            out.append((name, os.stat(os.path.join(directory, name)).st_size))
+        except OSError:  # unlinked meanwhile
+            continue
+    return out
+
+
+def remove_stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
+    """Unlink the segments of :func:`stale_segments`; returns those removed (another process may be
+    removing them at the same time: a segment already gone is not counted)."""
+    removed = []
+    for name, size in stale_segments(directory):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            continue
+        removed.append((name, size))
+    return removed
+
+
 def action_buffer_space(action_space: Any, chunk_size: int) -> Any:
-    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in the action
-    space's dtype (float64 when that is not a float type)."""
+    """The Dict space of one worker's action buffer: ``[chunk_size, action_dim]`` per env, in
+    :func:`~.chunk.action_dtype` of the action space."""
     from gymnasium import spaces
 
-    dtype = action_space.dtype if np.issubdtype(action_space.dtype, np.floating) else np.float64
     shape = (chunk_size, int(np.prod(action_space.shape)))
-    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, dtype)})
+    return spaces.Dict({ACTIONS_KEY: spaces.Box(-np.inf, np.inf, shape, action_dtype(action_space))})
 
 
 def check_observation_space(space: Any) -> None:

@@ -11,8 +11,10 @@
   chunk deadline. The limit is ``stall_timeout_s``; ``"auto"`` derives it from the step times measured so
   far (:data:`STALL_FACTOR` x the median wall time of one step, at least :data:`STALL_FLOOR_S`). A stall
   is measured from the moment the driver starts waiting, so time the driver spent elsewhere never counts
-  against a worker. Ray actors and the inline executor have deadlines only (a Ray actor serves one call at
-  a time, so it cannot be asked for its progress while it runs a chunk; inline work runs in the caller).
+  against a worker. Ray actors have deadlines only (a Ray actor serves one call at a time, so it cannot be
+  asked for its progress while it runs a chunk). The inline executor has neither: its work runs in the
+  caller's thread, where nothing can stop it, so a deadline chosen for it is refused
+  (:func:`check_inline_deadlines`; the defaults, :class:`DefaultSeconds`, are taken and never fire).
 - **One wait loop** (:func:`wait_for_replies`): every transport (process, Ray, inline) and the policy
   process wait for replies there, each reply watched by a :class:`ReplyWatch` (its deadline, its stall
   limit): the one place a hang is detected and named.
@@ -77,23 +79,52 @@ class RestartPolicy:
         raise TypeError(f"restart_workers must be a bool, a RestartPolicy or a mapping of its fields, got {value!r}")
 
 
+class DefaultSeconds(float):
+    """A deadline left at its default: a float that knows it was not chosen. The inline executor, which has
+    no deadlines, takes it and refuses a deadline that was chosen (:func:`check_inline_deadlines`)."""
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+
+#: The engine's default deadlines, in seconds (``startup_timeout_s``, ``reset_timeout_s``, ``timeout_s``).
+STARTUP_TIMEOUT_S = DefaultSeconds(1200.0)
+RESET_TIMEOUT_S = DefaultSeconds(300.0)
+CHUNK_TIMEOUT_S = DefaultSeconds(300.0)
+
+
+def check_inline_deadlines(**deadlines: Any) -> None:
+    """The inline executor runs every worker in the caller's thread, where nothing can stop a hung one (and
+    an alarm would cut into a pdb session), so it has no deadlines and no hang detection: a deadline chosen
+    for it (anything but ``None``, a default, or ``stall_timeout_s="auto"``) is a ``ValueError`` naming it."""
+    for name, value in deadlines.items():
+        if value is None or isinstance(value, DefaultSeconds) or (isinstance(value, str) and value == "auto"):
+            continue
+        raise ValueError(f"executor='inline' runs the workers in this thread, where nothing can stop a hung one, "
+                         f"so it has no deadlines: {name}={value!r} would never fire (pass None, or use "
+                         f"executor='process')")
+
+
 @dataclass(frozen=True)
 class Supervision:
     """Deadlines (seconds, ``None``: no limit), the stall limit inside a chunk and the restart policy
     (``None``: a dead or hung worker is an error). See the module docs."""
 
-    startup_timeout_s: float | None = 1200.0
-    reset_timeout_s: float | None = 300.0
-    chunk_timeout_s: float | None = 300.0
+    startup_timeout_s: float | None = STARTUP_TIMEOUT_S
+    reset_timeout_s: float | None = RESET_TIMEOUT_S
+    chunk_timeout_s: float | None = CHUNK_TIMEOUT_S
     #: Seconds without a finished step inside a chunk; ``"auto"`` (from measured step times) or ``None``.
     stall_timeout_s: float | str | None = "auto"
     restart: RestartPolicy | None = None
 
     def __post_init__(self) -> None:
-        for name in ("startup_timeout_s", "reset_timeout_s", "chunk_timeout_s"):
-            object.__setattr__(self, name, check_seconds(name, getattr(self, name)))
-        if self.stall_timeout_s != "auto":
-            object.__setattr__(self, "stall_timeout_s", check_seconds("stall_timeout_s", self.stall_timeout_s))
+        # named as the engine's arguments are (chunk_timeout_s is the engine's timeout_s)
+        for name, argument in (("startup_timeout_s", "startup_timeout_s"), ("reset_timeout_s", "reset_timeout_s"),
+                               ("chunk_timeout_s", "timeout_s")):
+            object.__setattr__(self, name, check_seconds(argument, getattr(self, name)))
+        if not (isinstance(self.stall_timeout_s, str) and self.stall_timeout_s == "auto"):
+            object.__setattr__(self, "stall_timeout_s", check_seconds(
+                "stall_timeout_s", self.stall_timeout_s, others="'auto' (from measured step times), None (no limit) or "))
         if self.restart is not None and not isinstance(self.restart, RestartPolicy):
             raise TypeError(f"restart must be a RestartPolicy or None, got {self.restart!r}")
 

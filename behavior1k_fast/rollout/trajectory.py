@@ -7,8 +7,9 @@ global id order (row ``e`` is env ``e`` whatever its stage), ``N`` steps per chu
 - ``obs``: key -> ``[R, E, *shape]``: the boundary observation each env's policy forward saw in round r;
   ``last_obs``: key -> ``[E, *shape]``: the boundary observations after the last round (what the next
   rollout's first forward sees; the bootstrap value of a trainer).
-- ``actions`` ``[R, E, N, action_dim]``: the chunk sent (as the policy returned it; after an episode ended
-  inside a chunk its remaining actions were not applied, see ``applied``).
+- ``actions`` ``[R, E, N, action_dim]``: the chunk sent, in the engine's ``action_dtype`` (what the backend
+  got, whatever the policy did with its output buffer later; after an episode ended inside a chunk its
+  remaining actions were not applied, see ``applied``).
 - ``extras``: key -> ``[R, E, ...]``: what the policy returned with those actions (``logprob``, ``value``).
 - ``committed`` ``[R, E, d, action_dim]`` (``lookahead`` schedule; ``None`` otherwise): the committed
   actions the policy was given with ``obs`` (:data:`~.policy.COMMITTED_KEY`). Under ``lookahead``, ``obs[r]``
@@ -45,6 +46,7 @@ import numpy as np
 
 from ..core.checks import check_bool, check_positive_int
 from .chunk import ChunkResult
+from .engine import RolloutEngine
 from .policy import COMMITTED_KEY
 
 #: Per-step arrays of a batch ``[R, E, N]`` and their dtypes.
@@ -170,6 +172,8 @@ class TrajectoryRecorder:
     """
 
     def __init__(self, engine: Any, *, tensors: bool = False, pin_memory: bool = False):
+        if not isinstance(engine, RolloutEngine):
+            raise TypeError(f"engine must be a RolloutEngine, got {engine!r}")
         check_bool("tensors", tensors)
         check_bool("pin_memory", pin_memory)
         if pin_memory and not tensors:

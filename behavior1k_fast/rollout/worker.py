@@ -31,10 +31,10 @@ from ..core.contract import BackendFactory, VectorBackend
 from ..core.profile import RolloutProfile
 from ..core.tracing import IPC, WAIT, get_profiler
 from .bootstrap import bootstrap_process
-from .chunk import ChunkResult, ChunkRun, stack_obs
+from .chunk import ChunkResult, ChunkRun
 from .protocol import Attach, Chunk, Failure, Ok, Reply, Request, Reset
 from .serve import serve
-from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space
+from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space, stack_as_space
 from .supervision import ChunkProgress
 
 
@@ -81,7 +81,6 @@ class EnvWorker:
         if self.backend.num_envs != spec.num_envs:
             raise ValueError(f"factory built num_envs={self.backend.num_envs}, asked for num_envs={spec.num_envs}")
         check_observation_space(self.backend.observation_space)
-        self.keys = list(self.backend.observation_space.spaces)
         self.obs_buffers: SharedBuffers | None = None
         self.action_buffers: SharedBuffers | None = None
         self.progress: ChunkProgress | None = None
@@ -185,7 +184,7 @@ class EnvWorker:
             if self.obs_buffers is not None:
                 self.obs_buffers.write(rows, obs)
                 return None
-            return stack_obs(obs, self.keys)
+            return stack_as_space(obs, self.backend.observation_space)
 
     def close(self) -> None:
         try:

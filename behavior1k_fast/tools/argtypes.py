@@ -2,8 +2,10 @@
 
 - Option values: argparse ``type=`` functions built from :mod:`behavior1k_fast.core.checks`
   (:func:`positive_int`, :func:`nonnegative_int`, :func:`positive_number`, :func:`nonnegative_number`,
-  :func:`int_list`, :func:`device`, :func:`file_name`), so a bad value fails while parsing, named by its
-  option. :class:`Parser` prints argparse's errors as one line (no usage block).
+  :func:`int_list`, :func:`device`, :func:`file_name`, :func:`path`), so a bad value fails while parsing,
+  named by its option. Counts that start processes or allocate have this machine's upper limits
+  (:class:`~behavior1k_fast.core.checks.MachineLimits`: :func:`process_count`, :func:`process_list`,
+  :func:`env_count`, :func:`env_list`, :func:`chunk_steps`, :func:`seed`). :class:`Parser` prints argparse's errors as one line (no usage block).
 - Everything that needs more than one value or a look at the machine (does the backend import here, is
   CUDA there, is ``--out-dir`` writable, can the backend be built with these settings) is checked by each
   command right after parsing, inside :func:`usage_errors`, which turns the ``ValueError``, ``TypeError``
@@ -20,7 +22,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Iterator, NoReturn
 
-from ..core.checks import check_int, check_number
+from ..core.checks import MachineLimits, check_int, check_number, check_seed
 
 
 class UsageError(ValueError):
@@ -73,15 +75,38 @@ positive_number = _checked(float, "a number", lambda name, v: check_number(name,
 nonnegative_number = _checked(float, "a number", lambda name, v: check_number(name, v, 0.0))
 
 
-def int_list(text: str) -> list[int]:
-    """Comma-separated ints >= 1, e.g. ``1,2,4``."""
-    try:
-        values = [positive_int(part.strip()) for part in text.split(",") if part.strip()]
-    except argparse.ArgumentTypeError:
-        values = []
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints >= 1, got {text!r}")
-    return values
+process_count = _checked(int, "an int", lambda name, v: MachineLimits.here().check_processes(name, v))
+env_count = _checked(int, "an int", lambda name, v: MachineLimits.here().check_envs(name, v))
+chunk_steps = _checked(int, "an int", lambda name, v: MachineLimits.here().check_chunk_steps(name, v))
+seed = _checked(int, "an int", check_seed)
+
+
+def _list_of(item: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated values of the type ``item``, e.g. ``1,2,4``."""
+
+    def parse(text: str) -> list[int]:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated ints >= 1, got {text!r}")
+        try:
+            return [item(part) for part in parts]
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"expected comma-separated ints >= 1, got {text!r}: {exc}") from None
+
+    parse.__name__ = "comma-separated ints"
+    return parse
+
+
+int_list = _list_of(positive_int)
+process_list = _list_of(process_count)
+env_list = _list_of(env_count)
+
+
+def path(text: str) -> str:
+    """A file or directory path: not empty (an empty value is a mistake, not "not given")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return text
 
 
 def device(text: str) -> str:

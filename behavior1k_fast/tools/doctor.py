@@ -9,7 +9,9 @@ worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.g
 cluster each env worker of the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as
 the engine's ``placement`` and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot
 apply (``failed``), OmniGibson is installed but does not import, the GPU binding cannot hold, or the cluster
-cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. ``--upstream PATH`` checks a
+cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. It lists the shared-memory
+segments (``/dev/shm/b1kf_*``) left by processes that are gone; ``--clean`` removes them
+(:func:`behavior1k_fast.rollout.shm.remove_stale_segments`). ``--upstream PATH`` checks a
 BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
 """
 
@@ -32,7 +34,7 @@ from ..core.profile import RolloutProfile
 from ..patching import FAILED, SKIPPED, PatchRegistry, autoapply
 from ..patching.omnigibson import REGISTRY
 from . import upstream_check
-from .argtypes import fail
+from .argtypes import fail, path
 
 #: Distributions whose versions are reported (``None`` when not installed).
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
@@ -47,13 +49,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--profile", metavar="PATH", help="YAML rollout profile (default: the fast path)")
+    parser.add_argument("--profile", type=path, metavar="PATH", help="YAML rollout profile (default: the fast path)")
     parser.add_argument(
         "--upstream",
+        type=path,
         metavar="PATH",
         help="instead: which line the BEHAVIOR-1K checkout (or OmniGibson/ folder) at PATH is, and whether each "
         "patch of the matching patches/ series applies to it (exit 0 only when every needed patch applies)",
     )
+    parser.add_argument("--clean", action="store_true",
+                        help="remove the shared-memory segments (/dev/shm/b1kf_*) of processes that are gone")
     add_ray_arguments(parser)
     parser.set_defaults(func=run)
     return parser
@@ -153,8 +158,9 @@ def _gpus() -> dict[str, Any]:
     return {"available": devices is not None, "devices": devices or [], "note": note}
 
 
-def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str, Any]:
-    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold."""
+def _gpu_binding(profile: RolloutProfile, devices: list[str] | None, note: str = "") -> dict[str, Any]:
+    """Per env worker of ``profile``: its GPU and the settings that bind it; ``error`` when it cannot hold
+    or no GPU could be checked (``devices``: the ``nvidia-smi`` rows, ``None`` with the ``note`` why)."""
     from ..patching.omnigibson.gpu import kit_gpu_settings
 
     plan: dict[str, Any] = {"gpu_ids": profile.gpu_ids, "workers": [], "error": None}
@@ -162,10 +168,12 @@ def _gpu_binding(profile: RolloutProfile, devices: list[str] | None) -> dict[str
         return plan
     try:
         physical = gpus.worker_gpus(profile.gpu_ids, profile.num_env_processes, os.environ)
-        gpus.check_gpus_present(physical, devices)
+        unchecked = gpus.check_gpus_present(physical, devices, note)
     except ValueError as exc:
         plan["error"] = str(exc)
         return plan
+    if unchecked:
+        plan["error"] = unchecked
     plan["workers"] = [
         {"worker": w, "gpu": p, "env": gpus.binding_env(p), "kit_settings": kit_gpu_settings(p)}
         for w, p in enumerate(physical)
@@ -201,14 +209,24 @@ def autoapply_state() -> dict[str, Any]:
     }
 
 
-def collect(profile: RolloutProfile) -> dict[str, Any]:
-    """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1."""
+def shared_memory_state(clean: bool) -> dict[str, Any]:
+    """Segments of this package whose owner process is gone (``[name, bytes]``), removed first when
+    ``clean``."""
+    from ..rollout.shm import remove_stale_segments, stale_segments
+
+    removed = remove_stale_segments() if clean else []
+    return {"removed": [list(s) for s in removed], "stale": [list(s) for s in stale_segments()]}
+
+
+def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
+    """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1. ``clean``: remove
+    stale shared-memory segments first (:func:`shared_memory_state`)."""
     from ..core import __version__
 
     omnigibson = _omnigibson_state()
     patches = _patches(profile, omnigibson)
     gpu = _gpus()
-    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None)
+    binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None, gpu["note"])
     ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
     return {
         "behavior1k_fast": __version__,
@@ -222,6 +240,7 @@ def collect(profile: RolloutProfile) -> dict[str, Any]:
         "gpu": gpu,
         "gpu_binding": binding,
         "autoapply": autoapply_state(),
+        "shared_memory": shared_memory_state(clean),
         "ok": ok,
     }
 
@@ -269,6 +288,7 @@ def render_text(report: dict[str, Any]) -> str:
             kit = " ".join(f"--{k}={v}" for k, v in row["kit_settings"].items())
             lines.append(f"  worker {row['worker']} -> GPU {row['gpu']}: {env}; Kit {kit}")
     lines += ["", *render_autoapply(report["autoapply"])]
+    lines += ["", *render_shared_memory(report["shared_memory"])]
     lines += ["", "OK" if report["ok"] else
               "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
     return "\n".join(lines)
@@ -286,11 +306,23 @@ def render_autoapply(state: dict[str, Any]) -> list[str]:
     ]
 
 
+def render_shared_memory(state: dict[str, Any]) -> list[str]:
+    """The shared-memory part of the text report."""
+    def total(rows: list) -> str:
+        return f"{len(rows)} ({sum(size for _, size in rows) / 2**20:.1f} MiB)"
+
+    lines = [f"Shared memory of processes that are gone: {total(state['stale'])}"
+             + ("" if not state["stale"] else ": remove with behavior1k-fast doctor --clean")]
+    if state["removed"]:
+        lines.append(f"  removed {total(state['removed'])}: {', '.join(name for name, _ in state['removed'])}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     if args.upstream is not None:
         return upstream_check.run(args.upstream, args.json)
     try:
-        profile = RolloutProfile.from_yaml(args.profile) if args.profile else RolloutProfile()
+        profile = RolloutProfile.from_yaml(args.profile) if args.profile is not None else RolloutProfile()
     except (OSError, TypeError, ValueError) as exc:
         return fail("doctor", f"bad --profile {args.profile!r}: {exc}")
     try:
@@ -300,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
     # A profile auto-applied at this process's start-up would make its own patches look like upstream
     # features ("upstream already has them"): plan against upstream's code instead.
     REGISTRY.revert()
-    report = collect(profile)
+    report = collect(profile, clean=args.clean)
     placed = True
     if ray_request is not None:
         report["ray"] = ray_placement(ray_request)

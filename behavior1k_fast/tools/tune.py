@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.profile import RolloutProfile
-from .argtypes import int_list, positive_int
+from .argtypes import env_list, int_list, positive_int
 from .measure.config import RunConfig, add_run_arguments, run_options, usable_cores
 from .measure.layouts import Layout, default_layout, enumerate_layouts
 
@@ -97,7 +97,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                               description=__doc__.split("\n\n")[0])
     add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores",
                       quick_rounds=4, reference="the default layout", repeats=1, quick_repeats=1)
-    p.add_argument("--envs", type=int_list, default=None, metavar="N1,N2,...",
+    p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
     p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=int_list, default=None,
                    metavar="K1,K2,...",
@@ -122,8 +122,10 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
     device present, model options consistent, ``--out-dir`` writable, at least one feasible layout, and
     every worker's backend buildable (raises :class:`~.argtypes.UsageError`)."""
     from ..backends import make_factory
+    from ..core.checks import check_local_layout
     from ..core.contract import check_backend_build
     from .argtypes import usage_errors
+    from .backend_args import check_image_memory
     from .measure.config import check_out_dir, check_run
 
     with usage_errors():
@@ -132,6 +134,8 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
         cores = usable_cores()
         totals = tuple(args.envs or (2 * cores,))
         max_processes = min(config.process_budget, cores)
+        check_local_layout(max_processes, max(totals), config.chunk_size)
+        check_image_memory(args, max(totals))
         stages = tuple(args.pipeline_stages) if args.pipeline_stages else ((1, 2) if args.quick else None)
         layouts = enumerate_layouts(totals, max_processes, stages)
         if not layouts:

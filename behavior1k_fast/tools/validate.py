@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.checks import check_int, check_number, check_positive_int
+from ..core.checks import STEP_BYTES, MachineLimits, check_int, check_number, check_positive_int, check_seed
 from ..core.profile import RolloutProfile
 
 #: Thresholds per backend kind: reward and state absolute tolerance, minimum frame PSNR (None = exact), and
@@ -295,6 +295,18 @@ def compare(
     )
 
 
+def check_size(num_envs: int, chunks: int, chunk_size: int, seed: int) -> tuple[int, int, int, int]:
+    """The run's size as ints, once it fits this machine (``core.checks.MachineLimits``): the envs of one
+    side, and the actions of every chunk (drawn up front)."""
+    limits = MachineLimits.here()
+    num_envs = limits.check_envs("num_envs", num_envs)
+    chunks = check_positive_int("chunks", chunks)
+    chunk_size = limits.check_chunk_steps("chunk_size", chunk_size)
+    limits.check_memory(f"chunks={chunks} x num_envs={num_envs} x chunk_size={chunk_size} (the actions, drawn "
+                        f"up front)", chunks * num_envs * chunk_size * STEP_BYTES)
+    return num_envs, chunks, chunk_size, check_seed("seed", seed)
+
+
 def validate(
     backend: str = "reference",
     num_envs: int = 2,
@@ -314,9 +326,7 @@ def validate(
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    num_envs = check_positive_int("num_envs", num_envs)
-    chunks = check_positive_int("chunks", chunks)
-    chunk_size = check_positive_int("chunk_size", chunk_size)
+    num_envs, chunks, chunk_size, seed = check_size(num_envs, chunks, chunk_size, seed)
     if fault is not None and isolate_sides(backend):
         raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
     thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])
@@ -348,17 +358,17 @@ def run_backend_options(backend: str, options: dict[str, Any] | None, chunks: in
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``validate`` sub-command."""
     from ..backends import BACKENDS
-    from .argtypes import nonnegative_int, nonnegative_number, positive_int, positive_number
+    from .argtypes import chunk_steps, env_count, nonnegative_int, nonnegative_number, path, positive_int, positive_number, seed
     from .backend_args import add_backend_arguments
 
     p = subparsers.add_parser("validate", help="stock vs fast path with identical actions; exit 1 past thresholds",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
-    p.add_argument("--num-envs", type=positive_int, default=2, help="envs per side (default: 2)")
+    p.add_argument("--num-envs", type=env_count, default=2, help="envs per side (default: 2)")
     p.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
                    help=f"M action chunks (default: {DEFAULT_CHUNKS})")
-    p.add_argument("--chunk-size", type=positive_int, default=32, help="N actions per chunk (default: 32)")
-    p.add_argument("--seed", type=nonnegative_int, default=0,
+    p.add_argument("--chunk-size", type=chunk_steps, default=32, help="N actions per chunk (default: 32)")
+    p.add_argument("--seed", type=seed, default=0,
                    help="seed of the envs and the random actions (default: 0)")
     p.add_argument("--reward-atol", type=nonnegative_number, default=None,
                    help="max |delta reward| (default per backend)")
@@ -370,7 +380,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="episodes the run must end, else exit 1 (default: 2)")
     p.add_argument("--min-terminations", type=nonnegative_int, default=None,
                    help="of them ended by termination, not timeout (default: 1 on reference, 0 on omnigibson)")
-    p.add_argument("--json", default=None, help="also write the report as JSON to this path")
+    p.add_argument("--json", type=path, default=None, help="also write the report as JSON to this path")
     add_backend_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -382,10 +392,12 @@ def run(args: argparse.Namespace) -> int:
     from ..backends import check_installed, make_factory
     from ..core.contract import check_backend_build
     from .argtypes import check_writable_file, usage_errors
-    from .backend_args import backend_options
+    from .backend_args import backend_options, check_image_memory
 
     with usage_errors():
         check_installed(args.backend)
+        check_size(args.num_envs, args.chunks, args.chunk_size, args.seed)
+        check_image_memory(args, args.num_envs)
         limits = dict(DEFAULT_THRESHOLDS[args.backend])
         for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
                            ("min_psnr_db", args.min_psnr), ("min_terminations", args.min_terminations)):
@@ -397,13 +409,13 @@ def run(args: argparse.Namespace) -> int:
                                                                   args.chunk_size))
         for profile in (RolloutProfile.stock(chunk_size=args.chunk_size), RolloutProfile(chunk_size=args.chunk_size)):
             check_backend_build(factory, args.num_envs, args.seed, profile)
-        if args.json:
+        if args.json is not None:
             check_writable_file("--json", args.json)
     report = validate(backend=args.backend, num_envs=args.num_envs, chunks=args.chunks,
                       chunk_size=args.chunk_size, seed=args.seed, thresholds=thresholds,
                       backend_options=options)
     print(report.format())
-    if args.json:
+    if args.json is not None:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(report.to_dict(), fh, indent=2, default=float)
     return 0 if report.passed else 1

@@ -33,7 +33,8 @@ def probe(python, tmp_path, value: str | None, *args: str) -> tuple[dict, list[s
 
 @pytest.mark.parametrize("value", [None, "", "0", " 0 "])
 def test_unset_empty_or_zero_variable_imports_nothing_of_this_package(hook_python, tmp_path, value):
-    (tmp_path / "0").write_text("intra_op_threads: 3\n")  # a file named 0 in the working directory: not read
+    for name in ("0", " 0 "):  # a profile file of that name, in the working directory, is not what 0 means
+        (tmp_path / name).write_text("intra_op_threads: 3\n")
     report, stderr = probe(hook_python, tmp_path, value)
     assert report["ours_imported"] is False and report["omp_num_threads"] is None
     assert stderr == []

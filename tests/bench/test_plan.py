@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.measure.calibration import Calibration
 from behavior1k_fast.tools.measure import config as measure_config
@@ -95,6 +96,22 @@ def test_quick_defaults_and_layout_checks(monkeypatch):
         ablation.BenchConfig(device="tpu")
 
 
+def test_a_bench_that_does_not_fit_this_machine_fails_in_the_config():
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
+        ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, peers=False)
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine"):
+        ablation.BenchConfig(scaling=(1, 100000), peers=False)
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, \d+\] on this machine.*got 100000"):
+        ablation.BenchConfig(max_processes=100000)  # the budget rows and peers would start that many
+    ablation.BenchConfig(processes=100000, envs_per_process=1, pipeline_stages=1, peers=False, executor="ray")  # a cluster
+    with pytest.raises(ValueError, match="model_width=64, model_depth=100000000, .* needs about 18,311 GiB"):
+        ablation.BenchConfig(model_width=64, model_depth=10**8)
+    with pytest.raises(ValueError, match=r"model_ms must be a finite number of ms in \(0, 60000\]"):
+        ablation.BenchConfig(model_ms=1e300)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 4294967295\]"):
+        ablation.BenchConfig(seed=2**70)
+
+
 def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_out(monkeypatch):
     monkeypatch.setattr(measure_config, "usable_cores", lambda: 2)
     # a CPU policy keeps one core: one env process on 2 cores, so no process partition of K = 2
@@ -139,9 +156,10 @@ def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(m
     (["--model-ms", "-5"], "argument --model-ms: must be a finite number > 0, got -5.0"),
     (["--behavior-like", "--backend", "omnigibson"], "--behavior-like applies to the reference simulator"),
 ])
-def test_bad_model_options_are_one_line_usage_errors(capsys, argv, message):
+def test_bad_model_options_are_one_line_usage_errors(capsys, monkeypatch, argv, message):
     from behavior1k_fast.tools import cli
 
+    monkeypatch.setattr(backends, "check_installed", lambda backend: None)  # any backend counts as installed
     try:
         code = cli.main(["bench", "--device", "cpu", *argv])
     except SystemExit as exc:  # argparse's own type checks exit from the parser
@@ -217,6 +235,7 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
+    monkeypatch.setattr(backends, "check_installed", lambda backend: None)  # Isaac Sim is a stand-in too
     assert args.func(args) == 0
 
     factories = {id(c[1]) for c in calls}

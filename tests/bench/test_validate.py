@@ -150,6 +150,12 @@ def test_bad_arguments_are_errors():
         v.Thresholds(min_terminations=3)
     with pytest.raises(ValueError, match="chunks"):
         v.validate(chunks=0)
+    with pytest.raises(ValueError, match=r"num_envs must be an int in \[1, \d+\] on this machine"):
+        v.validate(num_envs=10**8)
+    with pytest.raises(ValueError, match=r"chunks=1000000000 x num_envs=2 x chunk_size=32 .* needs about"):
+        v.validate(chunks=10**9)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 4294967295\], got 1180591620717411303424"):
+        v.validate(seed=2**70)
     with pytest.raises(ValueError, match="backend"):
         v.validate(backend="isaaclab")
     with pytest.raises(ValueError, match="fault injection"):

@@ -8,6 +8,8 @@ import json
 import re
 import sys
 
+import pytest
+
 from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.tools import doctor
 
@@ -183,4 +185,25 @@ def test_doctor_shows_the_gpu_of_every_worker(capsys, tmp_path, monkeypatch):
     path.write_text("gpu_ids: [5]\n")
     code, report = json_report(capsys, "--profile", str(path))
     assert code == 1 and not report["ok"]
-    assert report["gpu_binding"]["error"] == "gpu_ids place workers on GPU(s) [5], but this machine has 2 GPU(s)"
+    assert report["gpu_binding"]["error"] == ("gpu_ids place workers on GPU(s) [5], but this machine has 2 GPU(s) "
+                                              "(nvidia-smi)")
+
+
+@pytest.mark.parametrize("device_files, text", [
+    ([], "gpu_ids place workers on GPU(s) [7], but this machine has 0 GPU(s) (nvidia-smi not found; 0 "),
+    (None, "gpu_ids place workers on GPU(s) [7]: nvidia-smi not found, and "),
+])
+def test_doctor_without_nvidia_smi_exits_1_for_a_gpu_it_cannot_find(capsys, tmp_path, monkeypatch, device_files,
+                                                                     text):
+    from behavior1k_fast.core import gpus
+
+    monkeypatch.setattr(gpus, "nvidia_smi_gpus", lambda: (None, "nvidia-smi not found"))
+    monkeypatch.setattr(gpus, "DEVICE_DIR", str(tmp_path / "dev"))
+    if device_files is not None:
+        (tmp_path / "dev").mkdir()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = tmp_path / "profile.yaml"
+    path.write_text("num_env_processes: 2\ngpu_ids: [7]\n")
+    code, report = json_report(capsys, "--profile", str(path))
+    assert code == 1 and not report["ok"]
+    assert report["gpu_binding"]["error"].startswith(text), report["gpu_binding"]["error"]

@@ -8,6 +8,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .pointmass import PointMassFactory
 
 #: Where a fault strikes: building the backend, a reset request, a step of a chunk.
@@ -80,3 +82,46 @@ class FaultyBackend:
 
     def close(self):
         self.inner.close()
+
+
+@dataclass(frozen=True)
+class LoudFactory:
+    """Point-mass backends whose step observations put ``value`` (float64) into ``key`` of every env."""
+
+    key: str = "proprio"
+    value: float = 1e300
+    base: PointMassFactory = field(default_factory=PointMassFactory)
+
+    def __call__(self, num_envs, seed, profile):
+        return LoudBackend(self.base(num_envs, seed, profile), self)
+
+
+class LoudBackend(FaultyBackend):
+    def __init__(self, inner, config):
+        super().__init__(inner, FaultyFactory(), faulty=False)
+        self.loud = config
+
+    def step(self, actions, env_indices=None, get_obs=True, render=True):
+        obs, rewards, terminated, truncated, infos = super().step(actions, env_indices, get_obs, render)
+        for ob in obs if get_obs else ():
+            ob[self.loud.key] = np.full(np.shape(ob[self.loud.key]), self.loud.value)
+        return obs, rewards, terminated, truncated, infos
+
+
+@dataclass(frozen=True)
+class EchoFactory:
+    """Point-mass backends whose step info carries the action row each env got at that step, as the
+    backend received it (``info["action"]``; a chunk result keeps the info of its last applied step)."""
+
+    base: PointMassFactory = field(default_factory=PointMassFactory)
+
+    def __call__(self, num_envs, seed, profile):
+        return EchoBackend(self.base(num_envs, seed, profile), FaultyFactory(), faulty=False)
+
+
+class EchoBackend(FaultyBackend):
+    def step(self, actions, env_indices=None, get_obs=True, render=True):
+        obs, rewards, terminated, truncated, infos = super().step(actions, env_indices, get_obs, render)
+        for info, action in zip(infos, actions):
+            info["action"] = np.array(action)
+        return obs, rewards, terminated, truncated, infos

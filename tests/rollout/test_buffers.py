@@ -1,5 +1,7 @@
 """Shared-memory observation buffers: layout from the observation space, exact copies, clean unlink."""
 
+import os
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -64,3 +66,22 @@ def test_observation_of_the_wrong_shape_is_refused():
 def test_only_dict_of_box_spaces():
     with pytest.raises(TypeError, match="Dict of Box"):
         SharedBuffers.create(spaces.Dict({"task": spaces.Discrete(3)}), 2)
+
+
+def test_only_segments_of_owners_that_are_gone_are_stale(tmp_path):
+    import subprocess
+    import sys
+
+    from behavior1k_fast.rollout.shm import remove_stale_segments, segment_owner, stale_segments
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = int(gone.stdout)
+    names = [f"b1kf_{dead}_0123456789ab", f"b1kf_{os.getpid()}_0123456789ab", f"b1kf_x{dead}_ab", "other_1_ab",
+             f"b1kf_{dead}"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x" * 10)
+    assert segment_owner(names[0]) == dead and segment_owner(names[2]) is None and segment_owner(names[4]) is None
+    assert stale_segments(str(tmp_path)) == [(names[0], 10)]
+    assert remove_stale_segments(str(tmp_path)) == [(names[0], 10)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import psutil
@@ -52,6 +53,7 @@ def nothing_left():
 
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("where", WHERE)
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_worker_fault(where, how, nothing_left):
     with pytest.raises(EXPECTED[how]) as info:
         engine = RolloutEngine(FaultyFactory(where=where, how=how, after_steps=1), PROFILE, **FAST)
@@ -200,3 +202,137 @@ def test_workers_of_a_killed_driver_exit_quietly(tmp_path):
     assert code == -signal.SIGKILL
     assert_driver_left_nothing(owner, pids)  # owner watchdog; the resource tracker unlinks the segments
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def killed_with_its_group(tmp_path):
+    """A driver SIGKILLed with its whole process group (its resource tracker too, as a cluster scheduler
+    kills a job): its pid and the segments it left."""
+    owner, pids, code, _ = run_driver(tmp_path, "sigkill", ("busy", signal.SIGKILL, True))
+    assert code == -signal.SIGKILL
+    assert_gone(pids)
+    left = sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_"))
+    assert left  # nothing of the dead driver's own removes them
+    return owner, pids, left
+
+
+def test_segments_of_a_driver_killed_with_its_group_go_at_the_next_engine_start(tmp_path, nothing_left):
+    owner, pids, _ = killed_with_its_group(tmp_path)
+    with RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST):
+        assert_driver_left_nothing(owner, pids)
+
+
+def test_doctor_clean_removes_the_segments_of_a_driver_killed_with_its_group(tmp_path, capsys):
+    import json
+
+    from behavior1k_fast.tools.cli import main
+
+    owner, pids, left = killed_with_its_group(tmp_path)
+    assert main(["doctor", "--clean", "--json"]) == 0
+    removed = [name for name, _ in json.loads(capsys.readouterr().out)["shared_memory"]["removed"]]
+    assert set(left) <= set(removed)
+    assert_driver_left_nothing(owner, pids)
+
+
+def test_ctrl_c_while_a_worker_starts_neither_kills_it_nor_prints_a_traceback(capfd, nothing_left):
+    from behavior1k_fast.rollout.policy import _policy_main
+    from behavior1k_fast.rollout.protocol import Command
+    from behavior1k_fast.rollout.serve import CLOSE_GRACE_S, ProcessChannel, stop_processes
+
+    channel = ProcessChannel(_policy_main, (make_policy,), "ctrl-c-at-start", "policy process")
+    try:
+        signals = 0
+        while not channel.conn.poll(0.01) and channel.proc.is_alive():  # Ctrl-C all through the start-up
+            os.kill(channel.pid, signal.SIGINT)
+            signals += 1
+        assert channel.receive(Command.INIT, 60).payload is None  # the INIT reply: it started
+        assert signals > 0 and channel.proc.is_alive()
+    finally:
+        stop_processes([channel], CLOSE_GRACE_S)
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+def test_a_ctrl_c_of_the_driver_while_it_starts_a_worker_is_delivered_after_the_start():
+    from behavior1k_fast.rollout import serve
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with serve._children_ignore_sigint():
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                reached = True  # the signal waits for the start to finish
+        assert reached and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_closed_vector_env_raises_closed_error_and_starts_no_workers(nothing_left):
+    from behavior1k_fast.rollout import EngineVectorEnv
+
+    env = EngineVectorEnv(FaultyFactory(seeds=()), PROFILE, **FAST)
+    env.reset(seed=1)
+    pids = env.engine.worker_pids
+    env.close()
+    assert_gone(pids)
+    with pytest.raises(ClosedError):
+        env.reset(seed=7)  # used to start a new engine and its workers, which a later close() left running
+    env.close()
+
+
+@pytest.mark.deadline(120)
+def test_a_factory_hanging_in_init_in_every_worker_fails_within_the_startup_deadline(nothing_left, monkeypatch):
+    import time
+
+    from behavior1k_fast.rollout import executors
+
+    monkeypatch.setattr(executors, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
+    start = time.monotonic()
+    with pytest.raises(WorkerHungError, match=r"worker 0 \(envs \[0, 1\]\) hung in 'init'.*startup_timeout_s=2"):
+        RolloutEngine(FaultyFactory(where="init", how="hang", seeds=(0, 1)), PROFILE, **dict(FAST, startup_timeout_s=2.0))
+    assert time.monotonic() - start < 60  # the deadline and the kills, not a close grace for the other worker
+
+
+@pytest.mark.parametrize("schedule", ["barrier", "async"])
+def test_close_inside_on_chunk_ends_the_rollout_with_closed_error_after_the_callback(schedule, nothing_left):
+    engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE.replace(schedule=schedule), **FAST)
+    pids, returned = engine.worker_pids, []
+
+    def close_it(stage, result):
+        engine.close()
+        returned.append(stage)  # the callback itself runs to its end
+
+    with pytest.raises(ClosedError, match="the rollout engine is closed"):
+        engine.rollout(policy, 3, on_chunk=close_it)
+    assert len(returned) == 1
+    assert_gone(pids)
+
+
+@pytest.mark.deadline(120)
+def test_a_second_thread_rollout_fails_at_once_and_the_first_completes(nothing_left):
+    import threading
+
+    from behavior1k_fast.rollout import EngineBusyError
+
+    engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST)
+    inside, release, outcome = threading.Event(), threading.Event(), {}
+
+    def slow_policy(obs):
+        inside.set()
+        release.wait(60)
+        return policy(obs)
+
+    def first():
+        outcome["stats"] = engine.rollout(slow_policy, 2)
+
+    thread = threading.Thread(target=first, name="trainer")
+    thread.start()
+    try:
+        assert inside.wait(60)
+        for call in (lambda: engine.rollout(policy, 1), engine.reset, lambda: engine.collect(0)):
+            with pytest.raises(EngineBusyError, match="thread 'trainer' is running rollout\\(\\) on this engine"):
+                call()
+    finally:
+        release.set()
+        thread.join(60)
+    assert outcome["stats"].own_actions.sum() == 2 * 4 * CHUNK  # the first rollout was not disturbed
+    assert engine.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # and the engine is free again
+    engine.close()

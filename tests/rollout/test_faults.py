@@ -1,6 +1,7 @@
 """Faults and bad input: clear errors, never a hang, no orphan processes, no leaked shared memory."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,6 +130,12 @@ def test_torch_policy_module():
         (dict(executor="threads"), ValueError, ["executor", "threads"]),
         (dict(timeout_s=0), ValueError, ["timeout_s", "0"]),
         (dict(factory=lambda n, s, p: None), TypeError, ["factory must be picklable"]),
+        (dict(profile={"num_env_subprocess": 100000, "total_num_envs": 100000}), ValueError,
+         ["num_env_processes must be an int in [1, ", "on this machine", "got 100000"]),
+        (dict(profile={"total_num_envs": 10**8}, executor="inline"), ValueError,
+         ["total_num_envs must be an int in [1, ", "got 100000000"]),
+        (dict(profile={"total_num_envs": 4, "num_action_chunks": 10**10}), ValueError,
+         ["chunk_size must be an int in [1, ", "got 10000000000"]),
     ],
 )
 def test_bad_configuration_fails_before_any_worker_starts(kwargs, error, words):
@@ -185,3 +192,183 @@ def test_policy_process_runs_the_policy_and_carries_its_errors_back():
         pid = remote.pid
     assert_gone([pid])
 
+
+
+@pytest.mark.parametrize("executor", ["process", "inline"])
+@pytest.mark.parametrize("key, value, text", [
+    ("proprio", 1e300, "observation 'proprio' holds 1e+300, which its space's dtype float32 cannot hold"),
+    ("head::rgb", 300.0, "observation 'head::rgb' holds 300.0, which its space's dtype uint8 cannot hold"),
+])
+def test_an_observation_its_space_dtype_cannot_hold_is_an_error_naming_the_key(executor, key, value, text):
+    from .faulty import LoudFactory
+
+    engine = RolloutEngine(LoudFactory(key, value), PROFILE, executor=executor)
+    pids = engine.worker_pids
+    engine.reset()
+    with pytest.raises(WorkerError, match=re.escape(text)) as info:
+        engine.step(0, np.zeros((2, CHUNK, 2), np.float32))
+    assert info.value.command == "chunk" and info.value.exc_type == "ValueError"
+    assert_clean(pids)
+
+
+def _reference_factory_class():
+    from behavior1k_fast.backends.reference import ReferenceFactory
+
+    return RolloutEngine(ReferenceFactory, PROFILE)
+
+
+def _recorder_of_a_string():
+    from behavior1k_fast.rollout import TrajectoryRecorder
+
+    return TrajectoryRecorder("engine")
+
+
+def _unpicklable_policy_factory():
+    from behavior1k_fast.rollout import PolicyProcess
+
+    return PolicyProcess(lambda: policy)
+
+
+@pytest.mark.parametrize("make, text", [
+    (_reference_factory_class, "factory must be a factory instance, got the class ReferenceFactory: pass "
+                               "ReferenceFactory(...)"),
+    (_recorder_of_a_string, "engine must be a RolloutEngine, got 'engine'"),
+    (_unpicklable_policy_factory, "policy_factory must be picklable to reach the policy process, got <function"),
+])
+def test_a_wrong_kind_of_argument_is_a_type_error_naming_it_before_anything_starts(make, text):
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(TypeError, match=re.escape(text)):
+        make()
+    assert {c.pid for c in psutil.Process().children(recursive=True)} <= before
+
+
+def test_masked_array_actions_are_a_type_error_and_the_engine_stays_usable():
+    with RolloutEngine(PointMassFactory(), PROFILE, executor="inline") as engine:
+        engine.reset()
+        masked = np.ma.masked_array(np.zeros((2, CHUNK, 2), np.float32), mask=False)
+        with pytest.raises(TypeError, match=r"actions must be a plain numpy array \[envs, steps, action_dim\], got a "
+                                            r"masked array: .* actions.filled\(0.0\)"):
+            engine.submit(0, masked)
+        assert engine.step(0, masked.filled(0.0)).applied.all()
+
+
+# --- S1: the kept actions and extras are the ones applied ---------------------------------------------
+class ReusingPolicy:
+    """Writes every output into the same two buffers (actions, extras) and returns them, as a
+    policy with preallocated outputs does; each call's output differs. ``returned``: a copy of each output
+    as it was returned, in call order."""
+
+    def __init__(self):
+        self.actions = self.value = None
+        self.returned = []
+
+    def __call__(self, obs):
+        n = len(obs["proprio"])
+        if self.actions is None or len(self.actions) != n:
+            self.actions, self.value = np.zeros((n, CHUNK, 2), np.float32), np.zeros(n)  # the action dtype
+        call = len(self.returned)
+        self.actions[...] = np.sin(call + np.arange(n * CHUNK * 2)).reshape(n, CHUNK, 2) * 0.9
+        self.value[...] = call
+        self.returned.append((self.actions.astype(np.float32), self.value.copy()))
+        return self.actions, {"value": self.value}
+
+
+def assert_kept_as_applied(result, returned):
+    """Per row: the kept actions at its last applied step are the ones the backend got (``info["action"]``),
+    and its kept extras are those the policy returned with those actions (not a later call's overwrite)."""
+    assert result.actions.dtype == np.float32
+    for row, info in enumerate(result.infos):
+        last = np.flatnonzero(result.applied[row])[-1]
+        np.testing.assert_array_equal(result.actions[row, last], info["action"])
+        call = next(c for c, (actions, _) in enumerate(returned) if (actions == result.actions[row]).all(axis=(1, 2)).any())
+        assert result.extras["value"][row] == call
+
+
+@pytest.mark.parametrize("schedule", ["barrier", "async"])
+@pytest.mark.parametrize("partition", ["hybrid", "process"])
+def test_kept_actions_and_extras_are_the_applied_ones_whatever_the_policy_does_with_its_buffers(partition, schedule):
+    from .faulty import EchoFactory
+
+    profile = PROFILE.replace(partition=partition, schedule=schedule)
+    reusing, results = ReusingPolicy(), []
+    with RolloutEngine(EchoFactory(), profile) as engine:
+        engine.rollout(reusing, 3, on_chunk=lambda stage, result: results.append(result))
+    assert sum(len(r.env_ids) for r in results) == 3 * 4 and len(reusing.returned) >= 6  # 3 rounds of 4 envs
+    for result in results:
+        assert_kept_as_applied(result, reusing.returned)
+
+
+def test_a_trajectory_batch_holds_the_applied_actions_of_a_buffer_reusing_policy():
+    from behavior1k_fast.rollout import TrajectoryRecorder
+
+    from .faulty import EchoFactory
+
+    reusing, results = ReusingPolicy(), []
+    with RolloutEngine(EchoFactory(), PROFILE) as engine:
+        batch = TrajectoryRecorder(engine).rollout(reusing, 3, on_chunk=lambda stage, r: results.append(r))[1]
+    for result in results:  # the batch row of each chunk is the chunk as applied
+        assert_kept_as_applied(result, reusing.returned)
+    sent = {tuple(a.ravel().tolist()) for actions, _ in reusing.returned for a in actions}
+    assert all(tuple(batch.actions[r, e].ravel().tolist()) in sent for r in range(3) for e in range(4))
+    assert batch.actions.dtype == np.float32
+
+
+def test_the_vector_env_applies_the_actions_given_to_step_even_when_the_caller_reuses_its_buffer():
+    from behavior1k_fast.rollout import EngineVectorEnv
+
+    from .faulty import EchoFactory
+
+    buffer = np.zeros((4, CHUNK, 2))
+    with EngineVectorEnv(EchoFactory(), PROFILE, executor="inline") as env:
+        env.reset(seed=0)
+        for call in range(3):
+            buffer[...] = 0.1 * call
+            applied = buffer.astype(np.float32)
+            _, _, _, _, infos = env.step(buffer)
+            buffer[...] = -1.0  # the caller reuses its buffer at once
+            np.testing.assert_array_equal(np.stack(infos["action"]), applied[:, -1])
+
+
+# --- S2: the check sees the values the backend will get -------------------------------------------------
+def test_actions_the_action_dtype_cannot_hold_are_a_value_error_and_the_engine_stays_usable():
+    with RolloutEngine(PointMassFactory(), PROFILE, executor="inline") as engine:
+        engine.reset()
+        loud = np.zeros((2, CHUNK, 2))
+        loud[1, 2, 0] = 1e300
+        with pytest.raises(ValueError, match=re.escape("actions holds 1e+300 at [env, step, dim] = [1, 2, 0], which "
+                                                       "the action dtype float32 cannot hold")):
+            engine.submit(0, loud)
+        assert engine.step(0, np.zeros((2, CHUNK, 2))).applied.all()  # usable, and nothing was sent before
+
+
+def test_a_policy_output_the_action_dtype_cannot_hold_is_a_value_error_in_the_driver():
+    def loud(obs):
+        return np.full((len(obs["proprio"]), CHUNK, 2), 1e300)
+
+    with pytest.raises(ValueError, match=r"policy output for stage 0 holds 1e\+300 .* float32 cannot hold"):
+        with RolloutEngine(PointMassFactory(), PROFILE) as engine:
+            engine.rollout(loud, 1)
+
+
+# --- H1 and D10: what the constructor refuses, by name ----------------------------------------------------
+INLINE = "executor='inline' runs the workers in this thread, where nothing can stop a hung one, so it has no deadlines: "
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    (dict(executor="inline", timeout_s=5), ValueError, INLINE + "timeout_s=5 would never fire"),
+    (dict(executor="inline", stall_timeout_s=2), ValueError, INLINE + "stall_timeout_s=2 would never fire"),
+    (dict(executor="inline", startup_timeout_s=1200.0), ValueError, INLINE + "startup_timeout_s=1200.0 would never"),
+    (dict(timeout_s=-1), ValueError, "timeout_s must be a finite number of seconds in (0, "),
+    (dict(stall_timeout_s="fast"), TypeError,
+     "stall_timeout_s must be 'auto' (from measured step times), None (no limit) or a finite number of seconds"),
+])
+def test_deadline_arguments_are_checked_by_their_names(kwargs, error, text):
+    with pytest.raises(error) as info:
+        RolloutEngine(PointMassFactory(), PROFILE, **kwargs)
+    assert str(info.value).startswith(text), str(info.value)  # the engine's own name: timeout_s, not chunk_...
+
+
+def test_the_inline_executor_takes_the_default_deadlines_and_none():
+    for kwargs in ({}, dict(timeout_s=None, reset_timeout_s=None, startup_timeout_s=None, stall_timeout_s=None)):
+        with RolloutEngine(PointMassFactory(), PROFILE, executor="inline", **kwargs) as engine:
+            assert engine.rollout(policy, 1).own_actions.sum() == 4 * CHUNK

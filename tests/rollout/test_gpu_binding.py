@@ -61,3 +61,31 @@ def test_a_binding_that_cannot_hold_fails_before_any_worker_starts(eight_gpus, m
         RolloutEngine(REPORT, PROFILE.replace(gpu_ids=gpu_ids), **kwargs)
     assert text in str(info.value)
     assert our_segments() == []
+
+
+@pytest.fixture
+def no_nvidia_smi(monkeypatch, tmp_path):
+    """No ``nvidia-smi`` here; the driver's device files are those put into the returned directory."""
+    monkeypatch.setattr(gpus, "nvidia_smi_gpus", lambda: (None, "nvidia-smi not found"))
+    monkeypatch.setattr(gpus, "DEVICE_DIR", str(tmp_path))
+    monkeypatch.delenv(gpus.CUDA_VISIBLE_DEVICES, raising=False)
+    return tmp_path
+
+
+def test_without_nvidia_smi_a_gpu_with_no_device_file_is_refused_before_any_worker_starts(no_nvidia_smi):
+    (no_nvidia_smi / "nvidiactl").write_text("")  # the driver's control file is no GPU
+    with pytest.raises(ValueError, match=r"gpu_ids place workers on GPU\(s\) \[7\], but this machine has 0 GPU\(s\) "
+                                         r"\(nvidia-smi not found; 0 .*/nvidia<N> device file\(s\)\)"):
+        RolloutEngine(REPORT, PROFILE.replace(gpu_ids=[7]))
+    assert our_segments() == []
+
+
+def test_without_nvidia_smi_the_device_files_count_the_gpus(no_nvidia_smi, caplog):
+    for i in range(8):
+        (no_nvidia_smi / f"nvidia{i}").write_text("")
+    assert gpus.check_gpus_present([7, 0], None, "nvidia-smi not found") == ""
+    with pytest.raises(ValueError, match="has 8 GPU"):
+        gpus.check_gpus_present([8], None)
+    no_nvidia_smi.rename(no_nvidia_smi.with_name("gone"))  # no device directory at all: nothing to count
+    warning = gpus.check_gpus_present([7], None, "nvidia-smi not found")
+    assert warning.endswith("no GPU could be checked") and warning in caplog.text

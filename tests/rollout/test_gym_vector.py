@@ -9,7 +9,7 @@ from gymnasium.utils import env_checker, passive_env_checker
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from behavior1k_fast import RolloutProfile
-from behavior1k_fast.rollout import ClosedError, EngineVectorEnv, RolloutEngine, TrajectoryRecorder
+from behavior1k_fast.rollout import ClosedError, EngineState, EngineVectorEnv, RolloutEngine, TrajectoryRecorder
 
 from .helpers import CHUNK, policy
 from .pointmass import PointMassFactory
@@ -165,6 +165,8 @@ def test_observation_wrappers_run_on_it_with_autoreset_disabled():
         (lambda e: e.reset(seed=-1), ValueError, "seed must be an int >= 0, got -1"),
         (lambda e: e.reset(seed=1, options={"reset_mask": np.ones(4, bool)}), ValueError, "either seed or"),
         (lambda e: e.reset(options={"reset_mask": [1, 0, 0, 0]}), ValueError, r"reset_mask'\] must be a bool array"),
+        (lambda e: e.reset(options=[1]), TypeError,
+         r"options must be a dict such as \{'reset_mask': mask\}, or None, got \[1\]"),
     ],
 )
 def test_bad_input_is_a_one_line_error_and_leaves_the_env_usable(env, call, error, match):
@@ -172,3 +174,15 @@ def test_bad_input_is_a_one_line_error_and_leaves_the_env_usable(env, call, erro
     with pytest.raises(error, match=match):
         call(env)
     assert env.step(policy(obs))[0]["proprio"].shape == (4, 4)
+
+
+def test_a_closed_vector_env_starts_no_new_engine(env):
+    env.reset(seed=1)
+    env.close()
+    engines = []
+    for call in (lambda: env.reset(seed=7), lambda: env.reset(), lambda: env.step(np.zeros((4, CHUNK, 2), np.float32)),
+                 lambda: env.reset(options={"reset_mask": np.ones(4, bool)})):
+        with pytest.raises(ClosedError):
+            call()
+        engines.append(env.engine)
+    assert all(e is engines[0] for e in engines) and env.engine.state is EngineState.CLOSED

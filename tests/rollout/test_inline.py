@@ -38,7 +38,7 @@ def test_inline_executor_gives_the_trajectories_of_worker_processes(partition):
     runs = []
     for executor in ("inline", "process"):
         with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(partition=partition),
-                           executor=executor, timeout_s=30) as e:
+                           executor=executor) as e:
             runs.append(record(e, 5))
     (traj_inline, stats_inline), (traj_process, stats_process) = runs
     assert_same_trajectories(traj_inline, traj_process)

@@ -59,7 +59,8 @@ def run_engine(factory, lead, rounds, executor="process", **kw):
             for key, value in result.obs.items():
                 run.setdefault(f"lead_obs/{key}", []).append(value[row].copy())
 
-    with RolloutEngine(factory, profile(lead), executor=executor, **{"timeout_s": 60, **kw}) as engine:
+    deadline = {} if executor == "inline" else {"timeout_s": 60}  # inline has no deadlines
+    with RolloutEngine(factory, profile(lead), executor=executor, **{**deadline, **kw}) as engine:
         stats = engine.rollout(engine_policy, rounds, on_chunk=on_chunk)
     return {env: {k: np.stack(v) for k, v in run.items()} for env, run in runs.items()}, stats
 

@@ -75,3 +75,31 @@ def test_a_killed_policy_process_is_reported_like_a_dead_worker():
         remote({"proprio": np.zeros((2, 4), np.float32)})
     remote.close()  # idempotent after the failure closed it
     assert_gone([pid])
+
+
+def test_bfloat16_tensors_from_a_policy_become_float32_and_the_engine_runs_on():
+    torch = pytest.importorskip("torch")
+
+    def bf16_policy(obs):
+        actions = torch.tensor(policy(obs), dtype=torch.bfloat16)
+        return actions, {"logprob": torch.full((actions.shape[0],), 0.5, dtype=torch.bfloat16)}
+
+    results = []
+    with RolloutEngine(PointMassFactory(), PROFILE, executor="inline") as engine:
+        stats = engine.rollout(bf16_policy, 2, on_chunk=lambda stage, result: results.append(result))
+        assert stats.own_actions.sum() == 2 * 4 * CHUNK
+        assert engine.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # still usable
+    assert results[0].extras["logprob"].dtype == np.float32 and results[0].extras["logprob"].tolist() == [0.5, 0.5]
+    np.testing.assert_array_equal(results[0].actions, results[0].actions.astype(np.float32))
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_a_tensor_dtype_numpy_cannot_hold_is_a_type_error_naming_it():
+    torch = pytest.importorskip("torch")
+
+    def complex_policy(obs):
+        return torch.tensor(policy(obs)), {"value": torch.zeros(2, dtype=torch.complex32)}
+
+    with pytest.raises(TypeError, match=r"the policy's extras\['value'\] is a tensor of dtype torch.complex32, which "
+                                        r"numpy cannot hold"):
+        call_policy(complex_policy, {"proprio": np.zeros((2, 4), np.float32)})

@@ -81,6 +81,7 @@ def test_schedule_settings_are_checked_before_anything_runs():
         assert e.rollout(policy, 1, schedule="async").own_actions.sum() == 8 * CHUNK  # still usable
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_worker_stuck_in_an_async_rollout_is_caught_by_its_progress():
     engine = RolloutEngine(FaultyFactory(where="chunk", how="hang", after_steps=2), profile(),
                            timeout_s=None, stall_timeout_s=1.0)

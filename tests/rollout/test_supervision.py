@@ -32,6 +32,7 @@ def assert_clean(pids):
     assert our_segments() == []
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_worker_stuck_inside_a_chunk_is_caught_by_its_progress_without_any_deadline():
     engine = RolloutEngine(FaultyFactory(where="chunk", how="hang", after_steps=2), PROFILE,
                            timeout_s=None, stall_timeout_s=1.0)
@@ -89,6 +90,7 @@ def test_a_worker_that_crashes_on_every_chunk_is_restarted_within_its_budget_the
     assert_clean(pids)
 
 
+@pytest.mark.deadline(60)  # with stall detection off the hang would block for ever
 def test_a_hung_worker_is_killed_and_restarted_like_a_dead_one():
     with RolloutEngine(FaultyFactory(how="hang", after_steps=1), PROFILE, stall_timeout_s=1.0,
                        restart_workers=RestartPolicy(max_restarts=1, backoff_s=0.0)) as engine:

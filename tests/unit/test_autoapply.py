@@ -16,8 +16,15 @@ from behavior1k_fast.tools import doctor
 
 
 @pytest.mark.parametrize("value", ["", "0", " 0\n", "  "])
-def test_off_values_name_no_profile(value):
+def test_off_values_name_no_profile_even_where_a_file_has_their_name(value, tmp_path, monkeypatch, fresh_startup):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "0").write_text("intra_op_threads: 3\n")
+    monkeypatch.setenv(autoapply.ENV_VAR, value)
     assert autoapply.profile_for(value) == (None, "off")
+    assert autoapply.at_startup() is None and autoapply.startup() is None
+    assert patching.REGISTRY.profile is None  # nothing applied
+    state = doctor.autoapply_state()
+    assert state["meaning"] == "off" and state["active"] is False
 
 
 def test_a_file_named_like_an_off_value_or_a_preset_is_never_read(tmp_path, monkeypatch):

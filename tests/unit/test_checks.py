@@ -1,6 +1,7 @@
 """core.checks: one line per bad value, naming the argument and the value; TypeError for a wrong type."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -71,3 +72,22 @@ def test_check_writable_dir_creates_the_directory_and_names_the_argument(tmp_pat
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match=r"out_dir='.*file/sub' is not a writable directory: Not a directory"):
         check_writable_dir("out_dir", str(tmp_path / "file" / "sub"))
+
+
+def test_machine_limits_come_from_cores_and_memory():
+    from behavior1k_fast.core.checks import MachineLimits
+
+    small = MachineLimits(cores=2, memory_bytes=8 * 2**30)
+    assert (small.max_processes, small.max_envs, small.max_chunk_steps) == (8, 1024, 4 * 2**20)
+    assert MachineLimits(cores=64, memory_bytes=2**30).max_processes == 8  # memory-bound: 512 MiB / 64 MiB
+    assert small.check_processes("num_env_processes", np.int64(8)) == 8
+    with pytest.raises(ValueError, match=r"num_env_processes must be an int in \[1, 8\] on this machine \(2 usable "
+                                         r"cores, 8 GiB of memory; at most 4 processes per core, 64 MiB each\), "
+                                         r"got 9"):
+        small.check_processes("num_env_processes", 9)
+    with pytest.raises(TypeError, match="total_num_envs must be an int >= 1, got 2.0"):
+        small.check_envs("total_num_envs", 2.0)
+    with pytest.raises(ValueError, match=r"a table needs about 5 GiB of memory, more than 50% of this machine's"):
+        small.check_memory("a table", 5 * 2**30)
+    here = MachineLimits.here()
+    assert here.cores >= 1 and here.memory_bytes > 2**28 and here is MachineLimits.here()

@@ -99,7 +99,7 @@ BAD_INPUT = [
     (["bench", "--model-ms", "inf"], "argument --model-ms: must be a finite number > 0, got inf"),
     (["bench", "--model-ms", "0"], "argument --model-ms: must be a finite number > 0, got 0.0"),
     (["bench", "--scaling", "1,0"], "argument --scaling: expected comma-separated ints >= 1, got '1,0'"),
-    (["bench", "--seed", "-1"], "argument --seed: must be an int >= 0, got -1"),
+    (["bench", "--seed", "-1"], "argument --seed: must be an int in [0, 4294967295], got -1"),
     (["bench", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
     (["bench", "--tag", "a/b"], "argument --tag: expected a name without '/', got 'a/b'"),
     (["bench", "--resolution", "0"], "argument --resolution: must be an int >= 1, got 0"),
@@ -114,7 +114,7 @@ BAD_INPUT = [
     (["tune", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
     (["validate", "--chunks", "0"], "argument --chunks: must be an int >= 1, got 0"),
     (["validate", "--num-envs", "-1"], "argument --num-envs: must be an int >= 1, got -1"),
-    (["validate", "--seed", "-3"], "argument --seed: must be an int >= 0, got -3"),
+    (["validate", "--seed", "-3"], "argument --seed: must be an int in [0, 4294967295], got -3"),
     (["validate", "--reward-atol", "-1"], "argument --reward-atol: must be a finite number >= 0, got -1.0"),
     (["validate", "--min-psnr", "nan"], "argument --min-psnr: must be a finite number > 0, got nan"),
     (["validate", "--min-terminations", "3"], "min_terminations must be an int in [0, 2], got 3"),
@@ -154,3 +154,105 @@ def test_missing_simulator_and_missing_cuda_are_usage_errors(monkeypatch, no_hea
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert run_cli(["bench", "--device", "cuda"]) == 2
     assert "--device cuda: CUDA is not available here" in capsys.readouterr().err
+
+
+@pytest.fixture
+def small_machine(monkeypatch):
+    """This machine has 2 usable cores and 8 GiB: limits of 8 processes, 1024 envs, 4 Mi chunk steps."""
+    from behavior1k_fast.core.checks import MachineLimits
+
+    machine = MachineLimits(cores=2, memory_bytes=8 * 2**30)
+    monkeypatch.setattr(MachineLimits, "here", classmethod(lambda cls: machine))
+    return machine
+
+
+ON_THIS_MACHINE = "on this machine (2 usable cores, 8 GiB of memory; "
+PAST_THE_MACHINE = [
+    (["bench", "--processes", "100000"], "argument --processes: must be an int in [1, 8] " + ON_THIS_MACHINE),
+    (["bench", "--scaling", "1,100000"], "argument --scaling: expected comma-separated ints >= 1, got '1,100000': "
+                                         "must be an int in [1, 8]"),
+    (["bench", "--envs-per-process", "1000000"], "argument --envs-per-process: must be an int in [1, 1024] "),
+    (["bench", "--chunk-size", "1000000000"], "argument --chunk-size: must be an int in [1, 4194304] "),
+    (["bench", "--seed", str(2**70)], "argument --seed: must be an int in [0, 4294967295], got " + str(2**70)),
+    (["bench", "--model-ms", "1e300"], "model_ms must be a finite number of ms in (0, 60000], got 1e+300"),
+    (["bench", "--model-width", "64", "--model-depth", "100000000"],
+     "the policy with model_width=64, model_depth=100000000, chunk_size=32 at a stage batch of "),
+    (["bench", "--model-width", "1000000000"], "the policy with model_width=1000000000, model_depth=1"),
+    (["bench", "--max-processes", "100000"], "argument --max-processes: must be an int in [1, 8] " + ON_THIS_MACHINE),
+    (["bench", "--no-baseline", "--envs-per-process", "500", "--resolution", "4096"],
+     "--resolution 4096 for 500"),
+    (["bench", "--no-baseline", "--envs-per-process", "500", "--chunk-size", "4000000"],
+     "x chunk_size=4000000 needs about"),
+    (["validate", "--num-envs", "1000000"], "argument --num-envs: must be an int in [1, 1024] " + ON_THIS_MACHINE),
+    (["validate", "--chunks", "100000000"], "chunks=100000000 x num_envs=2 x chunk_size=32 (the actions, drawn up "
+                                            "front) needs about"),
+    (["validate", "--seed", str(2**40)], "argument --seed: must be an int in [0, 4294967295]"),
+    (["tune", "--envs", "100000"], "argument --envs: expected comma-separated ints >= 1, got '100000': must be an "
+                                   "int in [1, 1024]"),
+    (["tune", "--max-processes", "100000"], "argument --max-processes: must be an int in [1, 8] "),
+    (["tune", "--chunk-size", "1000000000"], "argument --chunk-size: must be an int in [1, 4194304] "),
+]
+
+
+@pytest.mark.parametrize("argv, text", PAST_THE_MACHINE, ids=[" ".join(a) for a, _ in PAST_THE_MACHINE])
+def test_counts_past_this_machines_limits_are_one_line_and_exit_code_2_before_any_work(
+        argv, text, small_machine, no_heavy_work, monkeypatch, capsys):
+    from behavior1k_fast.tools import tune
+
+    monkeypatch.setattr(tune, "run_tune", lambda *a, **k: pytest.fail("heavy work started before the check"))
+    code = run_cli(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"behavior1k-fast {argv[0]}: error: ") and text in err, err
+
+
+def test_omnigibson_without_isaac_sim_is_a_usage_error(monkeypatch, no_heavy_work, tmp_path, capsys):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    installed = {"omnigibson": object(), "isaacsim": None}  # OmniGibson imports, Isaac Sim is absent
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: installed[name] if name in installed else
+                        find_spec(name, *a))
+    (tmp_path / "env.yaml").write_text("env: {action_frequency: 30}\n")
+    for command in ("bench", "validate", "tune"):
+        assert run_cli([command, "--backend", "omnigibson", "--backend-config", str(tmp_path / "env.yaml")]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"behavior1k-fast {command}: error: backend 'omnigibson' needs Isaac Sim, but this Python has "
+                       f"no module 'isaacsim'\n")
+
+
+WRITES_NOTHING = [
+    ["bench", "--backend-config", "{files}/typo.yaml"],
+    ["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7", "--no-baseline"],
+    ["bench", "--tuned", "{files}/absent.yaml"],
+    ["bench", "--model-width", "100"],
+    ["tune", "--backend-config", "{files}/broken.yaml"],
+    ["tune", "--envs", "3", "--max-processes", "1", "--stages", "2"],
+]
+
+
+@pytest.mark.parametrize("argv", WRITES_NOTHING, ids=[" ".join(a) for a in WRITES_NOTHING])
+def test_a_usage_error_creates_no_output_directory(argv, files, no_heavy_work, capsys):
+    out_dir = files / "new" / "results"
+    assert run_cli([a.format(files=files) for a in argv] + ["--out-dir", str(out_dir)]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert not (files / "new").exists()
+
+
+EMPTY_PATHS = [
+    ["doctor", "--profile", ""],
+    ["doctor", "--upstream", ""],
+    ["validate", "--json", ""],
+    ["validate", "--backend-config", ""],
+    ["bench", "--out-dir", ""],
+    ["bench", "--tuned", " "],
+    ["tune", "--out-dir", ""],
+]
+
+
+@pytest.mark.parametrize("argv", EMPTY_PATHS, ids=[" ".join(a) for a in EMPTY_PATHS])
+def test_an_empty_path_is_a_usage_error_not_an_absent_option(argv, no_heavy_work, capsys):
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"behavior1k-fast {argv[0]}: error: argument {argv[1]}: expected a path, got {argv[2]!r}\n"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import int_list, positive_int
+from ..argtypes import env_count, path, positive_int, process_count, process_list
 from ..measure.config import add_run_arguments
 
 
@@ -29,17 +29,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                               description=__doc__.split("\n\n")[0])
     add_run_arguments(p, quick_help="small layout, low resolution, few chunks: under a minute on 2 cores",
                       quick_rounds=1, reference="the all-optimisations row", repeats=3, quick_repeats=1)
-    p.add_argument("--processes", type=positive_int, default=None,
+    p.add_argument("--processes", type=process_count, default=None,
                    help="env processes P of the ablation (default: the most within the process budget and 8 that "
                         "K divides; quick: K)")
-    p.add_argument("--envs-per-process", type=positive_int, default=None, help="envs per process E (default: 2)")
+    p.add_argument("--envs-per-process", type=env_count, default=None, help="envs per process E (default: 2)")
     p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=positive_int, default=2,
                    help="pipeline stages K of the pipeline rows (default: 2; --stages is its older name)")
-    p.add_argument("--scaling", type=int_list, default=None, metavar="P1,P2,...",
+    p.add_argument("--scaling", type=process_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")
     p.add_argument("--no-peers", "--no-baseline", dest="no_peers", action="store_true",
                    help="skip the gymnasium AsyncVectorEnv peers (--no-baseline is its older name)")
-    p.add_argument("--tuned", metavar="PATH", default=None,
+    p.add_argument("--tuned", type=path, metavar="PATH", default=None,
                    help="a profile YAML written by `behavior1k-fast tune` for the same number of envs: its layout "
                         "is one more row, with every optimisation on")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
@@ -67,17 +67,19 @@ def run(args: argparse.Namespace) -> int:
 def check_runs(args: argparse.Namespace) -> Any:
     """The ``BenchConfig`` of ``args``, after every check that can fail before a run: the backend is
     installed, the device exists (:func:`~..measure.config.check_run`), every run's backend can be built
-    (what the engine would check in its workers: seed, modalities, stage count, backend config keys), and
-    ``--out-dir`` is writable."""
+    (what the engine would check in its workers: seed, modalities, stage count, backend config keys), the
+    images fit the memory, and ``--out-dir`` is writable."""
     from ...core.contract import check_backend_build
     from ...rollout.plan import PartitionPlan
     from ..argtypes import usage_errors
+    from ..backend_args import check_image_memory
     from ..measure.config import check_out_dir, check_run
     from .ablation import BenchConfig, plan_runs
 
     with usage_errors():
         config = BenchConfig.from_args(args)
         check_run(config)
+        check_image_memory(args, max((config.processes, config.process_budget, *config.scaling)) * config.envs_per_process)
         runs = plan_runs(config)
         for row in [*runs.engine_rows, *(r for _, r in runs.sweep)]:
             plan = PartitionPlan.from_profile(row.profile)

@@ -29,11 +29,12 @@ from typing import Any, Callable
 
 
 from ...backends import make_factory
-from ...core.checks import check_positive_int
+from ...core.checks import MachineLimits, check_local_layout, check_positive_int
 from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile
 from ...rollout.plan import PartitionPlan
 from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
+from ..measure.policy import WIDTHS, model_bytes
 from ..measure.record import RowMeasure, with_speedups
 from ..measure.runs import Row, run_engine_row
 from . import report
@@ -145,6 +146,7 @@ class BenchConfig(RunConfig):
                              f"{self.max_processes}")
         for p in self.scaling:
             check_positive_int("scaling process count", p)
+        self._check_machine()
         if self.tuned is not None:
             total = self.processes * self.envs_per_process
             if self.tuned.total_num_envs != total or self.tuned.chunk_size != self.chunk_size:
@@ -153,6 +155,23 @@ class BenchConfig(RunConfig):
                     f"{self.tuned.chunk_size}; the bench runs {total} envs, chunk_size={self.chunk_size} (every row "
                     f"must have the same envs and chunks: tune with --envs {total})"
                 )
+
+    def _check_machine(self) -> None:
+        """Every run fits this machine (``core.checks.MachineLimits``): the processes, envs and chunks of the
+        bench layout and of a ``max_processes`` budget (the peers' always run here; the engine's with the
+        process executor: Ray places its workers on a cluster), of the scaling sweep (process executor), and
+        the policy. (The budget of the core rule, from this machine's cores, always fits.)"""
+        limits = MachineLimits.here()
+        e, n = self.envs_per_process, self.chunk_size
+        local = self.executor == "process"
+        budget = [] if self.max_processes is None else [self.max_processes]
+        counts = ([self.processes, *budget] if local or self.peers else []) + (list(self.scaling) if local else [])
+        for p in counts:
+            check_local_layout(p, p * e, n)
+        width, depth = self.model_width or WIDTHS[0], self.model_depth or 1
+        batch = max(1, self.processes * e // self.pipeline_stages)
+        limits.check_memory(f"the policy with model_width={width}, model_depth={depth}, chunk_size={n} at a "
+                            f"stage batch of {batch}", model_bytes(width, depth, n, batch))
 
     @property
     def process_budget(self) -> int:
@@ -174,7 +193,7 @@ class BenchConfig(RunConfig):
             peers=not args.no_peers,
             executor=args.executor,
             trace=args.trace,
-            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned else None,
+            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned is not None else None,
         )
 
 

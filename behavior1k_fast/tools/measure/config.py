@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backends import BACKENDS
-from ...core.checks import check_int, check_number, check_positive_int
-from ..argtypes import device, file_name, nonnegative_int, positive_int, positive_number
+from ...core.checks import check_int, check_number, check_positive_int, check_seed
+from ..argtypes import (chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number,
+                       process_count, seed)
 from ..backend_args import add_backend_arguments, backend_options
-from .policy import check_width
+from .policy import MAX_MODEL_MS, check_width
 
 #: Pixels per side of the reference cameras in ``--quick`` runs.
 QUICK_RESOLUTION = 64
@@ -138,7 +139,7 @@ class RunConfig:
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
         if self.model_ms is not None:
-            check_number("model_ms", self.model_ms, 0.0, low_open=True, unit="of ms")
+            check_number("model_ms", self.model_ms, 0.0, MAX_MODEL_MS, low_open=True, unit="of ms")
         if self.model_width is not None:
             check_width("model_width", self.model_width)
         if self.model_depth is not None:
@@ -149,6 +150,7 @@ class RunConfig:
             if self.model_ms is not None:
                 raise ValueError(f"model_ms={self.model_ms} is a calibration target, and with model_width and "
                                  f"model_depth both given nothing is calibrated")
+        check_seed("seed", self.seed)
         if self.max_processes is not None:
             check_positive_int("max_processes", self.max_processes)
 
@@ -170,7 +172,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
     parser.set_defaults(quick_rounds=quick_rounds, default_repeats=(repeats, quick_repeats))
     parser.add_argument("--backend", choices=BACKENDS, default="reference", help="simulator (default: reference)")
     parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument("--chunk-size", type=positive_int, default=32, help="N actions per chunk (default: 32)")
+    parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="N actions per chunk (default: 32)")
     parser.add_argument("--rounds", type=positive_int, default=None,
                         help=f"timed chunks per env of each run (default: {ROUNDS}, quick: {quick_rounds})")
     parser.add_argument("--warmup", type=nonnegative_int, default=1,
@@ -188,19 +190,19 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
                         help="reference backend: BEHAVIOR's reset and contact costs on (ReferenceConfig.behavior_like)")
     parser.add_argument("--device", type=device, default="auto",
                         help="policy device: cpu, cuda or auto (default: auto)")
-    parser.add_argument("--max-processes", type=positive_int, default=None,
+    parser.add_argument("--max-processes", type=process_count, default=None,
                         help="process budget: most env processes of any layout, the engine's and the peers' "
                              "(default: cores - 1 with the policy on the CPU, cores with it on a GPU)")
     parser.add_argument("--repeats", type=positive_int, default=None,
                         help=f"runs of every layout, interleaved; each row is their median with min-max (default: "
                              f"{repeats}, quick: {quick_repeats})")
-    parser.add_argument("--out-dir", default=None,
+    parser.add_argument("--out-dir", type=path, default=None,
                         help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
     parser.add_argument("--record", action="store_true",
                         help="write into the source checkout's committed benchmarks/results/ instead")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of worker 0 (worker w: seed + w)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
     add_backend_arguments(parser)
 
 

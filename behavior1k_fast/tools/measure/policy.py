@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...core.checks import check_int, check_number, check_positive_int
+from ...core.checks import MachineLimits, check_int, check_number, check_positive_int
 
 #: Pixels per side of one image patch token.
 PATCH = 16
@@ -36,6 +36,8 @@ WIDTHS = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
 MIN_DEPTH = 4
 #: Most blocks a calibrated model gets.
 MAX_DEPTH = 96
+#: Longest forward (ms) a calibration may aim for: a VLA forward takes tens to hundreds of ms.
+MAX_MODEL_MS = 60_000.0
 
 
 def check_image_size(option: str, resolution: Any) -> None:
@@ -65,6 +67,15 @@ def check_width(name: str, width: Any) -> int:
     if width % HEAD_DIM:
         raise ValueError(f"{name} must be a multiple of {HEAD_DIM} (the attention head size), got {width}")
     return width
+
+
+def model_bytes(width: int, depth: int, chunk_size: int = 0, batch: int = 1) -> int:
+    """Memory (bytes) the policy takes at the least: float32 weights of ``depth`` blocks of ``width``
+    (12 width^2 each: attention and the 4x MLP), and for a forward of ``batch`` samples the MLP activations
+    and one head's attention matrix over the ``chunk_size`` action query tokens (image tokens not counted)."""
+    weights = 12 * width * width * depth
+    activations = batch * chunk_size * 4 * width + batch * chunk_size * chunk_size
+    return 4 * (weights + activations)
 
 
 def _build_model(num_cameras: int, patches: int, proprio_dim: int, action_dim: int, chunk_size: int,
@@ -195,23 +206,28 @@ def calibrate_model_size(
     holds at least ``MIN_DEPTH`` blocks in the target (wide models stay compute-bound at small batches).
 
     Per width, ``timer(build(width, d), obs)`` at d = 1 and 2 gives the ms per block and the fixed ms; the
-    depth that fits is ``(target_ms - fixed) / per_block``, rounded, at most ``MAX_DEPTH``. Widths are tried
-    narrow to wide and the search stops at the first that fits fewer than ``MIN_DEPTH`` blocks; if even the
-    first does, it gets the depth that fits (at least 1).
+    depth that fits is ``(target_ms - fixed) / per_block``, rounded, at most ``MAX_DEPTH`` and at most what
+    this machine's memory budget holds (:func:`model_bytes`, ``core.checks.MachineLimits``). Widths are tried
+    narrow to wide and the search stops at the first that fits fewer than ``MIN_DEPTH`` blocks (in time or
+    in memory); if even the first does, it gets the depth that fits (at least 1).
     """
     target_ms = check_number("target_ms", target_ms, 0.0, low_open=True, unit="of ms")
     if not widths:
         raise ValueError("widths must name at least one width, got an empty sequence")
+    budget = MachineLimits.here().budget_bytes
     chosen: tuple[int, int] | None = None
     for width in widths:
+        most = max(1, min(MAX_DEPTH, budget // model_bytes(width, 1)))
+        if chosen is not None and most < MIN_DEPTH:
+            break
         one, two = timer(build(width, 1), obs), timer(build(width, 2), obs)
         per_block = max(two - one, 1e-6)
         fits = (target_ms - max(one - per_block, 0.0)) / per_block
         if fits < MIN_DEPTH:
             if chosen is None:
-                chosen = (width, int(min(max(round(fits), 1), MAX_DEPTH)))
+                chosen = (width, int(min(max(round(fits), 1), most)))
             break
-        chosen = (width, int(min(round(fits), MAX_DEPTH)))
+        chosen = (width, int(min(round(fits), most)))
     return chosen
 
 
