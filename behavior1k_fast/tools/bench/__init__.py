@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import env_count, path, positive_int, process_count, process_list
+from ..argtypes import env_count, int_list, path, positive_int, process_count, process_list
 from ..measure.config import add_run_arguments
 
 
