@@ -120,7 +120,10 @@ def main() -> int:
         """SIGKILL the next worker once its time has come, mid-rollout (the other slices keep stepping)."""
         now = time.monotonic()
         if args.kill_every_s and now >= kill["next"]:
-            os.kill(engine.worker_pids[kill["victim"]], signal.SIGKILL)
+            try:
+                os.kill(engine.worker_pids[kill["victim"]], signal.SIGKILL)
+            except ProcessLookupError:  # the last kill of this worker is not respawned yet: try again later
+                return
             kills.append({"t_s": now - start, "worker": kill["victim"]})
             kill["victim"] = (kill["victim"] + 1) % args.processes
             kill["next"] += args.kill_every_s
