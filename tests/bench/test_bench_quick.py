@@ -106,6 +106,8 @@ def test_goals_headline_load_and_files(quick_result):
         2, engine_best["name"], fair_best["name"])
     assert headline["speedup"] == pytest.approx(fair_best["ms_per_step"] / engine_best["ms_per_step"])
     assert goals["speedup_over_best_peer"]["measured"] == headline["speedup"]
+    assert by["lookahead"]["critical_path"]["rounds"] == 0  # quick: one round, no forward after it
+    assert all(r["critical_path"] is None for r in result["rows"] if r["name"] != "lookahead")
     for when in ("before", "after"):
         load = result["load"][when]
         assert load["cores"] >= 1 and load["other_cpu_cores"] >= 0 and load["busy"] in (True, False)

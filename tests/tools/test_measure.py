@@ -142,3 +142,61 @@ def test_a_peer_refuses_buffers_that_do_not_split_its_processes(processes, buffe
 
     with pytest.raises(ValueError, match=f"buffers={buffers} must be 1 or 2 and divide processes={processes}"):
         run_peer(factory, RolloutProfile(), lambda obs: None, (None, None), processes, 1, buffers, rounds=1)
+
+
+def _span(stage, start_ms, dur_ms, pid, command=None):
+    return (stage, int(start_ms * 1e6), int(dur_ms * 1e6), pid, 0, {"command": command} if command else None)
+
+
+def _lookahead_spans(rounds, *, send=1.0, deliver=0.5, steps=2.0, render=3.0, collect=1.5, forward=40.0,
+                     workers=(11, 12)):
+    """Spans of ``rounds`` lookahead rounds laid out by hand: the driver is pid 1; worker w starts each
+    chunk ``w - 11`` ms after the first one (the critical path follows the last)."""
+    spans, t = [_span("model_forward", 0.0, forward, 1)], forward
+    for _ in range(rounds):
+        spans.append(_span("ipc", t, send, 1, "chunk"))
+        for lag, pid in enumerate(workers):
+            start = t + send + deliver + lag
+            spans.append(_span("wait", start - 5.0, 5.0, pid, "stall"))
+            spans.append(_span("physics", start, steps, pid))
+            spans.append(_span("render", start + steps, render, pid))
+            spans.append(_span("ipc", start + steps + render, 0.0, pid, "write_obs"))
+        lead = t + send + deliver + len(workers) - 1 + steps + render
+        spans.append(_span("model_forward", lead + collect, forward, 1))
+        t = lead + collect + forward
+    return spans
+
+
+def test_a_lookahead_round_breaks_down_into_parts_that_add_up_to_it():
+    from behavior1k_fast.tools.measure.critical_path import PARTS, lookahead_rounds, summarize
+
+    rounds = lookahead_rounds(_lookahead_spans(4))
+    assert len(rounds) == 4
+    first = rounds[0]
+    assert first["send"] == pytest.approx(1.0)
+    assert first["deliver"] == pytest.approx(1.5)  # to the later of the two workers
+    assert first["to_lead"] == pytest.approx(5.0)  # steps + render of that worker
+    assert first["collect"] == pytest.approx(1.5)
+    assert first["forward"] == pytest.approx(40.0)
+    assert first["render"] == pytest.approx(3.0) and first["stall"] == pytest.approx(5.0)
+    assert first["round"] == pytest.approx(sum(first[p] for p in PARTS))
+    summary = summarize(rounds)
+    assert summary["rounds"] == 4 and summary["forward"]["median_ms"] == pytest.approx(40.0)
+    assert sum(summary["share_of_round"].values()) == pytest.approx(1.0)
+    assert summarize([]) == {"rounds": 0}
+
+
+def test_a_worker_starting_before_the_send_returns_counts_as_no_delivery_time():
+    from behavior1k_fast.tools.measure.critical_path import lookahead_rounds
+
+    rounds = lookahead_rounds(_lookahead_spans(2, deliver=-0.5, workers=(11,)))
+    assert [r["deliver"] for r in rounds] == [0.0, 0.0]
+    assert all(r["round"] == pytest.approx(r["send"] + r["to_lead"] + r["collect"] + r["forward"]) for r in rounds)
+
+
+def test_spans_without_a_worker_lead_between_two_forwards_give_no_round():
+    from behavior1k_fast.tools.measure.critical_path import lookahead_rounds
+
+    spans = [s for s in _lookahead_spans(3) if not (s[0] == "ipc" and s[5]["command"] == "write_obs")]
+    assert lookahead_rounds(spans) == []
+    assert lookahead_rounds(_lookahead_spans(0)) == []

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="a profile YAML written by `behavior1k-fast tune` for the same number of envs: its layout "
                         "is one more row, with every optimisation on")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
-    p.add_argument("--trace", action="store_true", help="also export a Chrome trace of the last row")
+    p.add_argument("--trace", action="store_true", help="also export Chrome traces of the all-optimisations row and the lookahead rows")
     p.add_argument("--shards", type=int_list, default=None, metavar="1,G2,...",
                    help="instead of the ablation: G engines, one per policy GPU (Ray actors), each running the "
                         "all-optimisations row (or --tuned's layout), for every G listed (bench/shards.py)")

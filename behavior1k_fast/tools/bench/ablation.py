@@ -343,7 +343,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     bar.update()
     runs: list[tuple[str, Callable[[], RowMeasure]]] = []
     for row in plan.engine_rows:
-        trace = str(out_dir / f"bench_{tag}.trace.json") if config.trace and row is reference else None
+        traced = config.trace and (row is reference or row.profile.schedule == "lookahead")
+        trace = str(out_dir / f"bench_{tag}{'' if row is reference else '.' + row.name}.trace.json") if traced else None
         runs.append((row.name, functools.partial(run_engine_row, factory, row, policy, config, trace_path=trace)))
     for peer in plan.peers:
         spaces = (policy.observation_space, policy.action_space)
@@ -413,6 +414,10 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         print(report.format_left_out(plan.left_out))
     if result["scaling"]:
         print(report.format_scaling(result["scaling"]))
+    for row in table:
+        line = report.format_critical_path(row)
+        if line:
+            print(line)
     print(report.format_headline(result["headline"]))
     print(report.format_goals(result["goals"]))
     warning = busy_warning(loads)

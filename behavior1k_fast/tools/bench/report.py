@@ -18,6 +18,8 @@ import platform
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..measure.critical_path import PARTS
+
 #: (key in a row, column title, format) of the printed table.
 COLUMNS = (
     ("label", "row", "{}"),
@@ -69,6 +71,18 @@ def format_headline(headline: dict[str, Any]) -> str:
         return f"Process budget {headline['process_budget']}: no fair peer ran; engine best {headline['best_engine_row']}"
     return (f"Process budget {headline['process_budget']}: engine best {headline['best_engine_row']} is "
             f"{headline['speedup']:.2f}x the best fair peer {headline['best_peer']}")
+
+
+def format_critical_path(row: dict[str, Any]) -> str | None:
+    """One line: a ``lookahead`` row's median round, part by part (``RowMeasure.critical_path``), or
+    ``None`` where the row has none."""
+    path = row.get("critical_path")
+    if not path or not path.get("rounds"):
+        return None
+    parts = ", ".join(f"{p.replace('_', ' ')} {path[p]['median_ms']:.1f}" for p in PARTS)
+    return (f"{row['label']}: median round {path['round']['median_ms']:.1f} ms = {parts} "
+            f"(lead render {path['render']['median_ms']:.1f}, worker stall {path['stall']['median_ms']:.1f}; "
+            f"{path['rounds']} rounds)")
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:

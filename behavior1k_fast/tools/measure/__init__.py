@@ -9,6 +9,8 @@
 - :mod:`.record`: :class:`~.record.RowMeasure`, the one typed record of what a run measured.
 - :mod:`.pipeline`: the pipeline model: the round time of a layout from T_env and T_model. The bound bench
   prints and tune's prediction are the same function (:func:`~.pipeline.pipeline_round`).
+- :mod:`.critical_path`: where a ``lookahead`` run's rounds go (send, deliver, to lead, collect, forward),
+  from its profiler spans.
 - :mod:`.layouts`: P x E x K layouts, partitions and schedules; the feasible space.
 - :mod:`.resources`: CPU, RSS and GPU memory of the driver and its workers during a run.
 

@@ -2,7 +2,8 @@
 
 The profiler is on during the run (workers ship their stage spans with every reply); T_env is the busiest
 env worker's simulator span time per chunk of the timed rounds, T_model the engine's policy seconds per
-forward, and :class:`~.resources.ResourceMonitor` counts CPU, RSS and GPU memory over the timed rounds.
+forward, and :class:`~.resources.ResourceMonitor` counts CPU, RSS and GPU memory over the timed rounds; a
+``lookahead`` run's rounds are broken down from the same spans (:mod:`.critical_path`).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class RowRun:
         from ...rollout.plan import PartitionPlan
         from .resources import ResourceMonitor
 
+        from .critical_path import lookahead_rounds, summarize
+
         config, profile = self.config, self.row.profile
         monitor = ResourceMonitor()
         self.profiler.clear()
@@ -114,6 +117,7 @@ class RowRun:
             t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
             partition=profile.partition, overlap=self.row.overlap, prev=self.row.prev, profile=profile.to_dict(),
             lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
+            critical_path=summarize(lookahead_rounds(spans)) if profile.schedule == "lookahead" else None,
         )
 
     def close(self, trace_path: str | None = None) -> None:
