@@ -109,8 +109,9 @@ class RolloutProfile:
     physics_rescale: str = "divide_physics"
     #: ``barrier``: a stage's chunk goes out to all its processes at once, once all of them returned the last
     #: one; ``async``: each slice's chunk goes out as soon as the policy ran on a batch holding it;
-    #: ``lookahead`` (K = 1): each chunk is chosen from observations read ``lookahead_steps`` before the
-    #: previous chunk ends, while those steps run (``behavior1k_fast.rollout.chunk``).
+    #: ``lookahead`` (K = 1, or K stages with ``partition="process"``): each chunk is chosen from observations
+    #: read ``lookahead_steps`` before the previous chunk ends, while those steps run
+    #: (``behavior1k_fast.rollout.chunk``).
     schedule: str = "barrier"
     #: ``async``: envs a policy batch waits for (``None``: one stage's envs, the barrier's batch).
     async_min_batch: int | None = None
@@ -177,12 +178,12 @@ class RolloutProfile:
         self._check_lookahead()
 
     def _check_lookahead(self) -> None:
-        """The lookahead knobs against the layout: one stage (every env steps at every global step), a lead
-        shorter than the chunk, and a lead only where the schedule is ``lookahead``."""
-        if self.schedule == "lookahead" and self.pipeline_stages != 1:
+        """The lookahead knobs against the layout: one stage or stages of whole processes (every env steps at
+        every global step), a lead shorter than the chunk, and a lead only where the schedule is ``lookahead``."""
+        if self.schedule == "lookahead" and self.pipeline_stages != 1 and self.partition != "process":
             raise ValueError(
-                f"schedule='lookahead' needs pipeline_stages=1 (every env steps at every global step), "
-                f"got pipeline_stages={self.pipeline_stages}"
+                f"schedule='lookahead' needs pipeline_stages=1 or partition='process' (every env steps at every "
+                f"global step), got pipeline_stages={self.pipeline_stages} with partition={self.partition!r}"
             )
         if self.lookahead_steps != AUTO_LEAD and self.lookahead_steps >= self.chunk_size:
             raise ValueError(

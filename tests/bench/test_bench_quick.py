@@ -9,7 +9,7 @@ import pytest
 from behavior1k_fast.tools.bench import register
 
 ROW_NAMES = ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async", "process_serial",
-             "process_overlap", "process_async", "lookahead"]
+             "process_overlap", "process_async", "lookahead", "lookahead_process"]
 PEER_NAMES = ["peer_chunk", "peer_double_buffer", "peer_stock"]
 POSITIVE = ["wall_s", "ms_per_step", "sim_ms_per_step", "t_env_ms", "t_model_ms", "env_steps_per_s",
             "cpu_s_per_env_step", "peak_rss_mib_per_env_process", "bound_ms_per_step", "pipeline_efficiency",
@@ -94,7 +94,7 @@ def test_goals_headline_load_and_files(quick_result):
     assert set(goals) == {"speedup_stock_to_all", "speedup_skip_obs_to_all", "pipeline_efficiency",
                           "speedup_async_over_barrier", "speedup_over_best_peer", "speedup_over_stock_peer",
                           "speedup_lookahead_over_hybrid", "lookahead_efficiency"}
-    pipelined = [by[f"{p}_{s}"] for p in ("hybrid", "process") for s in ("overlap", "async")] + [by["lookahead"]]
+    pipelined = [by[f"{p}_{s}"] for p in ("hybrid", "process") for s in ("overlap", "async")] + [by["lookahead"], by["lookahead_process"]]
     best = min(pipelined, key=lambda r: r["ms_per_step"])
     assert result["best_row"] == best["name"]
     assert goals["speedup_over_stock_peer"]["measured"] == pytest.approx(peers["peer_stock"]["ms_per_step"]
@@ -107,7 +107,7 @@ def test_goals_headline_load_and_files(quick_result):
     assert headline["speedup"] == pytest.approx(fair_best["ms_per_step"] / engine_best["ms_per_step"])
     assert goals["speedup_over_best_peer"]["measured"] == headline["speedup"]
     assert by["lookahead"]["critical_path"]["rounds"] == 0  # quick: one round, no forward after it
-    assert all(r["critical_path"] is None for r in result["rows"] if r["name"] != "lookahead")
+    assert all(r["critical_path"] is None for r in result["rows"] if r["name"] != "lookahead")  # K = 1 only
     for when in ("before", "after"):
         load = result["load"][when]
         assert load["cores"] >= 1 and load["other_cpu_cores"] >= 0 and load["busy"] in (True, False)

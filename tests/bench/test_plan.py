@@ -30,7 +30,8 @@ def test_rows_apply_the_optimisations_cumulatively():
     rows = ablation.ablation_rows(processes=4, envs_per_process=2, pipeline_stages=2, chunk_size=16)
     by = {r.name: r for r in rows}
     assert [r.name for r in rows] == ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                                      "process_serial", "process_overlap", "process_async", "lookahead"]
+                                      "process_serial", "process_overlap", "process_async", "lookahead",
+                                      "lookahead_process"]
     assert by["stock"].profile == RolloutProfile.stock(num_env_processes=4, total_num_envs=8, chunk_size=16)
     assert _changed(by["stock"].profile, by["slim"].profile) <= set(ablation.SLIM_FIELDS)
     assert by["slim"].profile.obs_modalities == ("rgb", "proprio")
@@ -50,6 +51,9 @@ def test_rows_apply_the_optimisations_cumulatively():
     assert _changed(by["skip_obs"].profile, lookahead.profile) == {"schedule", "lookahead_steps"}
     assert lookahead.profile.schedule == "lookahead" and lookahead.profile.lookahead_steps == "auto"
     assert lookahead.overlap and lookahead.prev == "skip_obs"
+    staged = by["lookahead_process"]  # K stages of whole processes, each a pipeline in time
+    assert _changed(lookahead.profile, staged.profile) == {"pipeline_stages", "partition"}
+    assert (staged.profile.pipeline_stages, staged.profile.partition) == (2, "process") and staged.overlap
     assert [r.prev for r in rows[:3]] == [None, "stock", "slim"]
     assert ablation.ALL_ROW in by
 
@@ -120,7 +124,8 @@ def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_
     plan = ablation.plan_runs(config)
     assert {r.name for r in plan.rows} == {"stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap",
                                            "hybrid_async", "lookahead"}
-    assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "peer_double_buffer"}
+    assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "lookahead_process",
+                                  "peer_double_buffer"}
     assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
     assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
     assert not plan.peers[-1].fair and "outside the process budget" in plan.peers[-1].label
@@ -134,7 +139,8 @@ def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(m
     assert {(r.profile.num_env_processes, r.profile.envs_per_process) for r in plan.rows} == {(8, 2)}
     budget = {r.name: r for r in plan.budget_rows}
     # E = 1 holds no hybrid K = 2: the widest layout's pipeline rows are the process partition's and lookahead
-    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1", "lookahead@P16xE1"}
+    assert set(budget) == {"skip_obs@P16xE1", "process_overlap@P16xE1", "process_async@P16xE1", "lookahead@P16xE1",
+                           "lookahead_process@P16xE1"}
     assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
     assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
     peers = {p.name: p for p in plan.peers}
@@ -245,8 +251,8 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert factory.config == {"env": {"action_frequency": 30}, "robots": [{"type": "R1"}]}
     names = [c[0] for c in calls]
     assert names == ["calibrate", "stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async",
-                     "process_serial", "process_overlap", "process_async", "lookahead", "hybrid_overlap",
-                     "hybrid_overlap"]
+                     "process_serial", "process_overlap", "process_async", "lookahead", "lookahead_process",
+                     "hybrid_overlap", "hybrid_overlap"]
     assert calls[0][2].pipeline_stages == 2 and calls[0][2].partition == "hybrid"  # the all-optimisations row
     profiles = [c[2] for c in calls[1:]]
     assert profiles[0] == RolloutProfile.stock(num_env_processes=2, total_num_envs=4)

@@ -40,8 +40,9 @@ def profile(lead, **kw):
     return lookahead_profile(P, E, N, lead, **kw)
 
 
-def run_engine(factory, lead, rounds, executor="process", **kw):
-    """Per global env: the engine's lookahead run stacked over chunks (the reference's field names)."""
+def run_engine(factory, lead, rounds, executor="process", stages=1, **kw):
+    """Per global env: the engine's lookahead run stacked over chunks (the reference's field names);
+    ``stages`` > 1: that many stages of whole processes (``partition="process"``)."""
     runs = {}
 
     def on_chunk(stage, result):
@@ -60,7 +61,8 @@ def run_engine(factory, lead, rounds, executor="process", **kw):
                 run.setdefault(f"lead_obs/{key}", []).append(value[row].copy())
 
     deadline = {} if executor == "inline" else {"timeout_s": 60}  # inline has no deadlines
-    with RolloutEngine(factory, profile(lead), executor=executor, **{**deadline, **kw}) as engine:
+    layout = profile(lead) if stages == 1 else profile(lead, pipeline_stages=stages, partition="process")
+    with RolloutEngine(factory, layout, executor=executor, **{**deadline, **kw}) as engine:
         stats = engine.rollout(engine_policy, rounds, on_chunk=on_chunk)
     return {env: {k: np.stack(v) for k, v in run.items()} for env, run in runs.items()}, stats
 
@@ -86,12 +88,14 @@ def test_a_zero_lead_gives_the_trajectories_of_the_one_stage_barrier_schedule():
     assert stats.schedule == "lookahead" and stats.lookahead_steps == 0 and stats.sat_out_chunks.sum() == 0
 
 
-@pytest.mark.parametrize("executor", ["inline", "process"])
+@pytest.mark.parametrize("executor, stages", [("inline", 1), ("process", 1), ("process", 2), ("inline", 2)])
 @pytest.mark.parametrize("lead", [2, 4])
-def test_a_lead_gives_each_env_the_trajectory_of_the_in_process_reference(executor, lead):
+def test_a_lead_gives_each_env_the_trajectory_of_the_in_process_reference(executor, stages, lead):
+    """With stages of whole processes too: each process is its own pipeline in time, and the policy's
+    rows are independent, so every env's run is the reference's."""
     rounds = 6
     factory = PointMassFactory(episode_lengths=LENGTHS)
-    got, stats = run_engine(factory, lead, rounds, executor)
+    got, stats = run_engine(factory, lead, rounds, executor, stages)
     ref = run_lookahead(factory, pm_policy, processes=P, envs_per_process=E, chunk_size=N,
                         lead_steps=lead, rounds=rounds)
     assert sorted(got) == sorted(ref)

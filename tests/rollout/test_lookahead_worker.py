@@ -256,8 +256,8 @@ def test_lookahead_profile_keys_default_to_today_and_round_trip():
     "kw, exc, text",
     [
         (dict(schedule="lookahead", pipeline_stages=2), ValueError,
-         r"^schedule='lookahead' needs pipeline_stages=1 \(every env steps at every global step\), got "
-         r"pipeline_stages=2$"),
+         r"^schedule='lookahead' needs pipeline_stages=1 or partition='process' \(every env steps at every "
+         r"global step\), got pipeline_stages=2 with partition='hybrid'$"),
         (dict(schedule="lookahead", lookahead_steps=4, chunk_size=4), ValueError,
          r"^lookahead_steps=4 must be < chunk_size=4"),
         (dict(lookahead_steps=2), ValueError,

@@ -1,18 +1,20 @@
 """The lookahead schedule (``schedule="lookahead"``, issue 21): a pipeline in time, not in space.
 
-One stage (``pipeline_stages=1``): every env of every process steps at every global step. Each chunk c is
-sent with a lead d (profile ``lookahead_steps``): every worker reads its envs' **lead observations** after
+Every env of every process steps at every global step: one stage (``pipeline_stages=1``), or K stages of
+whole processes (``partition="process"``), each stage its own pipeline in time, so that stage k's lead
+render and transfer overlap the other stages' forwards. Each chunk c is sent with a lead d (profile ``lookahead_steps``): every worker reads its envs' **lead observations** after
 step ``N - d`` and reports them at once (``engine.receive_lead``), then runs the d remaining actions. The
-driver runs the policy on the lead observations of all envs (one batch) together with each env's **d
-committed actions** (the rest of chunk c, in the policy input under
+driver runs the policy on the lead observations of the stage's envs (one batch) together with each env's
+**d committed actions** (the rest of chunk c, in the policy input under
 :data:`~behavior1k_fast.rollout.policy.COMMITTED_KEY`, ``[n, d, action_dim]``; zeros where they do not
 run: the episode ended before the lead, or the env sits the chunk out) and sends chunk c + 1, which each
 worker starts right after step N - 1 of chunk c. A worker waits only when the policy was late (its stall,
 ``RolloutStats.stall_seconds_per_worker``, and ``wait`` spans with ``command="stall"`` in the trace).
 
-Per round, the driver receives every worker's LEAD(c), sends chunk c + 1 to all, then receives every END(c)
-(the chunk's result; its ``obs`` are the lead observations, ``policy_obs`` the policy input it was chosen
-from, committed actions included), the replies' order on every worker (:mod:`~behavior1k_fast.rollout.protocol`).
+Per round, stage after stage, the driver receives the stage's END(c - 1) (the result of its chunk c - 1;
+its ``obs`` are that chunk's lead observations, ``policy_obs`` the policy input it was chosen from,
+committed actions included) and LEAD(c), runs the forward and sends chunk c + 1 - the order of the replies
+on every worker (:mod:`~behavior1k_fast.rollout.protocol`), so no stage waits for another stage's chunk end.
 
 - ``d = 0`` is the K = 1 barrier schedule exactly (the same backend calls and chunks: tested bit-identical).
 - Episodes (the worker's rule, :mod:`~behavior1k_fast.rollout.chunk`): no action is ever chosen from
@@ -24,10 +26,10 @@ from, committed actions included), the replies' order on every worker (:mod:`~be
   (zeros), and the last chunk of a rollout is sent with lead 0, so that a rollout ends at a chunk boundary:
   the stage observations after it are boundary observations (a trainer's bootstrap value; the next
   rollout's first choice) and no action is left committed across rollouts.
-- ``lookahead_steps="auto"``: the smallest d with ``d * t_step >= T_model + transfer``, measured on the
-  first round: chunks 0 and 1 run with d = N - 1, then T_model (the forward of chunk 1), the transfer (the
-  driver's time receiving the lead reports) and t_step (the slowest worker's wall seconds per step of
-  chunk 0) give d for every later chunk. The committed actions are then always ``[n, N - 1, action_dim]``
+- ``lookahead_steps="auto"``: the smallest d with ``d * t_step >= T_model + transfer``, measured per stage
+  on the first round: chunks 0 and 1 run with d = N - 1, then T_model (the forward of chunk 1), the
+  transfer (the driver's time receiving the lead reports) and t_step (the stage's slowest worker's wall
+  seconds per step of chunk 0) give d for every later chunk. The committed actions are then always ``[n, N - 1, action_dim]``
   (the last d columns hold them, the others are zeros), so the policy input keeps one shape.
 
 Works with the process, Ray and inline executors; a respawned worker's envs take their reset observation
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,6 +54,24 @@ def committed_width(profile) -> int:
     """Columns of the committed actions in the policy input under ``profile`` (module docs): ``chunk_size - 1``
     for ``lookahead_steps="auto"``, else the lead d."""
     return profile.chunk_size - 1 if profile.lookahead_steps == AUTO_LEAD else int(profile.lookahead_steps)
+
+
+@dataclass(eq=False)
+class LeadStage:
+    """One stage as this schedule tracks it: its slices, the chunk last sent to them and with which lead."""
+
+    stage: int
+    pieces: tuple
+    #: The last chunk sent (``[n, N, action_dim]``), its lead, and chunks sent so far.
+    chunk: np.ndarray | None = None
+    sent_lead: int = 0
+    sent: int = 0
+    #: The lead of the chunks sent next (``auto``: N - 1 until measured, module docs).
+    lead: int = 0
+    #: Its last lead observations (the stage's observations once the rollout ends).
+    obs: dict | None = None
+    #: Seconds of its last forward and lead transfer (what an ``auto`` lead hides).
+    hidden_s: float = 0.0
 
 
 class Lookahead(Schedule):
@@ -68,51 +89,58 @@ class Lookahead(Schedule):
             raise ValueError(f"schedule='lookahead' gives the policy its committed actions under "
                              f"{COMMITTED_KEY!r}, which the backend's observations use already")
         self.auto = engine.profile.lookahead_steps == AUTO_LEAD
-        n = engine.chunk_size
-        #: The lead of the chunks sent next; ``auto`` starts at N - 1 (module docs).
-        self.lead = n - 1 if self.auto else engine.profile.lookahead_steps
         #: Columns of the committed actions in the policy input.
         self.width = committed_width(engine.profile)
+        first_lead = engine.chunk_size - 1 if self.auto else engine.profile.lookahead_steps
+        self.stages = [LeadStage(k, engine.plan.stage_slices(k), lead=first_lead)
+                       for k in range(engine.plan.pipeline_stages)]
 
     def run(self) -> None:
         engine = self.engine
-        pieces = engine.plan.stage_slices(0)
         n = engine.plan.stage_size
-        obs = engine.stage_obs(0)
-        committed = np.zeros((n, self.width, engine.action_dim), np.float32)
-        self.send(pieces, obs, committed, last=self.num_rounds == 1)
+        for st in self.stages:
+            st.obs = engine.stage_obs(st.stage)
+            self.send(st, st.obs, np.zeros((n, self.width, engine.action_dim), np.float32))
         for c in range(self.num_rounds):
-            start = time.perf_counter()
-            lead, obs = engine.receive_lead(pieces)
-            transfer_s = time.perf_counter() - start
-            if c + 1 < self.num_rounds:
-                chunk = self.chunk
-                committed = self.committed(chunk, lead)
-                forward_s = self.send(pieces, obs, committed, last=c + 2 == self.num_rounds)
-            result = engine.receive(pieces)
-            engine.take_respawned()  # a respawned worker's reset observations came as its lead observations
-            if self.auto and c == 0 and c + 1 < self.num_rounds:
-                self.lead = self.auto_lead(result.env_wall_seconds / np.maximum(result.global_steps, 1),
-                                           forward_s + transfer_s)
-            self.deliver(0, result)
-        engine.set_stage_obs(0, obs)
+            for st in self.stages:  # stage k's lead comes about 1/K of a round after stage k - 1's
+                if c:
+                    self.finish(st, c - 1)  # its worker replies in order: END of chunk c - 1, then LEAD of c
+                start = time.perf_counter()
+                lead, st.obs = engine.receive_lead(st.pieces)
+                transfer_s = time.perf_counter() - start
+                if c + 1 < self.num_rounds:
+                    st.hidden_s = self.send(st, st.obs, self.committed(st, lead)) + transfer_s
+        for st in self.stages:
+            self.finish(st, self.num_rounds - 1)
+        for st in self.stages:
+            engine.set_stage_obs(st.stage, st.obs)
 
-    def send(self, pieces, obs, committed, last: bool) -> float:
-        """The policy on ``obs`` and the ``committed`` actions, its chunk to every slice (lead 0 for the
-        rollout's ``last`` chunk); returns the forward's wall seconds."""
+    def finish(self, st: LeadStage, c: int) -> None:
+        """Receive stage ``st``'s chunk ``c`` and deliver it; after chunk 0 an ``auto`` lead is measured."""
+        result = self.engine.receive(st.pieces)
+        self.engine.take_respawned()  # a respawned worker's reset observations came as its lead observations
+        if self.auto and c == 0 and self.num_rounds > 1:
+            st.lead = self.auto_lead(result.env_wall_seconds / np.maximum(result.global_steps, 1), st.hidden_s)
+        self.deliver(st.stage, result)
+
+    def send(self, st: LeadStage, obs, committed) -> float:
+        """The policy on ``obs`` and the ``committed`` actions of stage ``st``, its chunk to the stage's slices
+        (lead 0 for the rollout's last chunk); returns the forward's wall seconds."""
         policy_input = {**obs, COMMITTED_KEY: committed}
         start = time.perf_counter()
         actions, extras = self.engine.forward(self.policy, policy_input, "policy output for the lookahead batch")
         forward_s = time.perf_counter() - start
-        self.engine.send(pieces, actions, policy_input, extras, lead_steps=0 if last else self.lead)
-        self.chunk, self.sent_lead = actions, 0 if last else self.lead
+        st.sent += 1
+        st.chunk, st.sent_lead = actions, 0 if st.sent == self.num_rounds else st.lead
+        self.engine.send(st.pieces, actions, policy_input, extras, lead_steps=st.sent_lead)
         return forward_s
 
-    def committed(self, chunk: np.ndarray, lead: ChunkLead) -> np.ndarray:
-        """The actions of ``chunk`` still to run after its lead, right-aligned in ``width`` columns, zeros
-        where they do not run (module docs)."""
+    def committed(self, st: LeadStage, lead: ChunkLead) -> np.ndarray:
+        """The actions of stage ``st``'s last chunk still to run after its lead, right-aligned in ``width``
+        columns, zeros where they do not run (module docs)."""
+        chunk = st.chunk
         out = np.zeros((len(chunk), self.width, chunk.shape[2]), chunk.dtype)
-        d = self.sent_lead
+        d = st.sent_lead
         if d:
             out[:, self.width - d:] = chunk[:, chunk.shape[1] - d:] * lead.committed[:, None, None]
         return out

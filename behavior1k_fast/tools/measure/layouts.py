@@ -84,7 +84,7 @@ def enumerate_layouts(total_envs: Iterable[int], max_processes: int, pipeline_st
     the total) for which :class:`~behavior1k_fast.rollout.plan.PartitionPlan` accepts the layout; the
     schedule is any of :data:`~behavior1k_fast.core.profile.SCHEDULES` that the engine has a driver for
     (:data:`~behavior1k_fast.rollout.schedules.SCHEDULE_CLASSES`) and ``base`` (default: ``RolloutProfile()``)
-    accepts with the layout (``lookahead``: K = 1, once its driver is there); a stage batch (total / K) above
+    accepts with the layout (``lookahead``: K = 1 or stages of whole processes); a stage batch (total / K) above
     ``max_stage_batch`` is left out. Layouts that run the same way are listed once: K = 1 in hybrid
     partition only (one stage: the partitions do not differ), and ``async`` only with more than one process
     (one process has no barrier to drop).

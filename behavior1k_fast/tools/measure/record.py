@@ -58,8 +58,8 @@ class RowMeasure:
         repeat_ms_per_step: ms per step of every run of this row, in run order (one run: just this one).
         lead_steps: the lookahead schedule's lead d of most chunks (``RolloutStats.lookahead_steps``; 0
             elsewhere): the next chunk's forward starts d steps before the current chunk ends.
-        critical_path: a ``lookahead`` run's rounds broken down (:func:`.critical_path.summarize` of
-            :func:`.critical_path.lookahead_rounds`), ``None`` for other schedules.
+        critical_path: a one-stage ``lookahead`` run's rounds broken down (:func:`.critical_path.summarize` of
+            :func:`.critical_path.lookahead_rounds`), ``None`` for other runs.
     """
 
     name: str

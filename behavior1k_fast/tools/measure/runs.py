@@ -3,7 +3,7 @@
 The profiler is on during the run (workers ship their stage spans with every reply); T_env is the busiest
 env worker's simulator span time per chunk of the timed rounds, T_model the engine's policy seconds per
 forward, and :class:`~.resources.ResourceMonitor` counts CPU, RSS and GPU memory over the timed rounds; a
-``lookahead`` run's rounds are broken down from the same spans (:mod:`.critical_path`).
+one-stage ``lookahead`` run's rounds are broken down from the same spans (:mod:`.critical_path`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ class RowRun:
             t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
             partition=profile.partition, overlap=self.row.overlap, prev=self.row.prev, profile=profile.to_dict(),
             lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
-            critical_path=summarize(lookahead_rounds(spans)) if profile.schedule == "lookahead" else None,
+            critical_path=(summarize(lookahead_rounds(spans))
+                           if profile.schedule == "lookahead" and profile.pipeline_stages == 1 else None),
         )
 
     def close(self, trace_path: str | None = None) -> None:
