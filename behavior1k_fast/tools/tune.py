@@ -89,6 +89,8 @@ class TuneConfig:
     #: ``profile``: the winner as a profile YAML; ``rlinf``: also as RLinf's nested config keys.
     format: str = "profile"
     layouts: list = field(default_factory=list)
+    #: Layouts of the space the backend cannot build (name -> why), with ``pipeline_stages`` not given.
+    left_out: dict = field(default_factory=dict)
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -120,7 +122,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def check_args(args: argparse.Namespace) -> TuneConfig:
     """The ``TuneConfig`` of ``args`` after every check that can fail before work starts: backend installed,
     device present, model options consistent, ``--out-dir`` writable, at least one feasible layout, and
-    every worker's backend buildable (raises :class:`~.argtypes.UsageError`)."""
+    every worker's backend buildable (raises :class:`~.argtypes.UsageError`). Without ``--pipeline-stages``
+    a layout whose backend refuses its stages (the reference simulator's frequencies allow only some K in
+    hybrid partition) leaves the space, with the reason in the result's ``left_out``; a K that was asked for
+    is an error."""
     from ..backends import make_factory
     from ..core.checks import check_local_layout
     from ..core.contract import check_backend_build
@@ -142,14 +147,23 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
             raise ValueError(f"no feasible layout for --envs {','.join(map(str, totals))} with at most "
                              f"{max_processes} env processes and stages {stages or 'any'}")
         factory = make_factory(config.backend, **config.backend_options)
+        refused = {}
         for e, k in sorted({(lay.envs_per_process, lay.stages_per_process) for lay in layouts}):
-            check_backend_build(factory, e, config.seed, RolloutProfile(pipeline_stages=k,
-                                                                        chunk_size=config.chunk_size))
+            try:
+                check_backend_build(factory, e, config.seed, RolloutProfile(pipeline_stages=k,
+                                                                            chunk_size=config.chunk_size))
+            except ValueError as exc:
+                refused[(e, k)] = exc
+        buildable = [lay for lay in layouts if (lay.envs_per_process, lay.stages_per_process) not in refused]
+        if refused and (stages is not None or not buildable):  # asked for, or nothing left: the first reason
+            raise next(iter(refused.values()))
+        left_out = {lay.name: str(refused[(lay.envs_per_process, lay.stages_per_process)])
+                    for lay in layouts if lay not in buildable}
         check_out_dir(config)
     return TuneConfig(run=config, total_envs=totals, max_processes=max_processes, cores=cores, pipeline_stages=stages,
                       probe_rounds=args.probe_rounds or 3, top=args.top, exhaustive=args.exhaustive,
                       max_layouts=args.max_layouts, format=args.format,
-                      layouts=layouts)
+                      layouts=buildable, left_out=left_out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -286,6 +300,7 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
         "calibration": calibration.to_dict() | {"reference_layout": reference.name, "gpu_memory": memory},
         "default_layouts": [d.to_dict() for d in defaults.values()],
         "predicted": [lay.to_dict() | {"predicted": pred} for lay, pred in ranked],
+        "left_out": dict(config.left_out),
         "runs": [],
     }
     order = [lay for lay, _ in ranked]

@@ -1,5 +1,6 @@
 """``behavior1k-fast tune``: layout enumeration, the pipeline model, the profile YAML, CLI input, one quick run."""
 
+import argparse
 import itertools
 import json
 
@@ -203,6 +204,8 @@ BAD_INPUT = [
     (["tune", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
     (["tune", "--envs", "3", "--max-processes", "1", "--stages", "2"],
      "no feasible layout for --envs 3 with at most 1 env processes and stages (2,)"),
+    (["tune", "--envs", "16", "--max-processes", "2", "--stages", "2,8"],
+     "stages=8 is impossible with physics_rescale='divide_physics'"),
     (["tune", "--model-depth", "4"], "model_depth=4 needs model_width too"),
     (["tune", "--model-width", "100"], "model_width must be a multiple of 64"),
     (["tune", "--backend-config", "{tmp}/typo.yaml"], "did you mean 'resolution'?"),
@@ -283,3 +286,17 @@ def test_the_space_lists_only_schedules_the_engine_can_run():
 
     listed = {lay.schedule for lay in enumerate_layouts([4], 4)}
     assert listed == {s for s in SCHEDULES if s in SCHEDULE_CLASSES}
+
+
+def test_stage_counts_the_backend_cannot_build_leave_the_space_when_not_asked_for(tmp_path):
+    """The reference simulator's frequencies (30 Hz rendering, 120 Hz physics) allow hybrid K in {1, 2, 4}:
+    without ``--stages`` the other K leave the space with their reason; the rest is the whole space."""
+    parser = argparse.ArgumentParser()
+    tune.register(parser.add_subparsers())
+    config = tune.check_args(parser.parse_args(["tune", "--envs", "16", "--max-processes", "2", "--device", "cpu",
+                                                "--out-dir", str(tmp_path)]))
+    assert {lay.stages_per_process for lay in config.layouts} == {1, 2, 4}
+    assert config.left_out and all("is impossible with physics_rescale" in why for why in config.left_out.values())
+    every = enumerate_layouts([16], 2)
+    assert sorted(config.left_out) == sorted(lay.name for lay in every if lay.stages_per_process not in (1, 2, 4))
+    assert len(config.layouts) + len(config.left_out) == len(every)
