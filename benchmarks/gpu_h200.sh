@@ -13,8 +13,13 @@
 #   bench: validate, then bench at a process budget of 8 (16 envs: P = 8 x E = 2) with default and BEHAVIOR-like costs
 #   train: time_to_train (samples to target and seconds per sample on this machine), then bench at a budget of 16
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
+#   rollout: bench at a process budget of 8 with rollouts of 12 chunks and Chrome traces (the lookahead
+#     row's rounds broken down, `critical_path` in the JSON)
+#   tune: tune --exhaustive at a process budget of 8 (16 envs; the 36 best predicted of the 45 feasible layouts
+#     run once each, the pick checked against them)
+#   train3: time_to_train with 3 seeds
 set -uo pipefail
-part="${1:?usage: gpu_h200.sh bench|train|budgets}"
+part="${1:?usage: gpu_h200.sh bench|train|budgets|rollout|tune|train3}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -46,6 +51,17 @@ case "$part" in
     timeout 230 $cli bench --max-processes 16 --repeats 1 --out-dir "$OUT" --tag h200-p16 2>&1 | tail -n 40 \
       > "$OUT/bench_h200-p16.log"
     tail -n 25 "$OUT"/bench_h200-p*.log ;;
-  *) echo "usage: gpu_h200.sh bench|train|budgets" >&2; exit 2 ;;
+  rollout)
+    timeout 540 $cli bench --max-processes 8 --rounds 12 --trace --out-dir "$OUT" --tag h200-p8-r12 2>&1 \
+      | tail -n 45 > "$OUT/bench_h200-p8-r12.log"
+    tail -n 30 "$OUT/bench_h200-p8-r12.log" ;;
+  tune)
+    timeout 560 $cli tune --envs 16 --max-processes 8 --pipeline-stages 1,2,4 --exhaustive --max-layouts 36 --repeats 1 --out-dir "$OUT" --tag h200-p8 \
+      2>&1 | tail -n 60 > "$OUT/tune_h200-p8.log"
+    tail -n 30 "$OUT/tune_h200-p8.log" ;;
+  train3)
+    timeout 560 python3 benchmarks/time_to_train.py --processes 8 --envs 16 --seeds 3 --iterations 100 --device cuda \
+      --out-dir "$OUT" --tag h200-3seeds 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-3seeds.log" ;;
+  *) echo "usage: gpu_h200.sh bench|train|budgets|rollout|tune|train3" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
