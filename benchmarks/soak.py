@@ -1,16 +1,18 @@
 """Soak: one rollout engine on the reference simulator for many minutes, workers killed now and then, and a
 record of what every process holds over time. Not part of CI (it runs for ``--minutes``, 10 by default).
 
-The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default) runs rollouts back to
-back; every ``--kill-every-s`` seconds (20 by default) one worker, in turn, gets SIGKILL in the middle of
-a rollout (from ``on_chunk``, so the kill lands while other slices step) and the engine respawns it. The
+The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default) runs rollouts back to back;
+every ``--kill-every-s`` seconds (20 by default) one worker, in turn, gets SIGKILL in the middle of a
+rollout (from ``on_chunk``, so the kill lands while other slices step) and the engine respawns it. The
 restart policy has a budget no soak spends, a window of :data:`WINDOW_KILLS` kill intervals and back-off
 capped at :data:`MAX_BACKOFF_S` (``max_backoff_s``), so the soak steps instead of sleeping in back-off;
-every restart is recorded with its back-off (``restart_log``), and ``restarts_per_minute`` counts them. Every ``--sample-s`` seconds (each minute by default, the first right
-after the first rollout) it records, per process (the driver and each worker slot, whose pid changes on a
-respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and the
-segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``). After ``close()`` it records what is
-left: child processes and segments (both must be zero).
+every restart is recorded with its back-off (``restart_log``, ``t_s`` in seconds since the engine started)
+and ``restarts_per_minute`` counts them. Every ``--sample-s`` seconds (each minute by default, the first
+right after the first rollout) it records, per process (the driver and each worker slot, whose pid changes
+on a respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and
+the segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``), each sample once every kill is
+respawned (a sample waits a rollout for that; a kill in the last rollout takes one more rollout). After ``close()`` it records what is left:
+child processes and segments (both must be zero).
 
 A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
 slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
@@ -134,17 +136,25 @@ def main() -> int:
             kill["victim"] = (kill["victim"] + 1) % args.processes
             kill["next"] += args.kill_every_s
 
+    def one_rollout(on_chunk) -> None:
+        nonlocal rollouts, own_actions
+        stats = engine.rollout(policy, 2, reset=rollouts == 0, on_chunk=on_chunk)
+        rollouts += 1
+        own_actions += int(stats.own_actions.sum())
+        restart_log.extend({"t_s": r.at_s, "worker": r.worker, "backoff_s": r.backoff_s, "cause": r.cause,
+                            "lost_actions": sum(r.lost_actions.values())} for r in stats.restarts)
+
     try:
-        next_sample = start
-        while time.monotonic() - start < args.minutes * 60:
-            stats = engine.rollout(policy, 2, reset=rollouts == 0, on_chunk=kill_on_time)
-            rollouts += 1
-            own_actions += int(stats.own_actions.sum())
-            restart_log += [{"t_s": r.at_s, "worker": r.worker, "backoff_s": r.backoff_s, "cause": r.cause,
-                             "lost_actions": sum(r.lost_actions.values())} for r in stats.restarts]
-            if time.monotonic() >= next_sample:
+        next_sample, end = start, start + args.minutes * 60
+        while time.monotonic() < end:
+            one_rollout(kill_on_time)
+            if next_sample <= time.monotonic() < end and engine.restarts >= len(kills):  # every worker live
                 samples.append(sample(engine, start))
                 next_sample += args.sample_s
+        for _ in range(3):  # a kill in the last rollout: respawned (by the next rollout) before the last sample
+            if engine.restarts >= len(kills):
+                break
+            one_rollout(None)
         samples.append(sample(engine, start))
     finally:
         engine.close()
