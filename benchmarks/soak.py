@@ -11,8 +11,8 @@ and ``restarts_per_minute`` counts them. Every ``--sample-s`` seconds (each minu
 right after the first rollout) it records, per process (the driver and each worker slot, whose pid changes
 on a respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and
 the segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``), each sample once every kill is
-respawned (a sample waits a rollout for that; a kill in the last rollout takes one more rollout). After ``close()`` it records what is left:
-child processes and segments (both must be zero).
+respawned (a sample waits a rollout for that; a kill in the last rollout takes one more rollout). After
+``close()`` it records what is left: child processes and segments (both must be zero).
 
 A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
 slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
