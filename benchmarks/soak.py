@@ -1,14 +1,18 @@
 """Soak: one rollout engine on the reference simulator for many minutes, workers killed now and then, and a
 record of what every process holds over time. Not part of CI (it runs for ``--minutes``, 10 by default).
 
-The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default, restart policy with a
-large budget) runs rollouts back to back; every ``--kill-every-s`` seconds (20 by default) one worker, in
-turn, gets SIGKILL in the middle of a rollout (from ``on_chunk``, so the kill lands while other slices
-step) and the engine respawns it. Every ``--sample-s`` seconds (each minute by default, the first right
-after the first rollout) it records, per process (the driver and each worker slot, whose pid changes on a
-respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and the
-segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``). After ``close()`` it records what is
-left: child processes and segments (both must be zero).
+The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default) runs rollouts back to back;
+every ``--kill-every-s`` seconds (20 by default) one worker, in turn, gets SIGKILL in the middle of a
+rollout (from ``on_chunk``, so the kill lands while other slices step) and the engine respawns it. The
+restart policy has a budget no soak spends, a window of :data:`WINDOW_KILLS` kill intervals and back-off
+capped at :data:`MAX_BACKOFF_S` (``max_backoff_s``), so the soak steps instead of sleeping in back-off;
+every restart is recorded with its back-off (``restart_log``, ``t_s`` in seconds since the engine started)
+and ``restarts_per_minute`` counts them. Every ``--sample-s`` seconds (each minute by default, the first
+right after the first rollout) it records, per process (the driver and each worker slot, whose pid changes
+on a respawn): resident memory (MiB), open file descriptors and the ``b1kf_*`` segments it has mapped; and
+the segments of the driver in ``/dev/shm`` (``b1kf_<driver pid>_*``), each sample once every kill is
+respawned (a sample waits a rollout for that; a kill in the last rollout takes one more rollout). After
+``close()`` it records what is left: child processes and segments (both must be zero).
 
 A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
 slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
@@ -22,6 +26,7 @@ Writes ``soak_<tag>.json`` and ``.png`` to ``--out-dir`` (``benchmarks/results``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -46,6 +51,8 @@ CHUNK = 8
 RSS_TOLERANCE = (0.10, 16.0)
 #: Open file descriptors that count as flat: the last sample at most this many above the first.
 FD_TOLERANCE = 2
+#: The restart window, in kill intervals (at least a minute), and the cap on one back-off, in seconds.
+WINDOW_KILLS, MAX_BACKOFF_S = 3, 1.0
 
 
 def policy(obs):
@@ -110,8 +117,9 @@ def main() -> int:
     profile = RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
                              pipeline_stages=2, chunk_size=CHUNK, schedule=args.schedule)
     factory = ReferenceFactory(ReferenceConfig(resolution=(args.resolution, args.resolution), num_objects=4))
-    restarts = RestartPolicy(max_restarts=10**6, window_s=600.0, backoff_s=0.05)
-    samples, kills, rollouts, own_actions = [], [], 0, 0
+    restarts = RestartPolicy(max_restarts=10**6, window_s=max(60.0, WINDOW_KILLS * args.kill_every_s),
+                             backoff_s=0.05, max_backoff_s=MAX_BACKOFF_S)
+    samples, kills, restart_log, rollouts, own_actions = [], [], [], 0, 0
     start = time.monotonic()
     engine = RolloutEngine(factory, profile, restart_workers=restarts, stall_timeout_s=60.0)
     kill = {"next": start + args.kill_every_s, "victim": 0}
@@ -128,15 +136,25 @@ def main() -> int:
             kill["victim"] = (kill["victim"] + 1) % args.processes
             kill["next"] += args.kill_every_s
 
+    def one_rollout(on_chunk) -> None:
+        nonlocal rollouts, own_actions
+        stats = engine.rollout(policy, 2, reset=rollouts == 0, on_chunk=on_chunk)
+        rollouts += 1
+        own_actions += int(stats.own_actions.sum())
+        restart_log.extend({"t_s": r.at_s, "worker": r.worker, "backoff_s": r.backoff_s, "cause": r.cause,
+                            "lost_actions": sum(r.lost_actions.values())} for r in stats.restarts)
+
     try:
-        next_sample = start
-        while time.monotonic() - start < args.minutes * 60:
-            stats = engine.rollout(policy, 2, reset=rollouts == 0, on_chunk=kill_on_time)
-            rollouts += 1
-            own_actions += int(stats.own_actions.sum())
-            if time.monotonic() >= next_sample:
+        next_sample, end = start, start + args.minutes * 60
+        while time.monotonic() < end:
+            one_rollout(kill_on_time)
+            if next_sample <= time.monotonic() < end and engine.restarts >= len(kills):  # every worker live
                 samples.append(sample(engine, start))
                 next_sample += args.sample_s
+        for _ in range(3):  # a kill in the last rollout: respawned (by the next rollout) before the last sample
+            if engine.restarts >= len(kills):
+                break
+            one_rollout(None)
         samples.append(sample(engine, start))
     finally:
         engine.close()
@@ -157,14 +175,19 @@ def main() -> int:
         "segments": growth(samples, lambda s: s["segments"], "segments"),
     }
     flat = all(entry["flat"] for entry in summary.values())
+    minutes_run = (time.monotonic() - start) / 60
     result = {
         "machine": {"platform": platform.platform(), "logical_cores": os.cpu_count()},
         "config": vars(args),
-        "minutes_run": (time.monotonic() - start) / 60,
+        "minutes_run": minutes_run,
         "rollouts": rollouts,
         "own_actions": own_actions,
         "kills": kills,
         "restarts": samples[-1]["restarts"],
+        "restart_policy": dataclasses.asdict(restarts),
+        "restart_log": restart_log,
+        "restarts_per_minute": per_minute([r["t_s"] for r in restart_log], minutes_run),
+        "backoff_s_max": max((r["backoff_s"] for r in restart_log), default=0.0),
         "samples": samples,
         "summary": summary,
         "flat": flat,
@@ -175,9 +198,18 @@ def main() -> int:
     json_path.write_text(json.dumps(result, indent=2, default=str))
     png_path = plot(result, args.out_dir / f"soak_{args.tag}.png")
     print(json.dumps({"minutes_run": result["minutes_run"], "rollouts": rollouts, "restarts": result["restarts"],
+                      "restarts_per_minute": result["restarts_per_minute"], "backoff_s_max": result["backoff_s_max"],
                       "summary": summary, "flat": flat, "after_close": after_close}, indent=2))
     print(f"wrote {json_path} and {png_path}")
     return 0 if flat and after_close["children"] == 0 and after_close["segments"] == 0 else 1
+
+
+def per_minute(times_s: list[float], minutes: float) -> list[int]:
+    """How many of ``times_s`` (seconds) fall in each started minute of a run of ``minutes``."""
+    counts = [0] * max(1, int(np.ceil(minutes)))
+    for t in times_s:
+        counts[min(int(t // 60), len(counts) - 1)] += 1
+    return counts
 
 
 def _resource_tracker() -> list[int]:
@@ -213,7 +245,8 @@ def plot(result: dict, path: Path) -> Path:
         for kill in result["kills"]:
             ax.axvline(kill["t_s"] / 60, color="grey", alpha=0.2)
     fig.suptitle(f"soak ({result['config']['schedule']} schedule): {result['minutes_run']:.1f} min, "
-                 f"{result['rollouts']} rollouts, {result['restarts']} restarts (grey: SIGKILL of a worker); "
+                 f"{result['rollouts']} rollouts, {result['restarts']} restarts (back-off at most "
+                 f"{result['backoff_s_max']:g} s; grey: SIGKILL of a worker); "
                  f"{'flat' if result['flat'] else 'NOT flat'}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -20,9 +20,9 @@
   limit): the one place a hang is detected and named.
 - **Bounded restarts** (:class:`RestartPolicy`, the engine's ``restart_workers``): a dead or hung worker
   is respawned at most ``max_restarts`` times within ``window_s`` seconds, the n-th restart of a window
-  after ``backoff_s * 2**(n-2)`` seconds (the first at once). Every restart is logged as a warning and
-  recorded (:class:`RestartRecord`); once the budget is spent, :class:`~.errors.WorkerDiedError` carries
-  the history.
+  after ``min(max_backoff_s, backoff_s * 2**(n-2))`` seconds (the first at once). Every restart is logged
+  as a warning and recorded with its back-off (:class:`RestartRecord`); once the budget is spent,
+  :class:`~.errors.WorkerDiedError` carries the history.
 """
 
 from __future__ import annotations
@@ -53,18 +53,29 @@ STEP_SAMPLES = 64
 @dataclass(frozen=True)
 class RestartPolicy:
     """How often a dead or hung worker is respawned: at most ``max_restarts`` times within ``window_s``
-    seconds (per worker), the n-th restart of a window after ``backoff_s * 2**(n-2)`` seconds (the first
-    at once)."""
+    seconds (per worker), the n-th restart of a window after ``min(max_backoff_s, backoff_s * 2**(n-2))``
+    seconds (the first at once; never longer than ``window_s`` either). ``max_backoff_s`` keeps a worker
+    that dies often under a large ``max_restarts`` from spending its time asleep in back-off."""
 
     max_restarts: int = 3
     window_s: float = 600.0
     backoff_s: float = 1.0
+    #: The longest one back-off, in seconds.
+    max_backoff_s: float = 60.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_restarts", check_int("max_restarts", self.max_restarts, 0))
         object.__setattr__(self, "window_s", check_number("window_s", self.window_s, 0.0, low_open=True,
                                                           unit="of seconds"))
         object.__setattr__(self, "backoff_s", check_number("backoff_s", self.backoff_s, 0.0, unit="of seconds"))
+        object.__setattr__(self, "max_backoff_s", check_number("max_backoff_s", self.max_backoff_s, 0.0,
+                                                               unit="of seconds"))
+
+    def backoff(self, n: int) -> float:
+        """Seconds to wait before the ``n``-th restart (1-based) of a worker within one window."""
+        if n <= 1:
+            return 0.0
+        return min(self.backoff_s * 2.0 ** min(n - 2, 30), self.max_backoff_s, self.window_s)
 
     @classmethod
     def coerce(cls, value: Any) -> "RestartPolicy | None":
@@ -297,6 +308,8 @@ class RestartRecord:
     cause: str
     #: Global env id -> own actions of that env lost with the chunks pending on the dead worker.
     lost_actions: Mapping[int, int] = field(default_factory=dict)
+    #: Seconds waited before the respawn (:meth:`RestartPolicy.backoff`).
+    backoff_s: float = 0.0
 
     def __str__(self) -> str:
         lost = sum(self.lost_actions.values())
@@ -331,10 +344,9 @@ class RestartBudget:
                 for row in request.rows:
                     env = int(env_ids[row])
                     lost[env] = lost.get(env, 0) + request.steps
-        record = RestartRecord(worker, now, cause.command, _cause_text(cause), lost)
+        backoff = self.policy.backoff(len(recent) + 1)
+        record = RestartRecord(worker, now, cause.command, _cause_text(cause), lost, backoff)
         self.records.append(record)
-        backoff = 0.0 if not recent else min(self.policy.backoff_s * 2.0 ** min(len(recent) - 1, 30),
-                                             self.policy.window_s)
         logger.warning(
             "%s (envs %s) restarted, %d of %d within %g s%s: %s", worker_label(worker), list(env_ids),
             len(recent) + 1, self.policy.max_restarts, self.policy.window_s,

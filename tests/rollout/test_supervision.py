@@ -119,6 +119,18 @@ def test_restart_budget_backs_off_and_forgets_restarts_outside_its_window(monkey
     assert budget.charge(0, [0, 1], [], died) == 0.0
 
 
+def test_restart_backoff_is_capped_at_max_backoff_s(monkeypatch):
+    monkeypatch.setattr(supervision.time, "monotonic", lambda: 0.0)
+    budget = RestartBudget(RestartPolicy(max_restarts=10**6, window_s=600.0, backoff_s=0.05, max_backoff_s=1.0))
+    died = WorkerDiedError(0, [0, 1], "chunk", "pid 9 exit code -9 (SIGKILL)")
+    waits = [budget.charge(0, [0, 1], [], died) for _ in range(40)]
+    assert waits[:7] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0]  # doubling until the cap ...
+    assert set(waits[6:]) == {1.0}  # ... then the cap, however many restarts the window holds
+    assert [r.backoff_s for r in budget.records] == waits  # each restart records what it waited
+    assert RestartPolicy(backoff_s=1.0).backoff(40) == 60.0  # the default cap
+    assert RestartPolicy(window_s=5.0, backoff_s=1.0).backoff(10) == 5.0  # never longer than the window
+
+
 def test_auto_stall_limit_follows_the_median_step_time_above_a_floor():
     times = StepTimes()
     assert times.stall_limit("auto") == supervision.STALL_FLOOR_S
@@ -159,6 +171,10 @@ def test_reply_watch_restarts_its_stall_clock_whenever_the_worker_finishes_a_ste
         (dict(stall_timeout_s="fast"), TypeError, "stall_timeout_s must be"),
         (dict(restart_workers="yes"), TypeError, "restart_workers must be a bool, a RestartPolicy"),
         (dict(restart_workers={"max_restarts": -1}), ValueError, "max_restarts must be an int >= 0, got -1"),
+        (dict(restart_workers={"max_backoff_s": -1.0}), ValueError,
+         "max_backoff_s must be a finite number of seconds >= 0, got -1.0"),
+        (dict(restart_workers={"max_backoff_s": float("inf")}), ValueError, "max_backoff_s must be a finite number"),
+        (dict(restart_workers={"max_backoff_s": "1s"}), TypeError, "max_backoff_s must be a finite number"),
     ],
 )
 def test_bad_supervision_settings_fail_before_any_worker_starts(kwargs, error, text):
