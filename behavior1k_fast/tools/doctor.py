@@ -3,13 +3,15 @@
 Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
-settings, CPU count, GPUs (``nvidia-smi`` when present), for a profile with ``gpu_ids`` the GPU each env
+settings, the layout and schedule (stages, the policy's batch, whether envs hold on shared physics, the
+``lookahead`` lead and the committed actions the policy gets), CPU count, GPUs (``nvidia-smi`` when
+present), for a profile with ``gpu_ids`` the GPU each env
 worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.gpus`), and whether auto-apply
 (``BEHAVIOR1K_FAST``) is set up and active. With ``--ray ADDRESS`` it also prints on which node of that Ray
 cluster each env worker of the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as
 the engine's ``placement`` and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot
-apply (``failed``), OmniGibson is installed but does not import, the GPU binding cannot hold, or the cluster
-cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. It lists the shared-memory
+apply (``failed``), OmniGibson is installed but does not import, the GPU binding or the layout cannot hold
+(the engine would refuse it), or the cluster cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. It lists the shared-memory
 segments (``/dev/shm/b1kf_*``) left by processes that are gone; ``--clean`` removes them
 (:func:`behavior1k_fast.rollout.shm.remove_stale_segments`). ``--upstream PATH`` checks a
 BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
@@ -218,6 +220,46 @@ def shared_memory_state(clean: bool) -> dict[str, Any]:
     return {"removed": [list(s) for s in removed], "stale": [list(s) for s in stale_segments()]}
 
 
+def _schedule(profile: RolloutProfile) -> dict[str, Any]:
+    """What the profile's layout and schedule do to every env: stages, the policy's batch, whether envs hold
+    on shared physics, and under ``lookahead`` the lead and the committed actions the policy gets; ``error``
+    where the engine would refuse the layout."""
+    from ..rollout.plan import PartitionPlan
+    from ..rollout.policy import COMMITTED_KEY
+    from ..rollout.schedules.lookahead import committed_width
+
+    out: dict[str, Any] = {"schedule": profile.schedule, "pipeline_stages": profile.pipeline_stages,
+                           "partition": profile.partition, "num_env_processes": profile.num_env_processes,
+                           "envs_per_process": profile.envs_per_process, "error": None}
+    try:
+        plan = PartitionPlan.from_profile(profile)
+    except ValueError as exc:
+        return out | {"error": str(exc)}
+    out |= {"stages_per_process": plan.stages_per_process, "stage_batch": plan.stage_size,
+            "processes_per_stage": len(plan.stage_slices(0)), "holds": plan.stages_per_process > 1}
+    if profile.schedule == "lookahead":
+        out |= {"lookahead_steps": profile.lookahead_steps,
+                "policy_input": f"{COMMITTED_KEY} [batch, {committed_width(profile)}, action_dim]"}
+    return out
+
+
+def render_schedule(state: dict[str, Any]) -> list[str]:
+    """The schedule part of the text report."""
+    head = (f"Schedule: {state['schedule']}, K={state['pipeline_stages']} {state['partition']} partition, "
+            f"{state['num_env_processes']} processes x {state['envs_per_process']} envs")
+    if state["error"]:
+        return [head, f"  cannot hold: {state['error']}"]
+    lines = [head, f"  {state['pipeline_stages']} stage(s) of {state['processes_per_stage']} process(es); the "
+                   f"policy's batch: {state['stage_batch']} envs"]
+    lines.append(f"  the other {state['stages_per_process'] - 1} stage(s) of a process hold their last action while "
+                 "one steps (shared physics)" if state["holds"] else "  every env steps at every global step")
+    if state["schedule"] == "lookahead":
+        lead = state["lookahead_steps"]
+        lines.append(f"  lead: {'auto (measured on the first round)' if lead == 'auto' else f'{lead} steps'}; the "
+                     f"policy also gets {state['policy_input']}")
+    return lines
+
+
 def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1. ``clean``: remove
     stale shared-memory segments first (:func:`shared_memory_state`)."""
@@ -227,13 +269,16 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     patches = _patches(profile, omnigibson)
     gpu = _gpus()
     binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None, gpu["note"])
-    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
+    schedule = _schedule(profile)
+    ok = (omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
+          and not schedule["error"])
     return {
         "behavior1k_fast": __version__,
         "python": platform.python_version(),
         "versions": {name: _version(name) for name in DISTRIBUTIONS},
         "omnigibson": omnigibson,
         "profile": profile.to_dict(),
+        "schedule": schedule,
         "patches": patches,
         "threads": _threads(profile),
         "cpu": _cpu(),
@@ -287,10 +332,12 @@ def render_text(report: dict[str, Any]) -> str:
             env = " ".join(f"{k}={v}" for k, v in row["env"].items())
             kit = " ".join(f"--{k}={v}" for k, v in row["kit_settings"].items())
             lines.append(f"  worker {row['worker']} -> GPU {row['gpu']}: {env}; Kit {kit}")
+    lines += ["", *render_schedule(report["schedule"])]
     lines += ["", *render_autoapply(report["autoapply"])]
     lines += ["", *render_shared_memory(report["shared_memory"])]
     lines += ["", "OK" if report["ok"] else
-              "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
+              "NOT OK: a requested patch cannot apply, OmniGibson does not import, the GPU binding or the layout "
+              "cannot hold"]
     return "\n".join(lines)
 
 

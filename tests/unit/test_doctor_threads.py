@@ -29,3 +29,26 @@ def test_caps_within_the_cores_or_left_to_kit_are_not_flagged(two_cores):
     report = doctor.collect(profile)
     assert report["threads"]["above_cores"] == []
     assert "usable cores here" not in doctor.render_text(report)
+
+
+def test_the_schedule_section_says_what_each_env_does_and_what_a_lookahead_policy_gets(two_cores):
+    staged = RolloutProfile(num_env_processes=4, total_num_envs=8, pipeline_stages=2, partition="process",
+                            schedule="lookahead", lookahead_steps="auto", chunk_size=16)
+    report = doctor.collect(staged)
+    state = report["schedule"]
+    assert (state["stage_batch"], state["processes_per_stage"], state["holds"], state["error"]) == (4, 2, False, None)
+    assert state["policy_input"] == "committed_actions [batch, 15, action_dim]"
+    text = doctor.render_text(report)
+    assert "every env steps at every global step" in text and "lead: auto (measured on the first round)" in text
+    hybrid = doctor.collect(RolloutProfile(num_env_processes=2, total_num_envs=4, pipeline_stages=2))
+    assert hybrid["schedule"]["holds"] and "lookahead_steps" not in hybrid["schedule"]
+    assert "hold their last action while one steps" in doctor.render_text(hybrid)
+
+
+def test_a_layout_the_engine_would_refuse_makes_doctor_not_ok(two_cores):
+    report = doctor.collect(RolloutProfile(num_env_processes=3, total_num_envs=3, pipeline_stages=2,
+                                           partition="process"))
+    assert report["schedule"]["error"] and "process partition needs pipeline_stages=2 to divide" in \
+        report["schedule"]["error"]
+    assert not report["ok"]
+    assert "cannot hold: process partition" in doctor.render_text(report)
