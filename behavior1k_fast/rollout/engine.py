@@ -6,7 +6,8 @@ worker's backend is built with ``profile.pipeline_stages`` = the number of stage
 hybrid partition, 1 in process partition), so it can rescale physics (``behavior1k_fast.core.frequencies``).
 
 :meth:`RolloutEngine.rollout` runs a schedule (:mod:`.schedules`: ``barrier``, ``async``, and
-``lookahead``, a pipeline in time: one stage, each chunk chosen while the last one ends): stage k's chunk
+``lookahead``, a pipeline in time: one stage or stages of whole processes, each chunk chosen while the
+last one ends): stage k's chunk
 is sent to its workers asynchronously and the driver runs the policy for the next stage while they step, so
 with K >= 2 the forward pass of one stage overlaps env stepping of the others. In hybrid partition the other
 slices of a process hold their last action while a stage steps (the backend contract);

@@ -2,9 +2,10 @@
 
 Every env of every process steps at every global step: one stage (``pipeline_stages=1``), or K stages of
 whole processes (``partition="process"``), each stage its own pipeline in time, so that stage k's lead
-render and transfer overlap the other stages' forwards. Each chunk c is sent with a lead d (profile ``lookahead_steps``): every worker reads its envs' **lead observations** after
-step ``N - d`` and reports them at once (``engine.receive_lead``), then runs the d remaining actions. The
-driver runs the policy on the lead observations of the stage's envs (one batch) together with each env's
+render and transfer overlap the other stages' forwards. Each chunk c is sent with a lead d (profile
+``lookahead_steps``): every worker reads its envs' **lead observations** after step ``N - d`` and reports
+them at once (``engine.receive_lead``), then runs the d remaining actions. The driver
+runs the policy on the lead observations of the stage's envs (one batch) together with each env's
 **d committed actions** (the rest of chunk c, in the policy input under
 :data:`~behavior1k_fast.rollout.policy.COMMITTED_KEY`, ``[n, d, action_dim]``; zeros where they do not
 run: the episode ended before the lead, or the env sits the chunk out) and sends chunk c + 1, which each
@@ -29,8 +30,9 @@ on every worker (:mod:`~behavior1k_fast.rollout.protocol`), so no stage waits fo
 - ``lookahead_steps="auto"``: the smallest d with ``d * t_step >= T_model + transfer``, measured per stage
   on the first round: chunks 0 and 1 run with d = N - 1, then T_model (the forward of chunk 1), the
   transfer (the driver's time receiving the lead reports) and t_step (the stage's slowest worker's wall
-  seconds per step of chunk 0) give d for every later chunk. The committed actions are then always ``[n, N - 1, action_dim]``
-  (the last d columns hold them, the others are zeros), so the policy input keeps one shape.
+  seconds per step of chunk 0) give d for every later chunk. The committed actions are then always
+  ``[n, N - 1, action_dim]`` (the last d columns hold them, the others are zeros), so the policy input
+  keeps one shape.
 
 Works with the process, Ray and inline executors; a respawned worker's envs take their reset observation
 as lead observation (their episodes end, truncated, in the chunk they were in).

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 from ...core.profile import RolloutProfile
 from ...rollout.plan import PartitionPlan
-from ..measure.config import RunConfig, policy_threads, usable_cores
+from ..measure.config import RunConfig, policy_threads, process_budget, usable_cores
 from ..measure.runs import Row
 from . import report
 
@@ -51,10 +51,9 @@ GOALS = {"shard_efficiency": ("env-steps/s of the largest G over G x the one-GPU
 
 
 def engine_process_budget(cores: int, shards: int, device: str) -> int:
-    """Env processes one of ``shards`` engines may run on its ``cores / shards`` cores: all of them with the
-    policy on a GPU, one fewer with it on the CPU (the core rule), at least one."""
-    per_engine = cores // shards
-    return max(1, per_engine - 1 if device == "cpu" else per_engine)
+    """Env processes one of ``shards`` engines may run on its ``cores / shards`` cores: the core rule
+    (:func:`~behavior1k_fast.tools.measure.config.process_budget`) on that share."""
+    return process_budget(cores // shards, device)
 
 
 def processes_within(row: Row, budget: int) -> int | None:
