@@ -74,8 +74,10 @@ def load_ppo() -> Any:
     return train_ppo_reference
 
 
-def layout_profiles(processes: int, envs: int, chunk_size: int) -> tuple[dict[str, RolloutProfile], dict[str, str]]:
-    """The engine layouts' profiles, and the layouts this profile cannot run (name -> why)."""
+def layout_profiles(processes: int, envs: int, chunk_size: int, lookahead_steps: int | str = "auto") -> tuple[
+        dict[str, RolloutProfile], dict[str, str]]:
+    """The engine layouts' profiles (``lookahead`` at lead ``lookahead_steps``), and the layouts this profile
+    cannot run (name -> why)."""
     layout = dict(num_env_processes=processes, total_num_envs=envs, chunk_size=chunk_size)
     fast = RolloutProfile(obs_modalities=MODALITIES, **layout)
     profiles = {
@@ -89,7 +91,7 @@ def layout_profiles(processes: int, envs: int, chunk_size: int) -> tuple[dict[st
     missing = {}
     if "lookahead" in SCHEDULES and "lookahead" in SCHEDULE_CLASSES:
         try:
-            profiles["lookahead"] = fast.replace(schedule="lookahead", lookahead_steps="auto")
+            profiles["lookahead"] = fast.replace(schedule="lookahead", lookahead_steps=lookahead_steps)
         except (TypeError, ValueError) as exc:
             missing["lookahead"] = f"the profile refuses it: {exc}"
     else:
@@ -200,7 +202,7 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None] = print) -
     base = ppo.PPOConfig(iterations=args.iterations, processes=args.processes, envs=args.envs,
                          chunk_size=args.chunk_size, rounds=args.rounds, executor="process")
     factory = ReachFactory(replace(ppo.make_factory(base).config, resolution=(args.resolution, args.resolution)))
-    profiles, missing = layout_profiles(args.processes, args.envs, args.chunk_size)
+    profiles, missing = layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
     device = resolve_device(args.device)
     sizing = {"model_width": args.model_width, "model_depth": args.model_depth} if args.model_width else {}
     run_config = RunConfig(chunk_size=args.chunk_size, rounds=2, warmup=1, device=device, seed=0, **sizing)
@@ -293,6 +295,19 @@ QUICK = {"iterations": 4, "processes": 2, "envs": 4, "chunk_size": 4, "rounds": 
          "target": 0.05, "window": 1, "cost_iterations": 1, "model_width": 64, "model_depth": 1}
 
 
+def lead_steps(text: str) -> int | str:
+    """``--lookahead-steps``: ``auto`` or an int >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0 or auto, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0 or auto, got {text!r}")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run for 2 cores: " + ", ".join(
@@ -306,6 +321,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=16, help="rounds (chunks per env) per PPO iteration")
     parser.add_argument("--resolution", type=int, default=64, help="camera pixels per side")
+    parser.add_argument("--lookahead-steps", type=lead_steps, default="auto",
+                        help="the lookahead layout's lead d (an int below --chunk-size) or auto (default: auto, "
+                             "the smallest d that hides the forward)")
     parser.add_argument("--cost-iterations", type=int, default=3,
                         help="PPO iterations that time each layout's seconds per sample (after one uncounted)")
     parser.add_argument("--model-width", type=int, default=None, help="fix the VLA's width (default: calibrated)")
@@ -321,6 +339,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 setattr(args, key, value)
     if args.record and args.out_dir:
         parser.error("--record writes benchmarks/results/; it cannot go with --out-dir")
+    if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:
+        parser.error(f"argument --lookahead-steps: must be below --chunk-size {args.chunk_size}, "
+                     f"got {args.lookahead_steps}")
     return args
 
 

@@ -58,3 +58,17 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     assert result["load"]["before"]["cores"] >= 1
     assert (tmp_path / "time_to_train_ci.png").read_bytes()[:4] == b"\x89PNG"
     assert "| k1_skip | fresh |" in capsys.readouterr().out
+
+
+def test_the_lookahead_layout_takes_the_lead_given_and_a_bad_lead_is_a_usage_error(capsys):
+    ttt = load_script()
+    assert ttt.parse_args(["--lookahead-steps", "1"]).lookahead_steps == 1
+    assert ttt.parse_args([]).lookahead_steps == "auto"
+    profiles, _ = ttt.layout_profiles(2, 4, 8, 1)
+    assert (profiles["lookahead"].schedule, profiles["lookahead"].lookahead_steps) == ("lookahead", 1)
+    for argv, text in ((["--lookahead-steps", "soon"], "expected an int >= 0 or auto, got 'soon'"),
+                       (["--lookahead-steps", "-1"], "expected an int >= 0 or auto, got '-1'"),
+                       (["--lookahead-steps", "8"], "must be below --chunk-size 8, got 8")):
+        with pytest.raises(SystemExit) as exc:
+            ttt.parse_args(argv)
+        assert exc.value.code == 2 and text in capsys.readouterr().err
