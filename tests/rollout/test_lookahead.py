@@ -194,9 +194,11 @@ MID_LEAD = dict(where="chunk", after_steps=N + 3, base=PointMassFactory(episode_
 FAST = dict(startup_timeout_s=10.0, reset_timeout_s=5.0, timeout_s=None, stall_timeout_s=1.0)
 
 
+@pytest.mark.parametrize("stages", [1, 2])
 @pytest.mark.parametrize("how, error", [("exit", WorkerDiedError), ("hang", WorkerHungError)])
-def test_a_worker_that_dies_or_hangs_after_its_lead_is_reported_and_nothing_is_left(how, error):
-    engine = RolloutEngine(FaultyFactory(how=how, **MID_LEAD), profile(4), **FAST)
+def test_a_worker_that_dies_or_hangs_after_its_lead_is_reported_and_nothing_is_left(how, error, stages):
+    layout = profile(4) if stages == 1 else profile(4, pipeline_stages=stages, partition="process")
+    engine = RolloutEngine(FaultyFactory(how=how, **MID_LEAD), layout, **FAST)
     pids = engine.worker_pids
     with pytest.raises(error, match=r"worker 1 \(envs \[4, 5, 6, 7\]\)") as info:
         engine.rollout(blind_policy, 4)
@@ -207,10 +209,12 @@ def test_a_worker_that_dies_or_hangs_after_its_lead_is_reported_and_nothing_is_l
     assert our_segments() == []
 
 
-def test_a_worker_respawned_after_its_lead_resets_its_envs_and_the_others_keep_their_trajectories():
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_worker_respawned_after_its_lead_resets_its_envs_and_the_others_keep_their_trajectories(stages):
+    """Also with stages of whole processes, where worker 1 is stage 1 on its own."""
     rounds = 5
-    clean, _ = run_engine(PointMassFactory(episode_lengths=LENGTHS), 4, rounds)
-    faulty, stats = run_engine(FaultyFactory(how="exit", **MID_LEAD), 4, rounds,
+    clean, _ = run_engine(PointMassFactory(episode_lengths=LENGTHS), 4, rounds, stages=stages)
+    faulty, stats = run_engine(FaultyFactory(how="exit", **MID_LEAD), 4, rounds, stages=stages,
                                restart_workers={"max_restarts": 5, "backoff_s": 0.0}, **FAST)
     assert len(stats.restarts) >= 1 and {r.worker for r in stats.restarts} == {1}
     for env in range(E):  # worker 0: untouched

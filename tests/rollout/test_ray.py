@@ -86,12 +86,14 @@ def test_actor_options_the_cluster_cannot_meet_fail_at_once_with_the_reason(ray_
                       ray_actor_options={"num_cpus": 3, "resources": {"accel": 1}, **own})
 
 
-def test_ray_actors_serve_the_lookahead_schedule_as_local_processes_do(ray_runtime):
-    """A lead chunk is two actor calls (its LEAD, then its END): the trajectories are the processes'."""
+@pytest.mark.parametrize("stages", [1, 2])
+def test_ray_actors_serve_the_lookahead_schedule_as_local_processes_do(ray_runtime, stages):
+    """A lead chunk is two actor calls (its LEAD, then its END): the trajectories are the processes', also
+    with stages of whole processes."""
     from .test_lookahead import LENGTHS, run_engine
 
     factory = PointMassFactory(episode_lengths=LENGTHS)
-    expected, _ = run_engine(factory, 4, 4)
-    got, stats = run_engine(factory, 4, 4, executor="ray")
+    expected, _ = run_engine(factory, 4, 4, stages=stages)
+    got, stats = run_engine(factory, 4, 4, executor="ray", stages=stages)
     assert stats.lookahead_steps == 4 and stats.sat_out_chunks.sum() > 0
     assert_same_trajectories(expected, got)
