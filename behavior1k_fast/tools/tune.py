@@ -4,12 +4,14 @@ For one backend factory (the reference simulator by default, ``--backend omnigib
 and the benchmark's VLA-like policy (:mod:`.measure.policy`), for a fixed total of envs N (``--envs``; several
 totals may be given, and the layouts of all of them compete on env-steps per second):
 
-1. **Measure** (each briefly). T_env: for every envs-per-process E and hybrid stage count K the candidate
-   layouts need, one engine with ``executor="process"`` and ONE env process of E envs in K hybrid stages is
-   run for a warm-up and ``--probe-rounds`` rounds with a one-block policy (negligible forward); every
-   stage chunk's wall time in the worker (:attr:`~behavior1k_fast.rollout.chunk.ChunkResult.env_wall_seconds`)
-   is one sample. This is a single-process measure: layouts of P processes reuse it, with its spread
-   standing for the spread over processes (below), and a CPU-work term for the cores they share.
+1. **Measure** (each briefly). T_env: for every envs-per-process E, hybrid stage count K and process count
+   P the candidate layouts need, one engine with ``executor="process"`` and P env processes of E envs in K
+   hybrid stages is run for a warm-up and ``--probe-rounds`` rounds with a one-block policy (negligible
+   forward); every stage chunk's wall time in every worker
+   (:attr:`~behavior1k_fast.rollout.chunk.ChunkResult.env_wall_seconds`) is one sample. The P processes step
+   side by side, so the samples hold what they cost each other (cores, memory bandwidth, the GPU's renders:
+   on the H200 T_env at P = 8 was 1.71x that of one process, the main error of a one-process probe), and
+   their spread stands for the spread over processes (below).
    T_model(b): the policy (calibrated by :func:`~.measure.calibration.calibrate`, the rule bench uses: one
    forward at the default layout's stage batch, all N envs, takes that layout's mean T_env per chunk; or
    sized by ``--model-ms`` / ``--model-width`` / ``--model-depth``), one forward per batch 1..N.
@@ -180,19 +182,28 @@ def base_profile(config: TuneConfig) -> RolloutProfile:
     return RolloutProfile(chunk_size=config.run.chunk_size)
 
 
-def measure_env_chunks(factory: Any, base: RolloutProfile, envs: int, stages: int, policy: Callable,
-                       config: TuneConfig) -> list[float]:
-    """Wall ms of every stage chunk of one env process holding ``envs`` envs in ``stages`` hybrid stages
-    (after the warm-up rounds; ``probe_rounds`` rounds: ``stages`` samples each)."""
+def measure_env_chunks(factory: Any, base: RolloutProfile, envs: int, stages: int, processes: int,
+                       policy: Callable, config: TuneConfig) -> list[float]:
+    """Wall ms of every stage chunk of each of ``processes`` env processes stepping side by side, each holding
+    ``envs`` envs in ``stages`` hybrid stages (after the warm-up rounds; ``probe_rounds`` rounds: ``stages``
+    samples per process each)."""
+    import numpy as np
+
     from ..rollout import RolloutEngine
 
-    profile = base.replace(num_env_processes=1, total_num_envs=envs, pipeline_stages=stages, partition="hybrid")
+    profile = base.replace(num_env_processes=processes, total_num_envs=processes * envs, pipeline_stages=stages,
+                           partition="hybrid")
     samples: list[float] = []
+
+    def per_worker(stage: int, result: Any) -> None:
+        # the rows of one worker share its wall time: one sample per worker of the stage
+        _, first = np.unique(np.asarray(result.env_ids) // envs, return_index=True)
+        samples.extend(float(result.env_wall_seconds[row]) * 1e3 for row in first)
+
     with RolloutEngine(factory, profile, executor="process", seed=config.run.seed) as engine:
         if config.run.warmup:
             engine.rollout(policy, config.run.warmup)
-        engine.rollout(policy, config.probe_rounds, reset=config.run.warmup == 0,
-                       on_chunk=lambda stage, result: samples.append(float(result.env_wall_seconds[0]) * 1e3))
+        engine.rollout(policy, config.probe_rounds, reset=config.run.warmup == 0, on_chunk=per_worker)
     return samples
 
 
@@ -242,7 +253,7 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     base = base_profile(config)
     layouts = config.layouts
     defaults = {n: default_layout(n, config.max_processes) for n in config.total_envs}
-    probes = sorted({(lay.envs_per_process, lay.stages_per_process) for lay in layouts})
+    probes = sorted({lay.cost_key for lay in [*layouts, *defaults.values()]})  # the defaults run even outside it
     machine = report.describe_machine(settings.device)
     tag = settings.tag or report.machine_tag(machine)
     out_dir = Path(settings.out_dir)
@@ -256,15 +267,15 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
     obs, obs_space, act_space = spaces
     probe_policy = ChunkPolicy(obs_space, act_space, chunk_size=settings.chunk_size, width=WIDTHS[0], depth=1,
                                device=settings.device, seed=settings.seed)
-    env_chunk_ms: dict[tuple[int, int], list[float]] = {}
-    for e, k in probes:
-        bar.set_description(f"T_env E={e} K={k}")
-        env_chunk_ms[(e, k)] = measure_env_chunks(factory, base, e, k, probe_policy, config)
+    env_chunk_ms: dict[tuple[int, int, int], list[float]] = {}
+    for e, k, p in probes:
+        bar.set_description(f"T_env P={p} E={e} K={k}")
+        env_chunk_ms[(e, k, p)] = measure_env_chunks(factory, base, e, k, p, probe_policy, config)
         bar.update()
 
     bar.set_description("T_model")
     reference = defaults[max_n]
-    samples = env_chunk_ms[(reference.envs_per_process, reference.stages_per_process)]
+    samples = env_chunk_ms[reference.cost_key]
     policy, calibration = calibrate(factory, reference.profile(base), settings, config.max_processes,
                                     env_ms=sum(samples) / len(samples), spaces=spaces)
     memory = None
@@ -293,10 +304,10 @@ def run_tune(config: TuneConfig, progress: bool = True) -> dict[str, Any]:
                    "exhaustive": config.exhaustive, "max_layouts": config.max_layouts, "device": settings.device,
                    "seed": settings.seed, "tag": tag},
         "load": {"before": loads[0].to_dict(), "after": None},
-        "t_env_source": "one env process (executor='process'), per (E, K hybrid): wall ms of each stage chunk "
-                        "in the worker, one-block policy",
-        "t_env_chunk_ms": [{"envs_per_process": e, "pipeline_stages": k, "samples_ms": s} for (e, k), s in
-                           sorted(env_chunk_ms.items())],
+        "t_env_source": "P env processes side by side (executor='process'), per (E, K hybrid, P): wall ms of "
+                        "each stage chunk in each worker, one-block policy",
+        "t_env_chunk_ms": [{"envs_per_process": e, "pipeline_stages": k, "processes": p, "samples_ms": s}
+                           for (e, k, p), s in sorted(env_chunk_ms.items())],
         "calibration": calibration.to_dict() | {"reference_layout": reference.name, "gpu_memory": memory},
         "default_layouts": [d.to_dict() for d in defaults.values()],
         "predicted": [lay.to_dict() | {"predicted": pred} for lay, pred in ranked],

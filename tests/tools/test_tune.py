@@ -85,8 +85,8 @@ def test_expected_max_of_empirical_draws():
         expected_max([], 2)
 
 
-COSTS = Costs(chunk_size=10, env_chunk_ms={(2, 2): [10.0, 30.0], (2, 1): [40.0, 40.0], (4, 1): [70.0, 90.0],
-                                           (1, 1): [20.0, 20.0]},
+COSTS = Costs(chunk_size=10, env_chunk_ms={(2, 2, 2): [10.0, 30.0], (2, 1, 2): [40.0, 40.0], (4, 1, 1): [70.0, 90.0],
+                                           (1, 1, 4): [20.0, 20.0]},
               model_ms={1: 5.0, 2: 15.0, 4: 25.0}, cores=8)
 
 
@@ -122,7 +122,7 @@ def test_process_partition_steps_one_chunk_per_round_and_runs_k_forwards():
 
 
 def test_cpu_work_over_free_cores_bounds_an_oversubscribed_layout():
-    costs = Costs(10, {(1, 1): [20.0]}, {1: 5.0, 4: 10.0}, cores=1.0, policy_cpu_threads=1)
+    costs = Costs(10, {(1, 1, 4): [20.0]}, {1: 5.0, 4: 10.0}, cores=1.0, policy_cpu_threads=1)
     pred = predict(Layout(4, 1, 1, "hybrid", "async"), costs)
     assert pred["terms_ms"]["cpu"] == pytest.approx(4 * 20.0 + 10.0)
     assert pred["limit"] == "cpu" and pred["round_ms"] == pytest.approx(90.0)
@@ -130,7 +130,7 @@ def test_cpu_work_over_free_cores_bounds_an_oversubscribed_layout():
 
 def test_rank_orders_by_predicted_throughput():
     layouts = enumerate_layouts([4], 4, pipeline_stages=(1, 2))
-    costs = Costs(10, {(4, 1): [80.0], (4, 2): [41.0], (2, 1): [40.0], (2, 2): [21.0], (1, 1): [20.0]},
+    costs = Costs(10, {(4, 1, 1): [80.0], (4, 2, 1): [41.0], (2, 1, 2): [40.0], (2, 2, 2): [21.0], (1, 1, 4): [20.0]},
                   {1: 5.0, 2: 10.0, 4: 20.0}, cores=16)
     ranked = rank(layouts, costs)
     rates = [pred["env_steps_per_s"] for _, pred in ranked]
@@ -300,3 +300,20 @@ def test_stage_counts_the_backend_cannot_build_leave_the_space_when_not_asked_fo
     every = enumerate_layouts([16], 2)
     assert sorted(config.left_out) == sorted(lay.name for lay in every if lay.stages_per_process not in (1, 2, 4))
     assert len(config.layouts) + len(config.left_out) == len(every)
+
+
+def test_the_env_probe_steps_its_processes_side_by_side_and_samples_every_worker():
+    from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory
+    from behavior1k_fast.tools.measure.config import RunConfig
+    from behavior1k_fast.tools.measure.policy import ChunkPolicy
+
+    factory = ReferenceFactory(ReferenceConfig(resolution=(16, 16), num_objects=2))
+    base = RolloutProfile(chunk_size=4)
+    backend = factory(1, 0, base)
+    policy = ChunkPolicy(backend.observation_space, backend.action_space, chunk_size=4, width=64, depth=1)
+    backend.close()
+    config = tune.TuneConfig(run=RunConfig(chunk_size=4, warmup=0, device="cpu"), total_envs=(4,), max_processes=2,
+                             cores=2, probe_rounds=3)
+    samples = tune.measure_env_chunks(factory, base, 2, 2, 2, policy, config)
+    assert len(samples) == 3 * 2 * 2  # rounds x stages x workers
+    assert all(s > 0 for s in samples)

@@ -53,6 +53,12 @@ class Layout:
         return self.plan.stages_per_process
 
     @property
+    def cost_key(self) -> tuple[int, int, int]:
+        """``(E, stages_per_process, P)``: the measured env costs this layout is predicted from (workers of E
+        envs in that many hybrid stages, P of them side by side; :class:`~.pipeline.Costs`)."""
+        return self.envs_per_process, self.stages_per_process, self.processes
+
+    @property
     def processes_per_stage(self) -> int:
         """Env processes one stage's chunk waits for: all P in hybrid partition, P / K in process partition."""
         return len(self.plan.stage_slices(0))

@@ -78,8 +78,9 @@ class Costs:
 
     #: Actions per chunk N.
     chunk_size: int
-    #: ``(E, K)`` -> wall ms of every measured stage chunk of one worker holding E envs in K hybrid stages.
-    env_chunk_ms: Mapping[tuple[int, int], Sequence[float]]
+    #: :attr:`~.layouts.Layout.cost_key` ``(E, K, P)`` -> wall ms of every measured stage chunk of P workers
+    #: stepping side by side, each holding E envs in K hybrid stages.
+    env_chunk_ms: Mapping[tuple[int, int, int], Sequence[float]]
     #: Batch -> ms of one policy forward.
     model_ms: Mapping[int, float]
     #: Cores free for the run (may be fractional: cores minus other work's load).
@@ -90,7 +91,7 @@ class Costs:
 
 def predict(layout: Layout, costs: Costs) -> dict[str, Any]:
     """The model's round for ``layout`` from ``costs`` (module docs), with its terms; ms."""
-    samples = costs.env_chunk_ms[(layout.envs_per_process, layout.stages_per_process)]
+    samples = costs.env_chunk_ms[layout.cost_key]
     mean = sum(samples) / len(samples)
     waits = layout.schedule != "async"  # barrier and lookahead wait for every process of the stage
     stage_env = expected_max(samples, layout.processes_per_stage) if waits else mean
