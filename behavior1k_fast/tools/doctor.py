@@ -10,8 +10,9 @@ worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.g
 (``BEHAVIOR1K_FAST``) is set up and active. With ``--ray ADDRESS`` it also prints on which node of that Ray
 cluster each env worker of the profile would start (``--placement``, ``--worker-cpus``, ``--worker-gpus``: as
 the engine's ``placement`` and ``ray_actor_options``). Exit code 1 when a patch the profile asks for cannot
-apply (``failed``), OmniGibson is installed but does not import, the GPU binding or the layout cannot hold
-(the engine would refuse it), or the cluster cannot place the workers; 2 for a bad ``--profile`` or a bad placement setting. It lists the shared-memory
+apply (``failed``), OmniGibson is installed but does not import, the GPU binding cannot hold, or the cluster
+cannot place the workers (a layout the engine would refuse is reported, not an error: a patch profile
+often leaves the layout to the trainer's config); 2 for a bad ``--profile`` or a bad placement setting. It lists the shared-memory
 segments (``/dev/shm/b1kf_*``) left by processes that are gone; ``--clean`` removes them
 (:func:`behavior1k_fast.rollout.shm.remove_stale_segments`). ``--upstream PATH`` checks a
 BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
@@ -223,7 +224,7 @@ def shared_memory_state(clean: bool) -> dict[str, Any]:
 def _schedule(profile: RolloutProfile) -> dict[str, Any]:
     """What the profile's layout and schedule do to every env: stages, the policy's batch, whether envs hold
     on shared physics, and under ``lookahead`` the lead and the committed actions the policy gets; ``error``
-    where the engine would refuse the layout."""
+    where the engine would refuse the layout (reported only: the layout may come from the trainer's config)."""
     from ..rollout.plan import PartitionPlan
     from ..rollout.policy import COMMITTED_KEY
     from ..rollout.schedules.lookahead import committed_width
@@ -248,7 +249,7 @@ def render_schedule(state: dict[str, Any]) -> list[str]:
     head = (f"Schedule: {state['schedule']}, K={state['pipeline_stages']} {state['partition']} partition, "
             f"{state['num_env_processes']} processes x {state['envs_per_process']} envs")
     if state["error"]:
-        return [head, f"  cannot hold: {state['error']}"]
+        return [head, f"  the engine would refuse this layout: {state['error']}"]
     lines = [head, f"  {state['pipeline_stages']} stage(s) of {state['processes_per_stage']} process(es); the "
                    f"policy's batch: {state['stage_batch']} envs"]
     lines.append(f"  the other {state['stages_per_process'] - 1} stage(s) of a process hold their last action while "
@@ -270,8 +271,7 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     gpu = _gpus()
     binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None, gpu["note"])
     schedule = _schedule(profile)
-    ok = (omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
-          and not schedule["error"])
+    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
     return {
         "behavior1k_fast": __version__,
         "python": platform.python_version(),
@@ -336,8 +336,7 @@ def render_text(report: dict[str, Any]) -> str:
     lines += ["", *render_autoapply(report["autoapply"])]
     lines += ["", *render_shared_memory(report["shared_memory"])]
     lines += ["", "OK" if report["ok"] else
-              "NOT OK: a requested patch cannot apply, OmniGibson does not import, the GPU binding or the layout "
-              "cannot hold"]
+              "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
     return "\n".join(lines)
 
 
