@@ -50,6 +50,7 @@ from typing import Any, Callable
 import numpy as np
 
 from behavior1k_fast.core.profile import SCHEDULES, RolloutProfile
+from behavior1k_fast.tools.argtypes import lead_steps
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
@@ -293,19 +294,6 @@ def format_table(result: dict[str, Any]) -> str:
 
 QUICK = {"iterations": 4, "processes": 2, "envs": 4, "chunk_size": 4, "rounds": 4, "resolution": 16, "seeds": 1,
          "target": 0.05, "window": 1, "cost_iterations": 1, "model_width": 64, "model_depth": 1}
-
-
-def lead_steps(text: str) -> int | str:
-    """``--lookahead-steps``: ``auto`` or an int >= 0."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0 or auto, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0 or auto, got {text!r}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -63,6 +63,7 @@ from behavior1k_fast.reference import ReachFactory, ReferenceConfig
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout.policy import COMMITTED_KEY
 from behavior1k_fast.rollout.schedules.lookahead import committed_width
+from behavior1k_fast.tools.argtypes import lead_steps
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILES, default=None, help="default k2_skip")
     parser.add_argument("--schedule", choices=("barrier", "lookahead"), default="barrier",
                         help="lookahead: the lookahead profile (K = 1, each chunk chosen d steps early)")
-    parser.add_argument("--lookahead-steps", default=PPOConfig.lookahead_steps, metavar="D",
+    parser.add_argument("--lookahead-steps", type=lead_steps, default=PPOConfig.lookahead_steps, metavar="D",
                         help=f"lead d of the lookahead profile: an int < the chunk size or 'auto' "
                              f"(default {PPOConfig.lookahead_steps})")
     parser.add_argument("--seed", type=int, default=0)
@@ -437,12 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.schedule == "lookahead" and args.profile not in (None, "lookahead"):
         parser.error(f"--schedule lookahead runs the lookahead profile, got --profile {args.profile}")
     profile_name = "lookahead" if args.schedule == "lookahead" else args.profile or "k2_skip"
-    lead = args.lookahead_steps if args.lookahead_steps == "auto" else None
-    if lead is None:
-        try:
-            lead = int(args.lookahead_steps)
-        except ValueError:
-            parser.error(f"--lookahead-steps must be an int or 'auto', got {args.lookahead_steps!r}")
+    lead = args.lookahead_steps
     names = [n for n in args.profiles.split(",") if n]
     for name in names:
         if name not in PROFILES:
