@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from behavior1k_fast import RolloutProfile  # noqa: E402
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory  # noqa: E402
 from behavior1k_fast.rollout import RestartPolicy, RolloutEngine  # noqa: E402
-from behavior1k_fast.rollout.shm import SHM_PREFIX  # noqa: E402
+from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
@@ -62,7 +62,8 @@ def policy(obs):
 
 
 def segments(owner: int) -> list[str]:
-    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"{SHM_PREFIX}{owner}_"))
+    """The ``b1kf_*`` segments in ``/dev/shm`` that process ``owner`` created."""
+    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == owner)
 
 
 def mapped_segments(pid: int) -> int:

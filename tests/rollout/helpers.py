@@ -9,7 +9,7 @@ import numpy as np
 import psutil
 
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.rollout.shm import SHM_PREFIX
+from behavior1k_fast.rollout.shm import SHM_DIR, segment_owner
 
 CHUNK = 4
 
@@ -56,7 +56,7 @@ def assert_same_trajectories(a, b):
 
 def our_segments():
     """Shared-memory segments this test process created."""
-    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"{SHM_PREFIX}{os.getpid()}_"))
+    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == os.getpid())
 
 
 def assert_gone(pids, timeout=10.0):
