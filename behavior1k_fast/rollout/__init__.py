@@ -1,8 +1,9 @@
 """Rollout layer: chunk stepping, partition plan, env workers (processes, Ray actors, inline), the engine.
 
 Depends on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend. For
-trainers: ``trajectory.TrajectoryRecorder`` (batches with the policy's extras) and ``gym_vector.EngineVectorEnv``
-(the engine as a ``gymnasium.vector.VectorEnv``). A new schedule is a module in ``schedules/`` built on
+trainers: ``trajectory.TrajectoryRecorder`` (batches with the policy's extras), ``collector.Collector`` (those
+batches collected while the trainer trains) and ``gym_vector.EngineVectorEnv`` (the engine as a
+``gymnasium.vector.VectorEnv``). A new schedule is a module in ``schedules/`` built on
 the engine's public surface; a new transport (how the driver talks to a kind of worker) is a
 ``transport.Transport`` in ``executors.py`` (or a module of its own, like ``ray_executor.py``) and a branch
 of ``executors.make_executor``; where workers run is ``placement``; what a worker does is
@@ -29,6 +30,7 @@ from .shard import EngineShard, engine_shard, merge_stats
 from .shm import SharedBuffers
 from .supervision import RestartPolicy, RestartRecord
 from .trajectory import Episodes, Trajectory, TrajectoryRecorder
+from .collector import WEIGHTS_VERSION_KEY, Collector, CollectorState, CollectorTimes
 
 __all__ = [
     "ChunkResult",
@@ -48,6 +50,10 @@ __all__ = [
     "TrajectoryRecorder",
     "Trajectory",
     "Episodes",
+    "Collector",
+    "CollectorState",
+    "CollectorTimes",
+    "WEIGHTS_VERSION_KEY",
     "EngineVectorEnv",
     "WorkerError",
     "WorkerDiedError",

@@ -1,0 +1,386 @@
+"""Collect while the trainer trains: an iterator of batches filled by a thread of its own.
+
+TorchRL's collector convention, over :class:`~.trajectory.TrajectoryRecorder` and any schedule::
+
+    with Collector(engine, behaviour_policy, rounds_per_batch=8) as collector:
+        for batch in collector:                    # a Trajectory, [rounds, envs, ...]
+            update(learner, batch)                 # PPO on batch b while batch b + 1 is collected
+            collector.update_policy_weights(learner)
+
+A thread (``behavior1k_fast-collector``) drives the engine: batch after batch, ``recorder.rollout(...,
+reset=False)`` (episodes run on across batches; the first batch resets the engine), each finished batch put
+in a queue the trainer's ``next()`` takes from. The behaviour policy and the trainer's model are two
+objects: :meth:`Collector.update_policy_weights` takes a snapshot of the trainer's weights at the call (so
+the trainer may go on changing its own) and the collecting thread loads the newest snapshot into the
+behaviour policy right before its next forward, so weights change only at chunk boundaries and never
+while a forward runs.
+
+Versions and lag. The weights the collector was built with are version 0; each ``update_policy_weights``
+call is the next version. Every chunk records the version that chose it, in the batch's extras under
+:data:`WEIGHTS_VERSION_KEY` (int64 ``[R, E]``), beside whatever the policy returned with its actions (its
+log-probs: the behaviour policy's, against which PPO's ratio corrects the lag, per sample, as in
+asynchronous PPO). ``max_lag`` bounds how far behind the acting weights may be: a forward for batch ``b``
+waits until version ``b - max_lag`` has been posted. A trainer that posts its update after each batch
+thus trains on batch ``b`` with version ``b`` from samples of versions ``>= b - max_lag``: ``max_lag=1``
+collects batch ``b + 1`` while the trainer trains on batch ``b``; ``max_lag=0`` is the serial schedule
+(rollout, then update, then rollout), through the same code. A trainer that asks for the next batch
+without posting an update releases that wait (no deadlock: the collector goes on with the weights it has).
+
+Memory: at most ``max_queued`` finished batches wait in the queue; with the one being collected and the
+one the trainer holds, at most ``max_queued + 2`` batches (:attr:`Trajectory.nbytes` each) are alive.
+
+Errors: an exception in the collecting thread (a worker error, the policy's own) is raised by the
+trainer's next ``next()``, the original object with its traceback; the engine has closed itself (as
+:meth:`~.engine.RolloutEngine.rollout` does on any failure). :meth:`Collector.close` stops collection:
+between batches the engine stays usable; within a batch the collection stops at the next chunk boundary
+and the engine is closed with it (its chunks were in flight; the envs are mid-episode). ``total_batches``
+ends the iteration cleanly after that many batches, the engine usable. The engine is driven by the
+collecting thread only: another thread's call on it meanwhile raises
+:class:`~.errors.EngineBusyError`.
+
+GPU: with ``device="cuda:i"`` the behaviour policy's forwards run on a CUDA stream of their own, and a
+snapshot taken on the trainer's stream is waited for on that stream before it is loaded.
+"""
+
+from __future__ import annotations
+
+import enum
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+from ..core.checks import check_int, check_optional_positive_int, check_positive_int
+from .engine import EngineState, RolloutEngine
+from .errors import ClosedError
+from .policy import Policy, call_policy
+from .trajectory import Trajectory, TrajectoryRecorder
+
+#: Key of the extras (int64 ``[R, E]`` in a batch) that holds the weights version that chose each chunk.
+WEIGHTS_VERSION_KEY = "weights_version"
+
+#: Seconds between checks of the stop flag (a full queue) or of the thread's end (an empty one).
+_POLL_S = 0.05
+
+
+class CollectorState(enum.Enum):
+    """What the collecting thread is doing."""
+
+    #: Inside a rollout (stepping, or in a forward).
+    COLLECTING = "collecting"
+    #: Before a forward, waiting for the weights version ``max_lag`` asks for.
+    WAITING_WEIGHTS = "waiting for weights"
+    #: A finished batch waits for room in the queue (the trainer is behind).
+    WAITING_QUEUE = "waiting for queue room"
+    #: The thread ended (``total_batches`` reached, closed, or failed).
+    STOPPED = "stopped"
+
+
+@dataclass
+class CollectorTimes:
+    """Seconds spent so far, per side (for a time-per-sample breakdown)."""
+
+    #: Collecting thread: inside rollouts (stepping and forwards).
+    collect_s: float = 0.0
+    #: Collecting thread: waiting for the weights version ``max_lag`` asks for.
+    wait_weights_s: float = 0.0
+    #: Collecting thread: waiting for room in the queue.
+    wait_queue_s: float = 0.0
+    #: Trainer: blocked in ``next()`` for a batch.
+    wait_batch_s: float = 0.0
+
+
+class _Stop(BaseException):
+    """Raised in the collecting thread's policy call to end a rollout at a chunk boundary on close()."""
+
+
+class _Failed:
+    """What the collecting thread queues when it fails: the exception, raised by the trainer's next()."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+_END = object()  # queued once the thread ends without failure
+
+
+@dataclass
+class _Weights:
+    version: int
+    state: Any
+    #: A CUDA event recorded on the trainer's stream after the snapshot was taken (``None`` on CPU).
+    ready: Any = None
+
+
+class Collector:
+    """Batches of ``rounds_per_batch`` rounds from ``engine``, collected while the trainer trains (module docs).
+
+    Args:
+        engine: a :class:`~.engine.RolloutEngine`, reset or not; the collector drives it from its thread.
+        policy: the behaviour policy (any engine policy: a torch module, a callable, a
+            :class:`~.policy.PolicyProcess`); returns actions, or ``(actions, extras)`` with its log-probs.
+        rounds_per_batch: rounds (one chunk per stage each) per batch.
+        max_lag: the most weight versions a chunk of batch ``b`` may be behind ``b`` (``0``: serial).
+        max_queued: finished batches that may wait for the trainer (backpressure).
+        total_batches: stop after this many batches (``None``: until :meth:`close`).
+        load_weights: ``load_weights(policy, weights)`` puts a snapshot into the behaviour policy;
+            default ``policy.load_state_dict(weights)``.
+        device: ``None`` / ``"cpu"``, or the CUDA device of the behaviour policy (``"cuda:0"``): its
+            forwards then run on a CUDA stream of their own.
+        tensors, pin_memory: the batch's output kind (:class:`~.trajectory.TrajectoryRecorder`).
+
+    Every batch runs the profile's schedule (``barrier``, ``async`` or ``lookahead``).
+
+    Raises:
+        TypeError, ValueError: on a bad argument, before the thread starts.
+    """
+
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        policy: Policy,
+        rounds_per_batch: int,
+        *,
+        max_lag: int = 1,
+        max_queued: int = 1,
+        total_batches: int | None = None,
+        load_weights: Callable[[Any, Any], None] | None = None,
+        device: Any = None,
+        tensors: bool = False,
+        pin_memory: bool = False,
+    ):
+        if not callable(policy):
+            raise TypeError(f"policy must be callable, got {policy!r}")
+        self.rounds_per_batch = check_positive_int("rounds_per_batch", rounds_per_batch)
+        self.max_lag = check_int("max_lag", max_lag, low=0)
+        self.max_queued = check_positive_int("max_queued", max_queued)
+        self.total_batches = check_optional_positive_int("total_batches", total_batches)
+        if load_weights is not None and not callable(load_weights):
+            raise TypeError(f"load_weights must be a callable load_weights(policy, weights), got {load_weights!r}")
+        if engine.state is EngineState.CLOSED:
+            raise ClosedError("the engine is closed: a collector needs an open one")
+        self._recorder = TrajectoryRecorder(engine, tensors=tensors, pin_memory=pin_memory)
+        self.engine = engine
+        self.policy = policy
+        self._load_weights = load_weights
+        self._stream = _policy_stream(device)
+        #: The newest weights version posted (0: the weights the policy was built with).
+        self.version = 0
+        #: The stats of the rollout of the batch last handed out (``None`` before the first).
+        self.last_stats: Any = None
+        self.times = CollectorTimes()
+        self._pending: _Weights | None = None
+        self._acting = 0  # the version loaded into the behaviour policy
+        self._collecting = 0  # index of the batch being collected
+        self._requested = 0  # batches the trainer has asked for (next() calls)
+        self._handed = 0
+        self._state = CollectorState.COLLECTING
+        self._stop = False
+        self._done = False
+        self._cond = threading.Condition()
+        self._queue: queue.Queue = queue.Queue(maxsize=self.max_queued)
+        self._thread = threading.Thread(target=self._run, name="behavior1k_fast-collector", daemon=True)
+        self._thread.start()
+
+    # --- the trainer's side ---------------------------------------------------------------------
+    @property
+    def state(self) -> CollectorState:
+        return self._state
+
+    @property
+    def queued(self) -> int:
+        """Finished batches waiting for the trainer (at most ``max_queued``)."""
+        return self._queue.qsize()
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return self
+
+    def __next__(self) -> Trajectory:
+        """The next batch; raises the collecting thread's exception if it failed, ``StopIteration`` after
+        ``total_batches`` batches or :meth:`close`."""
+        if self._done:
+            raise StopIteration
+        with self._cond:
+            self._requested += 1
+            self._cond.notify_all()
+        start = time.perf_counter()
+        item = self._take()
+        self.times.wait_batch_s += time.perf_counter() - start
+        if item is _END:
+            self._done = True
+            raise StopIteration
+        if isinstance(item, _Failed):
+            self._done = True
+            raise item.exc
+        batch, self.last_stats = item
+        self._handed += 1
+        return batch
+
+    def _take(self) -> Any:
+        """The next queued item; ``_END`` once the thread has ended and nothing is left."""
+        while True:
+            try:
+                return self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    return _END
+
+    def update_policy_weights(self, weights: Any) -> int:
+        """Post new weights for the behaviour policy: a torch module (its ``state_dict()``) or a mapping of
+        tensors / arrays, copied now; the collecting thread loads the newest posted copy before its next
+        forward. Returns the new version."""
+        if self._load_weights is None and not hasattr(self.policy, "load_state_dict"):
+            raise TypeError(f"the behaviour policy {type(self.policy).__name__} has no load_state_dict: pass "
+                            "load_weights=(policy, weights) to the Collector")
+        if hasattr(weights, "state_dict") and callable(weights.state_dict):
+            weights = weights.state_dict()
+        if not isinstance(weights, Mapping):
+            raise TypeError(f"weights must be a torch module or a mapping of tensors or arrays, got "
+                            f"{type(weights).__name__}")
+        snapshot = {key: _copy(value) for key, value in weights.items()}
+        ready = None
+        if self._stream is not None:
+            ready = sys.modules["torch"].cuda.Event()
+            ready.record()  # on the trainer's current stream, after the copies
+        with self._cond:
+            if self._stop:
+                raise ClosedError("the collector is closed")
+            self.version += 1
+            self._pending = _Weights(self.version, snapshot, ready)
+            self._cond.notify_all()
+        return self.version
+
+    def close(self) -> None:
+        """Stop collecting (module docs: between batches the engine stays usable, within one it is closed).
+        Idempotent."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._done = True
+        while True:  # batches nobody will take
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+
+    def __enter__(self) -> "Collector":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Collector({self.rounds_per_batch} rounds per batch, max_lag={self.max_lag}, "
+                f"max_queued={self.max_queued}, version={self.version}, state={self._state.value!r})")
+
+    # --- the collecting thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while self.total_batches is None or self._collecting < self.total_batches:
+                with self._cond:
+                    if self._stop:
+                        break
+                self._state = CollectorState.COLLECTING
+                start = time.perf_counter()
+                stats, batch = self._recorder.rollout(self._act, self.rounds_per_batch,
+                                                      reset=self._collecting == 0)
+                self.times.collect_s += time.perf_counter() - start
+                self._collecting += 1
+                if not self._put((batch, stats)):
+                    break
+            self._put(_END)
+        except _Stop:
+            self._put(_END)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes to the trainer
+            self._put(_Failed(exc))
+        finally:
+            self._state = CollectorState.STOPPED
+
+    def _put(self, item: Any) -> bool:
+        """Queue ``item``, waiting for room; ``False`` if the collector was closed meanwhile."""
+        try:
+            self._queue.put_nowait(item)
+            return True
+        except queue.Full:
+            pass
+        self._state = CollectorState.WAITING_QUEUE
+        start = time.perf_counter()
+        try:
+            while not self._stop:
+                try:
+                    self._queue.put(item, timeout=_POLL_S)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+        finally:
+            self.times.wait_queue_s += time.perf_counter() - start
+            self._state = CollectorState.COLLECTING
+
+    def _act(self, obs: Mapping[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+        """One forward of the behaviour policy at a chunk boundary: the lag wait, the newest weights, the
+        forward, its weights version in the extras."""
+        self._await_weights()
+        if self._stream is None:
+            out = call_policy(self.policy, obs)
+        else:
+            with sys.modules["torch"].cuda.stream(self._stream):
+                out = call_policy(self.policy, obs)
+        actions, extras = out if isinstance(out, tuple) else (out, {})
+        batch = len(next(iter(obs.values())))
+        return actions, {**extras, WEIGHTS_VERSION_KEY: np.full(batch, self._acting, dtype=np.int64)}
+
+    def _await_weights(self) -> None:
+        start = time.perf_counter()
+        with self._cond:
+            needed = self._collecting - self.max_lag
+            while not self._stop and self.version < needed and self._requested <= self._collecting:
+                self._state = CollectorState.WAITING_WEIGHTS
+                self._cond.wait()
+            self._state = CollectorState.COLLECTING
+            if self._stop:
+                raise _Stop
+            pending, self._pending = self._pending, None
+        self.times.wait_weights_s += time.perf_counter() - start
+        if pending is not None:
+            self._load(pending)
+
+    def _load(self, weights: _Weights) -> None:
+        if self._stream is not None:
+            self._stream.wait_event(weights.ready)
+            with sys.modules["torch"].cuda.stream(self._stream):
+                self._load_into_policy(weights.state)
+        else:
+            self._load_into_policy(weights.state)
+        self._acting = weights.version
+
+    def _load_into_policy(self, state: Any) -> None:
+        if self._load_weights is not None:
+            self._load_weights(self.policy, state)
+        else:
+            self.policy.load_state_dict(state)
+
+
+def _copy(value: Any) -> Any:
+    """A copy of one weight that the trainer's later updates cannot change."""
+    if hasattr(value, "detach") and hasattr(value, "clone"):
+        return value.detach().clone()
+    return np.array(value, copy=True)
+
+
+def _policy_stream(device: Any) -> Any:
+    """A CUDA stream on ``device`` for the behaviour policy's forwards, or ``None`` for the CPU."""
+    if device is None or str(device) == "cpu":
+        return None
+    if not str(device).startswith("cuda"):
+        raise ValueError(f"device must be None, 'cpu' or a CUDA device such as 'cuda:0', got {device!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} needs a CUDA device, and torch.cuda.is_available() is False")
+    return torch.cuda.Stream(device=torch.device(device))
