@@ -287,15 +287,16 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
 
     Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
     of the policy; an entry's ``rollout_s`` is the trainer's wait for its batch, ``collect_s`` the
-    wall seconds of that batch's rollout (the two differ when collection overlaps the update),
-    ``update_s`` the PPO update and the weights' posting, ``policy_lag`` the batch's mean weight versions
+    wall seconds of that batch's rollout less its wait for weights (the two differ when collection overlaps the update),
+    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``update_s`` the PPO update and the
+    weights' posting, ``policy_lag`` the batch's mean weight versions
     behind the model it trains."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
     profile = profile or make_profile(config)
     curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
-                                              "wall_s", "rollout_s", "collect_s", "update_s", "policy_lag",
+                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "update_s", "policy_lag",
                                               "policy_loss", "value_loss", "entropy")}
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
@@ -307,18 +308,21 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
         behaviour = copy.deepcopy(policy)
         collector = Collector(engine, behaviour, config.rounds, max_lag=config.max_lag,
                               total_batches=config.iterations, load_weights=load_trained)
-        env_steps = 0
+        env_steps, waited = 0, 0.0
         with collector:
             began = time.perf_counter()
             for it, batch in enumerate(collector):
                 rolled = time.perf_counter()
                 stats = collector.last_stats
+                # the rollout's wall less its wait for the weights (serial: the whole update before it)
+                collect_s = max(0.0, stats.wall_seconds - (collector.times.wait_weights_s - waited))
+                waited = collector.times.wait_weights_s
                 env_steps += int(stats.own_actions.sum())
                 lag = float(np.mean(collector.version - batch.extras[WEIGHTS_VERSION_KEY]))
                 losses = ppo_update(policy, optimizer, batch, config, rng)
                 collector.update_policy_weights(trained_state(policy))
-                entry = iteration_entry(batch, env_steps, time.perf_counter() - start, began, rolled,
-                                        stats.wall_seconds, lag, losses)
+                entry = iteration_entry(batch, stats, env_steps, time.perf_counter() - start, began, rolled,
+                                        collect_s, lag, losses)
                 for key, value in entry.items():
                     curve[key].append(value)
                 if on_iteration is not None:
@@ -329,10 +333,13 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
 
 
-def iteration_entry(batch: Any, env_steps: int, wall_s: float, began: float, rolled: float, collect_s: float,
-                    policy_lag: float, losses: dict) -> dict[str, Any]:
-    """One learning-curve entry (:func:`train`): the batch's episodes, the clock, the losses."""
+def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, began: float, rolled: float,
+                    collect_s: float, policy_lag: float, losses: dict) -> dict[str, Any]:
+    """One learning-curve entry (:func:`train`): the batch's episodes, the clock, the losses. ``busiest_env_s``:
+    the most wall seconds one env worker spent stepping in the batch (``None`` where the executor reports
+    none)."""
     eps = batch.episodes
+    busiest = stats.env_wall_seconds_per_worker
     return {
         "env_steps": env_steps,
         "success_rate": float(eps.success.mean()) if len(eps.env) else None,
@@ -342,6 +349,7 @@ def iteration_entry(batch: Any, env_steps: int, wall_s: float, began: float, rol
         "wall_s": wall_s,
         "rollout_s": rolled - began,
         "collect_s": collect_s,
+        "busiest_env_s": float(np.max(busiest)) if len(busiest) else None,
         "update_s": time.perf_counter() - rolled,
         "policy_lag": policy_lag,
         **losses,
