@@ -359,6 +359,8 @@ class Judge:
         self.profiles = {n: p for n, p in profiles.items() if n in keep}
         self.missing = {n: why for n, why in self.missing.items() if n in keep}
         self.device = resolve_device(args.device)
+        if self.device.startswith("cuda"):  # the behaviour copy's forwards on a CUDA stream of their own
+            self.base = replace(self.base, policy_device=self.device)
         self.env_ms: float | None = None
 
     def policy_for(self, regime: str) -> tuple[Callable, Any, dict]:

@@ -120,6 +120,9 @@ class PPOConfig:
     lookahead_steps: int | str = 7
     #: Weight versions a batch's chunks may lag the trainer (``Collector``'s ``max_lag``): 0 serial, 1 overlap.
     max_lag: int = 0
+    #: The behaviour policy's CUDA device (``Collector``'s ``device``: its forwards on a stream of their own),
+    #: or ``None`` for a policy on the CPU.
+    policy_device: str | None = None
 
 
 def make_profile(config: PPOConfig) -> RolloutProfile:
@@ -307,7 +310,8 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
         optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
         behaviour = copy.deepcopy(policy)
         collector = Collector(engine, behaviour, config.rounds, max_lag=config.max_lag,
-                              total_batches=config.iterations, load_weights=load_trained)
+                              total_batches=config.iterations, load_weights=load_trained,
+                              device=config.policy_device)
         env_steps, waited = 0, 0.0
         with collector:
             began = time.perf_counter()
