@@ -244,7 +244,8 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     if getattr(batch, "committed", None) is not None:
         seen[COMMITTED_KEY] = batch.committed
     ran = batch.applied.any(axis=2).reshape(-1)
-    inputs = {k: v.reshape(-1, *v.shape[2:])[ran] for k, v in seen.items()}
+    # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
+    inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:])[ran] for k, v in seen.items()}
     action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1])[ran])
     old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
     adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
