@@ -32,12 +32,14 @@ measures both factors and their product:
   on-demand-observation env wrapped as a gymnasium env (``peers.ChunkGymEnv``: one step = one chunk of
   one worker's envs, through ``torchrl.envs.GymWrapper``), one worker process per env process, each
   acting with its copy of the same policy, while the trainer runs the same PPO update on each batch and
-  posts its weights with ``update_policy_weights_()`` (TorchRL's workers go on collecting meanwhile).
+  posts its weights with ``update_policy_weights_()`` (the sync collector's next batch acts with them; the
+  async one's workers go on collecting meanwhile).
 - **Samples to target** depend only on what each env sees and does, its semantics: ``fresh`` (an env acts
   on its own observation at its chunk's start: stock, K = 1, process partition, the double buffer),
   ``hybrid`` (the other stage's slice holds its last action while this one steps), ``lookahead`` (the chunk
   is chosen from an observation d steps before the previous chunk ends, with the committed actions as
-  input), each ``+lag1`` under collect-while-train (TorchRL's collectors: ``fresh+lag1``). Per semantics
+  input), each ``+lag1`` under collect-while-train (TorchRL's sync collector: ``fresh``, its async one:
+  ``fresh+lag1``). Per semantics
   and seed, PPO trains under one layout of that semantics (:data:`TRAINED_UNDER`) until the
   episode-weighted success rate of the last ``--window`` iterations reaches ``--target``; samples to
   target = env steps (own actions) then, or none within ``--iterations``.
@@ -97,8 +99,11 @@ import train_ppo_reference as ppo  # noqa: E402  (the example, found through EXA
 #: Engine layout -> the semantics whose samples to target it shares (``+overlap`` layouts: ``+lag1``).
 ENGINE_SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid", "process_k2": "fresh",
                     "lookahead": "lookahead"}
-#: Peer -> its semantics (TorchRL's workers collect the next batch while the trainer updates).
-PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh+lag1", "torchrl_async": "fresh+lag1"}
+#: Peer -> its semantics. Checked at torchrl 0.14.1 by comparing each batch's recorded log-probs with the
+#: trainer's: ``MultiSyncCollector`` collects a batch with the weights posted after the previous one (lag 0,
+#: serial), ``MultiAsyncCollector`` goes on collecting while the trainer updates (lag 1, or more with more
+#: workers than batches in flight).
+PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh", "torchrl_async": "fresh+lag1"}
 #: Suffix of a collect-while-train layout, and of its semantics.
 OVERLAP, LAG = "+overlap", "+lag1"
 #: Semantics -> the layout PPO trains under to count its samples to target.
@@ -302,7 +307,8 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
         collector = collector_class(fns, behaviour, frames_per_batch=frames, total_frames=frames * (iterations + 1))
     finally:
         multiprocessing.set_start_method(previous, force=True)
-    rollout, update, wall = [], [], []
+    rollout, update, wall, kept = [], [], [], []
+    posted = [clone_trained(model)]  # version v: the weights after v updates
     try:
         began = time.perf_counter()
         for i, data in enumerate(collector):
@@ -315,12 +321,37 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
                 rollout.append((got - began) / samples)
                 update.append((done - got) / samples)
                 wall.append((done - began) / samples)
-            began = done
+            kept.append(data)
+            posted.append(clone_trained(model))
+            began = time.perf_counter()
     finally:
         collector.shutdown()
     return {"rollout_s_per_sample": None, "wait_s_per_sample": float(statistics.median(rollout)),
             "update_s_per_sample": float(statistics.median(update)), "env_busy_s_per_sample": None,
-            "s_per_sample": float(statistics.median(wall))}
+            "s_per_sample": float(statistics.median(wall)),
+            "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys)}
+
+
+def clone_trained(model: Any) -> dict:
+    """A copy of ``model``'s trained parameters."""
+    return {name: p.detach().clone() for name, p in ppo.trained_state(model).items()}
+
+
+def acted_with_posted_weights(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> float:
+    """The fraction of TorchRL batches after the first whose every chunk was chosen by the weights the trainer
+    had posted when it asked for the batch (batch i: version i): the recorded log-prob of each action against
+    that version's (1.0: serial; below: the workers collected ahead with older weights)."""
+    checker = copy.deepcopy(model)
+    current = []
+    for i, data in enumerate(batches[1:], start=1):
+        checker.load_state_dict(posted[i], strict=False)
+        flat = data.reshape(-1)
+        obs = {k: flat[k].reshape(-1, *flat[k].shape[2:]) for k in keys}
+        action = flat["action"][:, :, 0].reshape(-1, flat["action"].shape[-1]).float()
+        with torch.no_grad():
+            logprob = checker.evaluate(checker.features(obs), action)[0]
+        current.append(bool(torch.allclose(logprob, flat["logprob"].reshape(-1).float(), atol=1e-3)))
+    return float(np.mean(current))
 
 
 def spread(values: list[float | None]) -> dict[str, Any]:
@@ -571,7 +602,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 QUICK = {"iterations": 3, "processes": 2, "envs": 4, "chunk_size": 4, "rounds": 4, "resolution": 16, "seeds": 1,
-         "target": 0.05, "window": 1, "cost_iterations": 1, "model_width": 64, "model_depth": 2,
+         "target": 0.05, "window": 1, "cost_iterations": 2, "model_width": 64, "model_depth": 2,
          "regime": ["balanced"], "layouts": ["k1_skip", "hybrid_k2"]}
 #: The engine layouts (each also ``+overlap``).
 LAYOUTS = ("stock", "k1_skip", "hybrid_k2", "process_k2", "lookahead")
