@@ -53,7 +53,7 @@ from .accounting import Accounting, RolloutStats
 from .chunk import ChunkLead, ChunkResult, action_dtype, check_chunk_actions, concat_leads, concat_results
 from .errors import (ChunkInFlightError, ClosedError, EngineBusyError, NoChunkInFlightError, NotResetError,
                      WorkerDiedError, WorkerError)
-from .executors import EXECUTORS, make_executor
+from .transports import EXECUTORS, make_executor
 from .placement import bind_gpus, check_placement
 from .plan import PartitionPlan, StageSlice
 from .policy import Policy, call_policy, split_policy_output

@@ -35,7 +35,7 @@ from .chunk import ChunkResult, ChunkRun
 from .protocol import Attach, Chunk, Failure, Ok, Reply, Request, Reset
 from .serve import serve
 from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space, stack_as_space
-from .supervision import ChunkProgress
+from .waiting import ChunkProgress
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,22 @@ def test_the_checker_sees_function_local_and_relative_imports():
     tools = GRAPH[f"{PACKAGE}.tools.validate"]
     assert f"{PACKAGE}.rollout.bootstrap" in tools and f"{PACKAGE}.backends" in tools
     assert f"{PACKAGE}.core.contract" in GRAPH[f"{PACKAGE}.rollout.bootstrap"]
+
+
+def test_importing_the_rollout_layer_imports_no_simulator_patch_set():
+    """The engine never imports a backend, nor a simulator's patch set: the inline transport restores the
+    patch set its workers' factories name, found by name (issue 29), and the package root imports the
+    OmniGibson set's ``apply`` / ``revert`` / ``status`` on first use."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "BEHAVIOR1K_FAST"}  # no start-up hook
+    env["PYTHONPATH"] = str(ROOT.parent)
+    probe = ("import sys, behavior1k_fast.rollout, behavior1k_fast.rollout.transports; "
+             "print([m for m in sys.modules if 'patching.omnigibson' in m])")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    late = subprocess.run([sys.executable, "-c", "import behavior1k_fast, sys; print(behavior1k_fast.apply.__module__)"],
+                          env=env, capture_output=True, text=True, check=True)
+    assert late.stdout.strip() == f"{PACKAGE}.patching.omnigibson"
