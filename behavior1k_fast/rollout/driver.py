@@ -125,7 +125,7 @@ class EngineDriver:
         #: write into it copies it first, so observations handed out never change.
         self._handed_out: set[int] = set()
         #: Worker -> its slices' chunks in flight, in the order they were sent (its replies' order).
-        self._in_flight: dict[int, deque[InFlight]] = {w: deque() for w in range(plan.num_processes)}
+        self._in_flight: dict[int, deque[InFlight]] = {w: deque() for w in range(plan.num_env_processes)}
 
     # --- the state machine ---------------------------------------------------------------------
     @property

@@ -134,23 +134,23 @@ class RolloutEngine:
         self.profile = RolloutProfile.coerce(profile)
         schedule_class(self.profile.schedule)  # a schedule without a driver fails before any work
         self.plan = PartitionPlan.from_profile(self.profile)
-        placement = check_placement(placement, self.plan.num_processes, executor, ray_actor_options)
+        placement = check_placement(placement, self.plan.num_env_processes, executor, ray_actor_options)
         if executor != "ray":  # Ray places workers across a cluster, not only on this machine
-            check_local_layout(self.plan.num_processes, self.plan.num_envs, self.profile.chunk_size,
+            check_local_layout(self.plan.num_env_processes, self.plan.num_envs, self.profile.chunk_size,
                                processes=executor == "process")
         self.chunk_size = self.profile.chunk_size
-        worker_profile = self.plan.worker_profile(self.profile)
-        envs = bind_gpus(self.profile.gpu_ids, self.plan.num_processes, executor)
+        worker_profile = self.profile  # its stages_sharing_physics is what a backend rescales for
+        envs = bind_gpus(self.profile.gpu_ids, self.plan.num_env_processes, executor)
         if envs is None:
-            envs = [{} for _ in range(self.plan.num_processes)]
+            envs = [{} for _ in range(self.plan.num_env_processes)]
         else:
             worker_profile = worker_profile.replace(gpu_ids=(0,))  # each worker sees its one GPU as CUDA 0
-        for w in range(self.plan.num_processes):
+        for w in range(self.plan.num_env_processes):
             check_backend_build(factory, self.plan.envs_per_process, seed + w, worker_profile)
         specs = [
             WorkerSpec(w, factory_blob, self.plan.envs_per_process, seed + w, worker_profile.to_dict(), auto_reset,
                        tracing=get_profiler().enabled, env=envs[w], patch_set=patch_set_of(factory))
-            for w in range(self.plan.num_processes)
+            for w in range(self.plan.num_env_processes)
         ]
         self.auto_reset = auto_reset
         self._executor = make_executor(executor, specs, supervision, ray_actor_options, placement)
@@ -317,8 +317,8 @@ class RolloutEngine:
 
     def __repr__(self) -> str:
         p = self.plan
-        return (f"RolloutEngine({p.num_processes} workers x {p.envs_per_process} envs x {p.pipeline_stages} "
-                f"stages, partition={p.mode!r}, chunk_size={self.chunk_size}, state={self.state.value!r})")
+        return (f"RolloutEngine({p.num_env_processes} workers x {p.envs_per_process} envs x {p.pipeline_stages} "
+                f"stages, partition={p.partition!r}, chunk_size={self.chunk_size}, state={self.state.value!r})")
 
     def __getattr__(self, name: str) -> Any:
         """The driver face's names the engine had before issue 29, each with a DeprecationWarning."""

@@ -48,7 +48,7 @@ class WorkerSpec:
     factory: bytes
     num_envs: int
     seed: int
-    #: ``RolloutProfile.to_dict()``; ``pipeline_stages`` = stages sharing this worker's physics.
+    #: ``RolloutProfile.to_dict()`` (its ``stages_sharing_physics``: stages sharing this worker's physics).
     profile: dict
     auto_reset: bool
     tracing: bool = False
