@@ -4,7 +4,7 @@
 workers); it holds one :class:`EngineDriver`, and a schedule gets that driver and nothing else (EnvPool's
 send / recv habit). A schedule module imports this module only (``tests/unit/test_private_access.py``), which
 also names the types it works with (:class:`~.plan.StageSlice`, :class:`~.chunk.ChunkResult`,
-:class:`~.chunk.ChunkLead`, :data:`~.policy.COMMITTED_KEY`).
+:class:`~.chunk.ChunkLead`, :data:`~.policy.COMMITTED_KEY`, :class:`~.policy.CommittedActions`).
 
 - :meth:`~EngineDriver.forward`: the policy on a batch of observations, its output validated once;
 - :meth:`~EngineDriver.send`: a chunk to the envs of some stage slices, with the observations the policy saw
@@ -42,7 +42,7 @@ from .accounting import Accounting
 from .chunk import ChunkLead, ChunkResult, action_dtype, check_chunk_actions, concat_leads, concat_results
 from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
 from .plan import PartitionPlan, StageSlice
-from .policy import COMMITTED_KEY, Policy, call_policy, split_policy_output
+from .policy import COMMITTED_KEY, CommittedActions, Policy, call_policy, committed_width, split_policy_output
 from .protocol import Chunk, Reset
 from .supervision import Supervisor
 
@@ -437,5 +437,5 @@ class EngineDriver:
         self._executor.close()
 
 
-__all__ = ["COMMITTED_KEY", "ChunkInputs", "ChunkLead", "ChunkResult", "EngineDriver", "EngineState", "InFlight",
-           "Policy", "StageSlice"]
+__all__ = ["COMMITTED_KEY", "ChunkInputs", "ChunkLead", "ChunkResult", "CommittedActions", "EngineDriver",
+           "EngineState", "InFlight", "Policy", "StageSlice", "committed_width"]

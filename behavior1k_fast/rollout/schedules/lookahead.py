@@ -47,14 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.profile import AUTO_LEAD
-from ..driver import COMMITTED_KEY, ChunkLead, StageSlice
+from ..driver import COMMITTED_KEY, ChunkLead, CommittedActions, StageSlice, committed_width
 from .base import Schedule
-
-
-def committed_width(profile) -> int:
-    """Columns of the committed actions in the policy input under ``profile`` (module docs): ``chunk_size - 1``
-    for ``lookahead_steps="auto"``, else the lead d."""
-    return profile.chunk_size - 1 if profile.lookahead_steps == AUTO_LEAD else int(profile.lookahead_steps)
 
 
 @dataclass(eq=False)
@@ -83,7 +77,7 @@ class Lookahead(Schedule):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         driver = self.driver
-        driver.profile.replace(schedule=self.name)  # the profile's reason for a layout it refuses
+        driver.profile.replace(schedule=self.name)  # the profile's reason for a layout it refuses (ValueError)
         if not driver.auto_reset:
             raise ValueError("schedule='lookahead' needs auto_reset=True: an episode that ends after a lead is "
                              "reset at the next lead")
@@ -91,18 +85,18 @@ class Lookahead(Schedule):
             raise ValueError(f"schedule='lookahead' gives the policy its committed actions under "
                              f"{COMMITTED_KEY!r}, which the backend's observations use already")
         self.auto = driver.profile.lookahead_steps == AUTO_LEAD
-        #: Columns of the committed actions in the policy input.
-        self.width = committed_width(driver.profile)
+        #: The committed actions in the policy input (their columns: ``spec.width``).
+        self.spec = CommittedActions(COMMITTED_KEY, committed_width(driver.profile.replace(schedule=self.name)),
+                                     driver.action_dim, driver.action_dtype)
         first_lead = driver.chunk_size - 1 if self.auto else driver.profile.lookahead_steps
         self.stages = [LeadStage(k, driver.plan.stage_slices(k), lead=first_lead)
                        for k in range(driver.plan.pipeline_stages)]
 
     def run(self) -> None:
         driver = self.driver
-        n = driver.plan.stage_size
         for st in self.stages:
             st.obs = driver.stage_obs(st.stage)
-            self.send(st, st.obs, np.zeros((n, self.width, driver.action_dim), np.float32))
+            self.send(st, st.obs, self.spec.zeros(driver.plan.stage_size))
         for c in range(self.num_rounds):
             for st in self.stages:  # stage k's lead comes about 1/K of a round after stage k - 1's
                 if c:
@@ -138,10 +132,10 @@ class Lookahead(Schedule):
         """The actions of stage ``st``'s last chunk still to run after its lead, right-aligned in ``width``
         columns, zeros where they do not run (module docs)."""
         chunk = st.chunk
-        out = np.zeros((len(chunk), self.width, chunk.shape[2]), chunk.dtype)
+        out = self.spec.zeros(len(chunk))
         d = st.sent_lead
         if d:
-            out[:, self.width - d:] = chunk[:, chunk.shape[1] - d:] * lead.committed[:, None, None]
+            out[:, self.spec.width - d:] = chunk[:, chunk.shape[1] - d:] * lead.committed[:, None, None]
         return out
 
     def auto_lead(self, step_s: np.ndarray, hidden_s: float) -> int:
