@@ -462,10 +462,15 @@ class Supervisor:
         infos, obs = self._call(worker, Reset(rows))
         obs = obs if obs is not None else self.transport.read_obs(worker, rows)
         self.respawned[worker] = obs
+        #: Local rows whose episode a placeholder result of this respawn ended already: a later chunk pending
+        #: on them (the lookahead schedule's next chunk) steps nothing and ends nothing (issue 33, N3).
+        cut = np.zeros(spec.num_envs, dtype=bool)
         for entry in self.pending[worker]:
             sel = list(entry.request.rows)
             entry.reply = Ok(placeholder(entry.request, entry.part, spec, [infos[r] for r in sel],
-                                         {k: v[sel] for k, v in obs.items()}))
+                                         {k: v[sel] for k, v in obs.items()}, ends=~cut[sel]))
+            if isinstance(entry.request, Chunk) and entry.part != LEAD:
+                cut[sel] = True
             entry.hung = None
 
     def close(self) -> None:
@@ -473,10 +478,13 @@ class Supervisor:
         self.transport.close()
 
 
-def placeholder(request: Request, part: str, spec: WorkerSpec, infos: list[dict], obs: dict) -> Any:
+def placeholder(request: Request, part: str, spec: WorkerSpec, infos: list[dict], obs: dict,
+                ends: np.ndarray | None = None) -> Any:
     """The payload a respawned worker's pending reply ``part`` of ``request`` is answered with (module
     docs). A lead chunk's LEAD: every row's episode ended before the lead (its lead observation is the
-    reset one, no committed action runs); its END: the placeholder result without observations."""
+    reset one, no committed action runs); its END: the placeholder result without observations. A chunk's
+    result ends (``truncated`` at its first step) the episodes of the rows ``ends`` selects (bool ``[n]``;
+    default: every row): the rows whose episode no earlier placeholder ended."""
     infos = [{**i, "worker_restarted": True} for i in infos]
     if not isinstance(request, Chunk):
         return (infos, obs)
@@ -485,7 +493,7 @@ def placeholder(request: Request, part: str, spec: WorkerSpec, infos: list[dict]
     if part == LEAD:
         return (ChunkLead(env_ids, request.lead_steps, np.ones(n, dtype=bool), np.zeros(n, dtype=bool)), obs)
     truncated = np.zeros((n, steps), dtype=bool)
-    truncated[:, 0] = True
+    truncated[:, 0] = True if ends is None else ends
     result = ChunkResult(
         env_ids=env_ids,
         obs=None,

@@ -77,7 +77,8 @@ class Lookahead(Schedule):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         driver = self.driver
-        driver.profile.replace(schedule=self.name)  # the profile's reason for a layout it refuses (ValueError)
+        # the profile's reason (ValueError) for a layout it refuses, asked for with rollout(schedule=...)
+        profile = driver.profile.replace(schedule=self.name)
         if not driver.auto_reset:
             raise ValueError("schedule='lookahead' needs auto_reset=True: an episode that ends after a lead is "
                              "reset at the next lead")
@@ -86,8 +87,7 @@ class Lookahead(Schedule):
                              f"{COMMITTED_KEY!r}, which the backend's observations use already")
         self.auto = driver.profile.lookahead_steps == AUTO_LEAD
         #: The committed actions in the policy input (their columns: ``spec.width``).
-        self.spec = CommittedActions(COMMITTED_KEY, committed_width(driver.profile.replace(schedule=self.name)),
-                                     driver.action_dim, driver.action_dtype)
+        self.spec = CommittedActions(COMMITTED_KEY, committed_width(profile), driver.action_dim, driver.action_dtype)
         first_lead = driver.chunk_size - 1 if self.auto else driver.profile.lookahead_steps
         self.stages = [LeadStage(k, driver.plan.stage_slices(k), lead=first_lead)
                        for k in range(driver.plan.pipeline_stages)]
