@@ -10,15 +10,15 @@ inside a chunk, bounded restarts, the placeholder replies of a respawned worker.
   stopped and reported as :class:`~.errors.WorkerHungError`. With a restart policy the worker is replaced,
   within the policy's budget, by a fresh worker whose envs are all reset; every reply that was pending on it
   then is a placeholder (:func:`placeholder`): the reset observation, zero rewards, no action applied,
-  ``info["worker_restarted"] = True``, ``truncated`` at the first step of the first chunk of each env (a
-  pending LEAD: every row's episode ended before the lead, its lead observation the reset one).
-
+  ``info["worker_restarted"] = True``, ``truncated`` at the first step of the first pending chunk of each
+  env only, so each cut episode ends once (a pending LEAD: every row's episode ended before the lead, its
+  lead observation the reset one).
 - **Deadlines** (:class:`Supervision`): the longest wait for a worker to build its backend
   (``startup_timeout_s``, long: Isaac Sim takes minutes), for one reset reply (``reset_timeout_s``) and for
   one chunk reply (``chunk_timeout_s``, the engine's ``timeout_s``). ``None`` is no limit.
 - **Hang detection inside a chunk**: a process worker publishes its progress in a small shared-memory
-  segment (:class:`~.waiting.ChunkProgress`): a counter it advances after every step of a chunk, and the steps finished of the
-  chunk it runs. While the driver waits for a chunk reply, the reply's :class:`~.waiting.ReplyWatch` raises
+  segment (:class:`~.waiting.ChunkProgress`): a counter it advances after every step of a chunk, and the
+  steps finished of the chunk it runs. While the driver waits for a chunk reply, the reply's :class:`~.waiting.ReplyWatch` raises
   :class:`~.errors.WorkerHungError` once that counter stood still for the stall limit, long before the
   chunk deadline. The limit is ``stall_timeout_s``; ``"auto"`` derives it from the step times measured so
   far (:data:`STALL_FACTOR` x the median wall time of one step, at least :data:`STALL_FLOOR_S`). A stall
