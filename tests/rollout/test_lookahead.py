@@ -16,7 +16,7 @@ from behavior1k_fast.rollout import (
     WorkerDiedError,
     WorkerHungError,
 )
-from behavior1k_fast.rollout import COMMITTED_KEY
+from behavior1k_fast.rollout import COMMITTED_KEY, CommittedActions
 from behavior1k_fast.rollout.schedules.lookahead import Lookahead
 
 from .faulty import FaultyFactory
@@ -274,3 +274,21 @@ def test_a_lookahead_rollout_ends_at_a_chunk_boundary_for_the_bootstrap_and_the_
         _, after = recorder.rollout(engine_policy, 1, reset=False)
         np.testing.assert_array_equal(after.obs["proprio"][0], now)
         assert not after.committed[0].any()  # nothing committed across rollouts
+
+
+@pytest.mark.parametrize("lead", [3, "auto"])
+def test_the_policy_input_holds_the_committed_actions_that_committed_actions_describes(lead):
+    """``CommittedActions`` (exported from ``behavior1k_fast.rollout``) is what a lookahead policy gets."""
+    seen = []
+
+    def spy(obs):
+        seen.append(obs[COMMITTED_KEY])
+        return engine_policy(obs)
+
+    with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(lead), executor="inline") as engine:
+        engine.rollout(spy, 3)
+        spec = CommittedActions.from_profile(engine.profile, engine.action_dim, engine.action_dtype)
+    assert spec.key == COMMITTED_KEY and spec.width == (3 if lead == 3 else N - 1) and spec.features == spec.width * 2
+    assert {(c.shape, c.dtype) for c in seen} == {(spec.shape(P * E), spec.dtype)}
+    with pytest.raises(TypeError, match="profile must be a RolloutProfile"):
+        CommittedActions.from_profile({"schedule": "lookahead"}, 2)
