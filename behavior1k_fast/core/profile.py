@@ -318,6 +318,13 @@ class RolloutProfile:
     def envs_per_process(self) -> int:
         return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
 
+    @property
+    def stages_sharing_physics(self) -> int:
+        """Stages whose envs share one worker's physics, the count a backend rescales its frequencies for
+        (``core.frequencies.rescale_for_stages``): K = ``pipeline_stages`` in hybrid partition (every process
+        holds a slice of each stage), 1 in process partition (a stage is whole processes)."""
+        return self.pipeline_stages if self.partition == "hybrid" else 1
+
 
 def parse_yaml(text: str, where: str) -> Any:
     """``yaml.safe_load(text)``; a syntax error is a one-line ``ValueError`` naming ``where`` (a file, or

@@ -1,6 +1,10 @@
-"""Auto-apply: one environment variable makes every Python process of an environment apply a profile at
-interpreter start-up, before anything can import the simulator (as ``COVERAGE_PROCESS_START`` makes
-coverage measure subprocesses).
+"""Auto-apply of the OmniGibson patch set: one environment variable makes every Python process of an
+environment apply a :class:`~behavior1k_fast.core.profile.RolloutProfile` with
+:mod:`behavior1k_fast.patching.omnigibson` at interpreter start-up, before anything can import OmniGibson
+(as ``COVERAGE_PROCESS_START`` makes coverage measure subprocesses).
+
+This module is OmniGibson's, not generic: it reads the engine's profile and applies the OmniGibson set (the
+generic part, which knows no simulator and no profile field, is :mod:`behavior1k_fast.patching.registry`).
 
 ``pip install`` (regular or editable) puts this folder's ``autoapply.pth`` into site-packages as
 :data:`PTH_NAME`. Python's ``site`` runs its one line in every interpreter it starts. The line reads

@@ -161,17 +161,6 @@ def _name_of(owner: Any) -> str:
     return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or repr(owner)
 
 
-def resolve(module: Any, qualname: str) -> tuple[Any, str]:
-    """``(owner, attr)`` for a dotted qualified name inside ``module``; AttributeError if absent."""
-    *path, attr = qualname.split(".")
-    owner = module
-    for part in path:
-        owner = getattr(owner, part)
-    if _raw_attribute(owner, attr) is _MISSING and not hasattr(owner, attr):
-        raise AttributeError(f"{module.__name__}.{qualname} does not exist")
-    return owner, attr
-
-
 class Patch:
     """One reversible change to one upstream area.
 

@@ -169,7 +169,7 @@ class EngineVectorEnv(VectorEnv):
         self._fresh_seed = None
         stages = range(engine.pipeline_stages)
         for k in stages:
-            engine.submit(k, actions[engine.stage_envs(k)])
+            engine.submit(k, actions[engine.plan.stage_envs(k)])
         results = [engine.collect(k) for k in stages]
         n = self.num_envs
         rewards, terminated, truncated = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)

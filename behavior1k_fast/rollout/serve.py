@@ -14,7 +14,7 @@ SIGINT blocked, so a Ctrl-C for it during those milliseconds is delivered right 
 :class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
 before the child imports anything), sends requests without blocking on the worker's work, and waits for each
 reply while watching the process sentinel, so a death is seen at once (:meth:`ProcessChannel.poll` and
-:meth:`ProcessChannel.read`, inside the one wait loop :func:`~.supervision.wait_for_replies`).
+:meth:`ProcessChannel.read`, inside the one wait loop :func:`~.waiting.wait_for_replies`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from .errors import WorkerDiedError, exit_detail, exit_if_reimporting_main
 from .protocol import Close, Command, Failure, Ok, Reply, Request
-from .supervision import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
+from .waiting import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
 
 #: Seconds between checks that the owner process is still alive.
 OWNER_CHECK_PERIOD_S = 0.5
@@ -174,7 +174,7 @@ class ProcessChannel:
 
     def receive(self, command: Command, timeout_s: float | None, deadline_name: str = "timeout_s") -> Reply:
         """The next reply, waiting at most ``timeout_s`` seconds (``None``: no limit) in the one wait loop
-        (:func:`~.supervision.wait_for_replies`): :class:`~.errors.WorkerHungError` past the deadline (named
+        (:func:`~.waiting.wait_for_replies`): :class:`~.errors.WorkerHungError` past the deadline (named
         ``deadline_name``), :class:`~.errors.WorkerDiedError` at once if the process dies."""
         watch = ReplyWatch(self.worker, self.env_ids, command, timeout_s, deadline_name, who=f"pid {self.proc.pid}")
         wait_for_replies(lambda workers, seconds: workers if self.poll(seconds) else [], {self.worker: watch})

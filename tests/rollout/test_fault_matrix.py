@@ -282,9 +282,9 @@ def test_a_closed_vector_env_raises_closed_error_and_starts_no_workers(nothing_l
 def test_a_factory_hanging_in_init_in_every_worker_fails_within_the_startup_deadline(nothing_left, monkeypatch):
     import time
 
-    from behavior1k_fast.rollout import executors
+    from behavior1k_fast.rollout.transports import process
 
-    monkeypatch.setattr(executors, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
+    monkeypatch.setattr(process, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
     start = time.monotonic()
     with pytest.raises(WorkerHungError, match=r"worker 0 \(envs \[0, 1\]\) hung in 'init'.*startup_timeout_s=2"):
         RolloutEngine(FaultyFactory(where="init", how="hang", seeds=(0, 1)), PROFILE, **dict(FAST, startup_timeout_s=2.0))

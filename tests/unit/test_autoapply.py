@@ -12,6 +12,7 @@ import pytest
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.patching import DISABLED, PENDING, PatchOutcome, PatchReport, autoapply
 from behavior1k_fast.patching import omnigibson as patching
+from behavior1k_fast.patching import registry
 from behavior1k_fast.tools import doctor
 
 
@@ -116,6 +117,8 @@ def fresh_startup(monkeypatch):
 
 
 def test_at_startup_applies_once_per_value(monkeypatch, fresh_startup, tmp_path):
+    # hermetic: the OmniGibson patches wait for `import omnigibson` whether or not it is installed here
+    monkeypatch.setattr(registry, "_installed", lambda top: True)
     monkeypatch.setenv("BEHAVIOR1K_FAST", "rlinf")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     record = autoapply.at_startup()

@@ -20,7 +20,6 @@ from behavior1k_fast.patching import (
     Patch,
     PatchError,
     PatchRegistry,
-    resolve,
 )
 from behavior1k_fast.patching import omnigibson as patching
 from behavior1k_fast.core.profile import RolloutProfile
@@ -249,14 +248,6 @@ def test_bad_profile_argument_is_a_type_error():
 def test_duplicate_patch_name_is_rejected():
     with pytest.raises(ValueError, match="already registered"):
         PatchRegistry([DoubleRead(), DoubleRead()])
-
-
-def test_resolve_names_missing_targets(upstream):
-    area = importlib.import_module("fakeog.area")
-    owner, attr = resolve(area, "Sensor.read")
-    assert owner is area.Sensor and attr == "read"
-    with pytest.raises(AttributeError, match="fakeog.area.Sensor.nope does not exist"):
-        resolve(area, "Sensor.nope")
 
 
 def _child_applies(profile_dict, patch_set, queue):

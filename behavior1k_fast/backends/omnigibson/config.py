@@ -151,13 +151,14 @@ def env_frequencies(config: Mapping[str, Any], headless: bool = True) -> Frequen
 
 
 def rescale_env_config(
-    config: Mapping[str, Any], stages: int, mode: str = "divide_physics", headless: bool = True
+    config: Mapping[str, Any], stages_sharing_physics: int, mode: str = "divide_physics", headless: bool = True
 ) -> tuple[dict, StageTiming]:
-    """A copy of ``config`` with frequencies for ``stages`` pipeline stages under ``mode``, and the timing.
+    """A copy of ``config`` with frequencies for ``stages_sharing_physics`` stages sharing its physics
+    (``RolloutProfile.stages_sharing_physics``) under ``mode``, and the timing.
 
     ``timing.sim_seconds_per_own_action`` is the simulated time each env experiences per own action;
-    an impossible ``stages`` raises ValueError listing the valid stage counts."""
-    timing = rescale_for_stages(env_frequencies(config, headless), stages, mode)
+    an impossible ``stages_sharing_physics`` raises ValueError listing the valid stage counts."""
+    timing = rescale_for_stages(env_frequencies(config, headless), stages_sharing_physics, mode)
     out = copy.deepcopy(dict(config))
     env = out.setdefault("env", {})
     freqs = timing.frequencies
