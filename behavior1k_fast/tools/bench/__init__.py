@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from .ablation import run_bench
 
     result = run_bench(check_runs(args))
-    return 0 if result["rows"] else 1
+    return 0 if result.rows else 1
 
 
 def check_runs(args: argparse.Namespace) -> Any:
