@@ -64,7 +64,7 @@ from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout.policy import COMMITTED_KEY
 from behavior1k_fast.rollout.schedules.lookahead import committed_width
 from behavior1k_fast.tools.argtypes import lead_steps
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.measure import machine as report
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
 #: Observation keys the policy reads.
