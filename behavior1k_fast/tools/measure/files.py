@@ -51,6 +51,7 @@ def _replacing(path: str | os.PathLike) -> Iterator[Path]:
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
         os.close(fd)
         yield Path(temp)
+        _sync(temp)
         os.replace(temp, target)
         temp = None
     except OSError as exc:
@@ -59,6 +60,15 @@ def _replacing(path: str | os.PathLike) -> Iterator[Path]:
         if temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+
+
+def _sync(path: str) -> None:
+    """Flush ``path``'s bytes to the disk (where a full disk shows at the latest)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_with(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
@@ -70,13 +80,7 @@ def write_with(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """``text`` (UTF-8) as the whole of ``path``, atomically (module docs); ``path``."""
-    def write(temp: Path) -> None:
-        with open(temp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    return write_with(path, write)
+    return write_with(path, lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
 def write_json(data: Any, path: str | os.PathLike) -> Path:
