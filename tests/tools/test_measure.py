@@ -230,3 +230,16 @@ def test_a_result_file_in_a_folder_that_cannot_exist_is_a_result_write_error(tmp
     (tmp_path / "file").write_text("")
     with pytest.raises(ResultWriteError, match="cannot write .*file/out.yaml"):
         write_text(tmp_path / "file" / "out.yaml", "a: 1\n")
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_a_quick_run_does_not_replace_the_committed_full_run_without_force(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(measure_config, "record_dir", lambda: str(tmp_path))
+    assert cli.main([command, "--quick", "--device", "cpu", "--record"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--record --quick would replace the committed full-run results" in err
+    assert "--force-record" in err and list(tmp_path.iterdir()) == []
+    options = run_options(_parse("--quick", "--device", "cpu", "--record", "--force-record"))
+    assert options["out_dir"] == str(tmp_path)
+    with pytest.raises(ValueError, match="--force-record only goes with --record --quick"):
+        run_options(_parse("--device", "cpu", "--force-record"))

@@ -323,6 +323,31 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     assert f"{tmp_path / 'tune_ci.rlinf.yaml'}" in out.splitlines()[-1]  # the "wrote" line names every file
 
 
+@pytest.mark.slow
+def test_a_full_results_disk_prints_the_measurement_then_one_line_and_exit_74(tmp_path, monkeypatch, capsys):
+    """``tune --format rlinf`` on a disk that refuses every write: the table is printed, the error is one line
+    naming the file, and no empty or temporary file is left."""
+    import errno
+    import os
+
+    from behavior1k_fast.tools.measure.files import EXIT_WRITE_FAILED
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    code = main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "1", "--top", "1",
+                 "--rounds", "1", "--out-dir", str(tmp_path), "--tag", "full", "--format", "rlinf"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_WRITE_FAILED
+    assert "| layout | run |" in out and "winner (measured):" in out and "RLinf keys: " in out
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"behavior1k-fast tune: error: cannot write {tmp_path / 'tune_full.yaml'}: No space left on device (the "
+        f"results above were measured but not saved)")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_lead_hides_the_forward_up_to_all_but_one_step_of_the_chunk():
     from behavior1k_fast.tools.measure.pipeline import pipeline_round
 

@@ -354,8 +354,8 @@ def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
             trace = str(json_path.with_name(f"bench_{tag}{suffix}.trace.json")) if traced else None
             runs.append(_Run(row.name, section, functools.partial(run_engine_row, plan.factory, row, policy, config,
                                                                    trace_path=trace)))
-    spaces = (policy.observation_space, policy.action_space)
     for peer in plan.peers:
+        spaces = (policy.observation_space, policy.action_space)
         runs.append(_Run(peer.name, "peers", functools.partial(run_peer_row, plan.factory, peer, policy, spaces,
                                                                config)))
     return runs
