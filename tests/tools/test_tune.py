@@ -394,3 +394,17 @@ def test_the_env_probe_steps_its_processes_side_by_side_and_samples_every_worker
     samples = tune.measure_env_chunks(factory, base, 2, 2, 2, policy, config)
     assert len(samples) == 3 * 2 * 2  # rounds x stages x workers
     assert all(s > 0 for s in samples)
+
+
+def test_the_rlinf_file_given_as_a_profile_is_refused_with_the_flat_yaml_named(tmp_path):
+    import yaml
+
+    from behavior1k_fast.tools.rlinf_keys import rlinf_overrides
+
+    nested = tmp_path / "tune_ci.rlinf.yaml"
+    nested.write_text(yaml.safe_dump(rlinf_overrides(RolloutProfile(pipeline_stages=2, total_num_envs=4)), sort_keys=False))
+    with pytest.raises(ValueError) as err:
+        RolloutProfile.from_yaml(nested)
+    message = str(err.value)
+    assert "unknown profile key 'rollout'" in message and "RLinf's nested config keys" in message
+    assert "BEHAVIOR1K_FAST, take the flat YAML (tune's tune_<tag>.yaml)" in message and "\n" not in message
