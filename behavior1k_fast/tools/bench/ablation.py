@@ -105,7 +105,7 @@ def ablation_rows(
     return rows
 
 
-def default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
+def _default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
     """P of the bench layout: the most processes within ``budget`` (and 8; ``quick``: K) that K divides, so
     both partitions hold the layout; ``budget`` itself where it is below K."""
     cap = min(budget, pipeline_stages if quick else 8)
@@ -113,7 +113,7 @@ def default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
     return fits[-1] if fits else cap
 
 
-def largest_divisor(total: int, at_most: int) -> int:
+def _largest_divisor(total: int, at_most: int) -> int:
     """The most processes, at most ``at_most``, that ``total`` envs spread over evenly."""
     return max(d for d in range(1, min(total, at_most) + 1) if total % d == 0)
 
@@ -195,7 +195,7 @@ class BenchConfig(RunConfig):
         budget = RunConfig(**options).process_budget
         return cls(
             **options,
-            processes=args.processes if args.processes is not None else default_processes(budget, stages, args.quick),
+            processes=args.processes if args.processes is not None else _default_processes(budget, stages, args.quick),
             envs_per_process=args.envs_per_process if args.envs_per_process is not None else stages,
             pipeline_stages=stages,
             scaling=tuple(args.scaling or ()),
@@ -254,7 +254,7 @@ def plan_runs(config: BenchConfig) -> Plan:
     by_name = {row.name: row for row in rows}
     skip = by_name["skip_obs"]
     total, budget = config.processes * config.envs_per_process, config.process_budget
-    widest = largest_divisor(total, budget)
+    widest = _largest_divisor(total, budget)
     budget_rows: list[Row] = []
     if widest != config.processes:
         e = total // widest

@@ -62,7 +62,7 @@ def _cell(row: Any, key: str, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def format_left_out(left_out: dict[str, str]) -> str:
+def _format_left_out(left_out: dict[str, str]) -> str:
     """One line per reason: the rows the layout cannot hold, grouped by why."""
     by_reason: dict[str, list[str]] = {}
     for name, why in left_out.items():
@@ -70,7 +70,7 @@ def format_left_out(left_out: dict[str, str]) -> str:
     return "\n".join(f"left out {', '.join(names)}: {why}" for why, names in by_reason.items())
 
 
-def format_critical_path(row: Any) -> str | None:
+def _format_critical_path(row: Any) -> str | None:
     """One line: a ``lookahead`` row's median round, part by part (``RowMeasure.critical_path``), or
     ``None`` where the row has none."""
     path = row.critical_path
@@ -105,7 +105,7 @@ SCALING_COLUMNS = (
 )
 
 
-def format_scaling(entries: Sequence[Any]) -> str:
+def _format_scaling(entries: Sequence[Any]) -> str:
     """Text table of the scaling sweep over env processes."""
     return f"Scaling ({entries[0].label}):\n" + format_table(entries, SCALING_COLUMNS)
 
@@ -133,10 +133,10 @@ def format_result(result: BenchResult) -> str:
     the rows left out, the scaling sweep, the lookahead rows' critical paths, the headline and the goals."""
     lines = [format_table(result.table)] if result.table else ["(no row measured)"]
     if result.left_out:
-        lines.append(format_left_out(result.left_out))
+        lines.append(_format_left_out(result.left_out))
     if result.scaling:
-        lines.append(format_scaling(result.scaling))
-    lines += [line for row in result.table if (line := format_critical_path(row))]
+        lines.append(_format_scaling(result.scaling))
+    lines += [line for row in result.table if (line := _format_critical_path(row))]
     if result.headline is not None:
         lines.append(result.headline.format())
     if result.goals:

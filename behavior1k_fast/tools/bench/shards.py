@@ -169,15 +169,15 @@ def check_shards(args: argparse.Namespace) -> ShardsConfig:
 # --- inside the Ray actors -----------------------------------------------------------------------
 
 
-def calibrate_size(factory: Any, row: Row, config: ShardsConfig) -> Any:
+def _calibrate_size(factory: Any, row: Row, config: ShardsConfig) -> Any:
     """The :class:`~..measure.calibration.Calibration` of the one-GPU layout (a Ray task on one GPU)."""
     from ..measure.calibration import calibrate
 
     return calibrate(factory, row.profile, config, max_processes=row.profile.num_env_processes)[1]
 
 
-class ShardEngine:
-    """Engine ``index`` of ``count`` and its policy, inside a Ray actor (``ray.remote(ShardEngine)``).
+class _ShardEngine:
+    """Engine ``index`` of ``count`` and its policy, inside a Ray actor (``ray.remote(_ShardEngine)``).
 
     The job is ``row``'s profile run by ``count`` engines; this engine runs its :func:`engine_shard` share
     (measured as a :class:`~..measure.runs.RowRun`) with the policy at the calibrated ``width`` x ``depth``;
@@ -225,15 +225,15 @@ class ShardEngine:
 # --- the driver ----------------------------------------------------------------------------------
 
 
-def run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int],
+def _run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int],
                 threads: int | None) -> list[list[dict[str, Any]]]:
-    """``count`` :class:`ShardEngine` actors of ``row``'s job, built, warmed up and timed ``config.repeats``
-    times in step; per repeat, what each engine's :meth:`ShardEngine.timed` gave, in engine order. Every
+    """``count`` :class:`_ShardEngine` actors of ``row``'s job, built, warmed up and timed ``config.repeats``
+    times in step; per repeat, what each engine's :meth:`_ShardEngine.timed` gave, in engine order. Every
     actor is closed and killed after."""
     import ray
 
     options = {"num_cpus": 1, "num_gpus": 1 if config.device == "cuda" else 0}
-    actor = ray.remote(ShardEngine).options(**options)
+    actor = ray.remote(_ShardEngine).options(**options)
     actors = [actor.remote(factory, row, config, i, count, *size, threads) for i in range(count)]
     try:
         ray.get([a.warm_up.remote() for a in actors])
@@ -342,7 +342,7 @@ def _run_count(factory: Any, row: Row, config: ShardsConfig, count: int, size: t
     job = row.profile.replace(num_env_processes=count * processes,
                               total_num_envs=count * processes * row.profile.envs_per_process)
     threads = policy_threads(cores // count, processes) if config.device == "cpu" else None
-    runs = run_in_step(factory, replace(row, profile=job), config, count, size, threads)
+    runs = _run_in_step(factory, replace(row, profile=job), config, count, size, threads)
     wanted = row.profile.num_env_processes
     return median_entry([shard_entry(count, processes, wanted, cores, parts, one) for parts in runs])
 
@@ -373,7 +373,7 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
     started = _start_ray(config, cores, progress)
     bar = tqdm(total=1 + len(config.shards), desc="calibrate", unit="run", disable=not progress)
     try:
-        task = ray.remote(calibrate_size).options(num_gpus=1 if config.device == "cuda" else 0)
+        task = ray.remote(_calibrate_size).options(num_gpus=1 if config.device == "cuda" else 0)
         calibration = ray.get(task.remote(factory, row, config))
         result["calibration"] = calibration.to_dict()
         bar.write(report.format_model_cost(calibration))

@@ -79,7 +79,7 @@ def resolve_device(name: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def behavior_like_options(backend: str) -> dict[str, Any]:
+def _behavior_like_options(backend: str) -> dict[str, Any]:
     """The ``ReferenceConfig`` fields that ``ReferenceConfig.behavior_like()`` turns on (BEHAVIOR's costs)."""
     if backend != "reference":
         raise ValueError(f"--behavior-like applies to the reference simulator, got --backend {backend}")
@@ -215,7 +215,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     docs)."""
     options = backend_options(args)
     if args.behavior_like:
-        options = behavior_like_options(args.backend) | options
+        options = _behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
     if args.record and args.out_dir is not None:
