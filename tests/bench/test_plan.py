@@ -328,3 +328,38 @@ def test_the_process_budget_bounds_the_scaling_sweep(capsys):
     assert err.count("\n") == 1 and "scaling process count 3 is above the process budget" in err
     assert ablation.BenchConfig(processes=1, envs_per_process=2, pipeline_stages=1, max_processes=1,
                                 scaling=(1,)).scaling == (1,)
+
+
+def test_the_stock_profile_rows_run_once_and_every_other_row_repeats(tmp_path, monkeypatch):
+    """The stock row and the stock peer dominate a run's time and are 10-30x off the rest: one run each."""
+    import types
+
+    from behavior1k_fast.tools.bench import peers
+
+    calls = []
+
+    def calibrate(*args, **kwargs):
+        _, calibration = _stand_in_calibrate(*args, **kwargs)
+        return types.SimpleNamespace(observation_space=None, action_space=None), calibration
+
+    def run_row(factory, row, policy, config, trace_path=None):
+        calls.append(row.name)
+        return _stand_in_run(factory, row, policy, config)
+
+    def run_peer(factory, peer, policy, spaces, config):
+        calls.append(peer.name)
+        return _stand_in_run(factory, ablation.Row(peer.name, peer.label, peer.profile), policy, config)
+
+    monkeypatch.setattr(ablation, "calibrate", calibrate)
+    monkeypatch.setattr(ablation, "run_engine_row", run_row)
+    monkeypatch.setattr(peers, "run_peer_row", run_peer)
+    args = _parse("--device", "cpu", "--processes", "2", "--envs-per-process", "2", "--max-processes", "2",
+                  "--repeats", "3", "--rounds", "1", "--out-dir", str(tmp_path), "--tag", "once")
+    assert args.func(args) == 0
+    counts = {name: calls.count(name) for name in calls}
+    assert counts.pop("stock") == 1 and counts.pop("peer_stock") == 1
+    assert counts and set(counts.values()) == {3}, counts
+    result = json.loads((tmp_path / "bench_once.json").read_text())
+    stock = next(r for r in result["rows"] if r["name"] == "stock")
+    assert len(stock["repeat_ms_per_step"]) == 1
+    assert all(len(r["repeat_ms_per_step"]) == 3 for r in result["rows"] if r["name"] != "stock")

@@ -17,7 +17,9 @@ T_model (one batched forward for one stage), the pipeline model's bound
 (:func:`~..measure.pipeline.pipeline_round`: ``max(C * T_env, K * T_model, T_env + T_model) / N`` with C
 the chunks a worker steps per round, K in hybrid partition and 1 in process partition) and the pipeline
 efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env. Every
-run is repeated ``repeats`` times, interleaved; a row is its median run.
+run is repeated ``repeats`` times, interleaved; a row is its median run. The stock-profile rows (``stock``
+and the stock peer, 10-30x slower than the rest, most of a 2-core run's time) run once: a run-to-run spread
+of tens of percent cannot change a ratio of that size, and the headline compares fast rows only.
 """
 from __future__ import annotations
 
@@ -333,11 +335,17 @@ def _start(config: BenchConfig, plan: Plan) -> BenchResult:
 
 @dataclass(frozen=True)
 class _Run:
-    """One row's run: its name, the section of the result it goes to, and the call that measures it."""
+    """One row's run: its name, the section of the result it goes to, the call that measures it, and whether
+    it runs once whatever ``repeats`` says (the stock-profile rows: module docs)."""
 
     name: str
     section: str
     measure: Callable[[], RowMeasure]
+    once: bool = False
+
+
+def _count_runs(runs: list[_Run], repeats: int) -> int:
+    return sum(1 if run.once else repeats for run in runs)
 
 
 def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
@@ -353,11 +361,11 @@ def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
             suffix = "" if row is reference else "." + row.name
             trace = str(json_path.with_name(f"bench_{tag}{suffix}.trace.json")) if traced else None
             runs.append(_Run(row.name, section, functools.partial(run_engine_row, plan.factory, row, policy, config,
-                                                                   trace_path=trace)))
+                                                                   trace_path=trace), once=row.name == "stock"))
     for peer in plan.peers:
         spaces = (policy.observation_space, policy.action_space)
         runs.append(_Run(peer.name, "peers", functools.partial(run_peer_row, plan.factory, peer, policy, spaces,
-                                                               config)))
+                                                               config), once=not peer.fair))
     return runs
 
 
@@ -373,12 +381,12 @@ def _record(result: BenchResult, runs: list[_Run], measured: dict[str, list[RowM
 
 
 def _measure_rows(result: BenchResult, runs: list[_Run], config: BenchConfig, bar: Any) -> dict[str, RowMeasure]:
-    """Every run ``config.repeats`` times, interleaved (a burst of other load hits several rows), the JSON
-    rewritten after each; the rows by name."""
+    """Every run ``config.repeats`` times (a stock-profile run once), interleaved (a burst of other load hits
+    several rows), the JSON rewritten after each; the rows by name."""
     json_path, _ = _files(config, result.config["tag"])
     measured: dict[str, list[RowMeasure]] = {run.name: [] for run in runs}
-    for _ in range(config.repeats):
-        for run in runs:
+    for repeat in range(config.repeats):
+        for run in (r for r in runs if not (r.once and repeat)):
             bar.set_description(run.name)
             measured[run.name].append(run.measure())
             _record(result, runs, measured)
@@ -449,14 +457,15 @@ def run_bench(config: BenchConfig, progress: bool = True) -> BenchResult:
     plan = plan_runs(config)
     result = _start(config, plan)
     json_path, png_path = _files(config, result.config["tag"])
-    bar = tqdm(total=1 + config.repeats * (len(plan.engine_rows) + len(plan.peers)) + len(plan.sweep),
-               desc="calibrate", unit="run", disable=not progress)
+    bar = tqdm(total=1, desc="calibrate", unit="run", disable=not progress)
     try:
         policy, result.calibration = calibrate(plan.factory, _reference(plan).profile, config,
                                                max_processes=config.processes)
         bar.write(report.format_model_cost(result.calibration))
+        runs = _runs(plan, config, policy, result.config["tag"])
+        bar.total += _count_runs(runs, config.repeats) + len(plan.sweep)
         bar.update()
-        by_name = _measure_rows(result, _runs(plan, config, policy, result.config["tag"]), config, bar)
+        by_name = _measure_rows(result, runs, config, bar)
         _measure_sweep(result, plan, policy, config, bar)
     except ResultWriteError:
         bar.close()
