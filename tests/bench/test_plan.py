@@ -222,22 +222,11 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
 
     def fake_calibrate(factory, profile, config, max_processes):
         calls.append(("calibrate", factory, profile))
-        curve = [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0} for b in (1, 2, 3, 4)]
-        return (lambda obs: None), Calibration(
-            env_ms_per_stage_chunk=1.0, target_model_ms=1.0, model_width=64, model_depth=1, model_parameters=100_000,
-            model_tokens_per_sample=10, model_dtype="float32", forward_ms_at_stage_batch=1.0, stage_batch=2,
-            policy_device="cpu", policy_threads=1, t_model_by_batch=curve)
+        return _stand_in_calibrate(factory, profile, config, max_processes)
 
     def fake_run(factory, row, policy, config, trace_path=None):
         calls.append((row.name, factory, row.profile))
-        ms = 10.0 / (1 + len(calls))  # each run faster than the last
-        p = row.profile
-        return RowMeasure(
-            name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
-            pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
-            own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
-            t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
-            driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)
+        return _stand_in_run(factory, row, policy, config, ms=10.0 / (1 + len(calls)))  # each faster than the last
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
@@ -271,12 +260,13 @@ def _stand_in_calibrate(factory, profile, config, max_processes):
         policy_device="cpu", policy_threads=1, t_model_by_batch=curve)
 
 
-def _stand_in_run(factory, row, policy, config, trace_path=None):
+def _stand_in_run(factory, row, policy, config, trace_path=None, ms=10.0):
+    """What a run of ``row`` would measure, at ``ms`` per step."""
     p = row.profile
     return RowMeasure(
         name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
         pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
-        own_actions=64, wall_s=0.01 * config.rounds * config.chunk_size, model_s=0.002, t_model_ms=1.0,
+        own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
         t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
         driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)
 
