@@ -67,12 +67,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..core.profile import RolloutProfile
 from .argtypes import env_list, int_list, positive_int
 from .measure.config import RunConfig, add_run_arguments, run_options, usable_cores
 from .measure.layouts import Layout, default_layout, enumerate_layouts
+
+if TYPE_CHECKING:
+    from .measure.calibration import Calibration
+    from .measure.machine import LoadSample
+    from .measure.record import RowMeasure
 
 @dataclass(frozen=True)
 class TuneConfig:
@@ -119,7 +124,7 @@ class LayoutRun:
     predicted_ms_per_step: float
     predicted_env_steps_per_s: float
     corrected_ms_per_step: float
-    measured: Any
+    measured: RowMeasure
     is_default: bool = False
     ran_as: str = "top"
     predicted_rank: int = 1
@@ -224,15 +229,15 @@ class TuneResult:
 
     machine: dict
     config: dict
-    load_before: Any
+    load_before: LoadSample
     cores_free: float
     left_out: dict
     #: Total envs -> the default layout.
     defaults: dict
-    load_after: Any = None
+    load_after: LoadSample | None = None
     #: ``(E, K, P)`` -> wall ms of every probed stage chunk.
     t_env_chunk_ms: dict = field(default_factory=dict)
-    calibration: Any = None
+    calibration: Calibration | None = None
     reference_layout: str | None = None
     gpu_memory: dict | None = None
     #: ``(layout, prediction)`` pairs, best predicted first (the defaults last where the space lacks them).
@@ -250,7 +255,7 @@ class TuneResult:
         return self.summary.winner if self.summary else None
 
     @property
-    def loads(self) -> list:
+    def loads(self) -> list[LoadSample]:
         return [s for s in (self.load_before, self.load_after) if s is not None]
 
     def to_dict(self) -> dict[str, Any]:

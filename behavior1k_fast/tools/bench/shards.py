@@ -377,6 +377,8 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
         calibration = ray.get(task.remote(factory, row, config))
         result["calibration"] = calibration.to_dict()
         bar.write(report.format_model_cost(calibration))
+        if calibration.miss():
+            bar.write(calibration.miss())
         for count in config.shards:
             bar.update()
             bar.set_description(f"G={count}")
