@@ -118,7 +118,7 @@ class Headline:
             line += (f"; no difference measurable on this machine (over {self.runs} runs each the engine took "
                      f"{e_low:.2f}-{e_high:.2f} ms/step, the peer {p_low:.2f}-{p_high:.2f}: the ranges overlap)")
         elif self.within_spread is None:
-            line += " (one run each: no spread measured; --repeats 3 for one)"
+            line += " (one run each: no spread measured; --repeats 3 measures one)"
         return line
 
     def to_dict(self) -> dict[str, Any]:
