@@ -38,7 +38,8 @@ from behavior1k_fast.rollout.executors import Supervisor, make_executor
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
 from behavior1k_fast.rollout.supervision import Supervision
 from behavior1k_fast.rollout.worker import WorkerSpec
-from behavior1k_fast.tools.bench.report import describe_machine, machine_tag, write_json
+from behavior1k_fast.tools.measure.files import write_json
+from behavior1k_fast.tools.measure.machine import describe_machine, machine_tag
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRANSPORTS = ("shared memory (process executor)", "Ray object store, same node", "Ray object store, other node")

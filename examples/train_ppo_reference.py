@@ -62,7 +62,7 @@ from behavior1k_fast import RolloutProfile
 from behavior1k_fast.reference import ReachFactory, ReferenceConfig
 from behavior1k_fast.rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from behavior1k_fast.tools.argtypes import lead_steps
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.measure import machine as report
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
 #: Observation keys the policy reads.

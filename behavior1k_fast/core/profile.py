@@ -241,6 +241,9 @@ class RolloutProfile:
             if name not in valid:
                 close = difflib.get_close_matches(str(key), sorted(valid | set(RLINF_ALIASES)), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
+                if key in ("rollout", "env", "actor"):  # tune --format rlinf's nested keys (tools/rlinf_keys.py)
+                    hint = ("; these are RLinf's nested config keys (tune's .rlinf.yaml, to merge into an RLinf "
+                            "config): a profile, and BEHAVIOR1K_FAST, take the flat YAML (tune's tune_<tag>.yaml)")
                 raise ValueError(f"unknown profile key {key!r}{hint}")
             if name in kwargs:
                 raise ValueError(f"profile key {key!r} given twice (as {name!r} and an alias)")

@@ -80,6 +80,46 @@ class ChunkGymEnv(gymnasium.Env):
             self.backend.close()
 
 
+class _Alternation:
+    """``buffers`` ``AsyncVectorEnv`` s of ``per_buffer`` peer sub-envs each, stepped in turn: buffer b's
+    forward and send while the others step. Counts the forward seconds, each worker's env seconds and the
+    actions taken in timed rounds."""
+
+    def __init__(self, venvs: list, policy: Callable[[dict], np.ndarray], per_buffer: int,
+                 envs_per_process: int) -> None:
+        self.venvs, self.policy = venvs, policy
+        self.per_buffer, self.envs_per_process = per_buffer, envs_per_process
+        self.obs = [venv.reset()[0] for venv in venvs]
+        self.model_s: list[float] = []
+        self.env_s = np.zeros(self.per_buffer * len(venvs))
+        self.own_actions = 0
+
+    def _forward_and_send(self, b: int) -> None:
+        flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in self.obs[b].items()}
+        start = time.perf_counter()
+        actions = self.policy(flat)
+        self.model_s.append(time.perf_counter() - start)
+        self.venvs[b].step_async(actions.reshape(self.per_buffer, self.envs_per_process, *actions.shape[1:]))
+
+    def _receive(self, b: int, timed: bool) -> None:
+        self.obs[b], _, _, _, info = self.venvs[b].step_wait()
+        if timed:
+            self.env_s[b * self.per_buffer:(b + 1) * self.per_buffer] += info["env_wall_seconds"]
+            self.own_actions += int(np.sum(info["own_actions"]))
+
+    def rollout(self, rounds: int, timed: bool) -> None:
+        """``rounds`` chunks per env, every buffer's next forward sent as soon as its last chunk is back."""
+        if not rounds:
+            return
+        for r in range(rounds):
+            for b in range(len(self.venvs)):
+                if r:
+                    self._receive(b, timed)
+                self._forward_and_send(b)
+        for b in range(len(self.venvs)):
+            self._receive(b, timed)
+
+
 def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
              processes: int, envs_per_process: int, buffers: int, rounds: int, warmup: int = 1, seed: int = 0,
              monitor: Any = None) -> dict[str, Any]:
@@ -96,56 +136,27 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
     if buffers not in (1, 2) or processes % buffers:
         raise ValueError(f"buffers={buffers} must be 1 or 2 and divide processes={processes}")
     per_buffer = processes // buffers
-    chunk_size = profile.chunk_size
     venvs = []
     try:
         for b in range(buffers):
             fns = [functools.partial(ChunkGymEnv, factory, envs_per_process, seed + b * per_buffer + i, profile,
-                                     chunk_size, single_spaces) for i in range(per_buffer)]
+                                     profile.chunk_size, single_spaces) for i in range(per_buffer)]
             venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
-        obs = [venv.reset()[0] for venv in venvs]
-        model_s: list[float] = []
-        env_s = np.zeros(processes)
-        taken = [0]
-
-        def forward_and_send(b: int) -> None:
-            flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in obs[b].items()}
-            start = time.perf_counter()
-            actions = policy(flat)
-            model_s.append(time.perf_counter() - start)
-            venvs[b].step_async(actions.reshape(per_buffer, envs_per_process, *actions.shape[1:]))
-
-        def receive(b: int, timed: bool) -> None:
-            obs[b], _, _, _, info = venvs[b].step_wait()
-            if timed:
-                env_s[b * per_buffer:(b + 1) * per_buffer] += info["env_wall_seconds"]
-                taken[0] += int(np.sum(info["own_actions"]))
-
-        def rollout(count: int, timed: bool) -> None:
-            if not count:
-                return
-            for r in range(count):
-                for b in range(buffers):
-                    if r:
-                        receive(b, timed)
-                    forward_and_send(b)
-            for b in range(buffers):
-                receive(b, timed)
-
-        rollout(warmup, timed=False)
-        model_s.clear()
+        steps = _Alternation(venvs, policy, per_buffer, envs_per_process)
+        steps.rollout(warmup, timed=False)
+        steps.model_s.clear()
         if monitor is not None:
             monitor.start()
         start = time.perf_counter()
-        rollout(rounds, timed=True)
+        steps.rollout(rounds, timed=True)
         wall_s = time.perf_counter() - start
         usage = monitor.stop() if monitor is not None else None
         pids = [p.pid for venv in venvs for p in venv.processes]
     finally:
         for venv in venvs:
             venv.close()
-    return {"wall_s": wall_s, "model_s": model_s, "env_s_per_worker": env_s.tolist(), "own_actions": taken[0],
-            "usage": usage, "worker_pids": pids}
+    return {"wall_s": wall_s, "model_s": steps.model_s, "env_s_per_worker": steps.env_s.tolist(),
+            "own_actions": steps.own_actions, "usage": usage, "worker_pids": pids}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ layout and rows. :func:`add_run_arguments` declares the shared options once, for
 ``--behavior-like`` turns on BEHAVIOR's reset and contact costs in the reference simulator, ``--device
 auto`` becomes ``cuda`` where torch sees a GPU, else ``cpu``; results go to :data:`DEFAULT_OUT_DIR` under
 the working directory unless ``--out-dir`` names another, and ``--record`` writes the committed
-``benchmarks/results/`` of a source checkout instead (:func:`record_dir`).
+``benchmarks/results/`` of a source checkout instead (:func:`record_dir`; with ``--quick`` only when
+``--force-record`` says so, since a quick run would replace the committed full run).
 
 The core rule, one for both commands (:func:`process_budget`, :func:`policy_threads`): a policy on the CPU
 keeps one core for its forward and the driver, so at most cores - 1 env processes; a policy on a GPU keeps
@@ -78,7 +79,7 @@ def resolve_device(name: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def behavior_like_options(backend: str) -> dict[str, Any]:
+def _behavior_like_options(backend: str) -> dict[str, Any]:
     """The ``ReferenceConfig`` fields that ``ReferenceConfig.behavior_like()`` turns on (BEHAVIOR's costs)."""
     if backend != "reference":
         raise ValueError(f"--behavior-like applies to the reference simulator, got --backend {backend}")
@@ -199,7 +200,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
     parser.add_argument("--out-dir", type=path, default=None,
                         help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
     parser.add_argument("--record", action="store_true",
-                        help="write into the source checkout's committed benchmarks/results/ instead")
+                        help="write into the source checkout's committed benchmarks/results/ instead (not with "
+                             "--quick: a quick run would replace the committed full run, unless --force-record)")
+    parser.add_argument("--force-record", action="store_true",
+                        help="with --record --quick: replace the committed results by the quick run all the same")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -211,11 +215,16 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     docs)."""
     options = backend_options(args)
     if args.behavior_like:
-        options = behavior_like_options(args.backend) | options
+        options = _behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
     if args.record and args.out_dir is not None:
         raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    if args.record and args.quick and not args.force_record:
+        raise ValueError("--record --quick would replace the committed full-run results in benchmarks/results/ by a "
+                         "quick run: leave out --record (results go to --out-dir), or add --force-record")
+    if args.force_record and not (args.record and args.quick):
+        raise ValueError("--force-record only goes with --record --quick")
     repeats, quick_repeats = args.default_repeats
     return {
         "backend": args.backend, "backend_options": options, "quick": args.quick, "chunk_size": args.chunk_size,

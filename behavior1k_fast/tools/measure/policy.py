@@ -51,12 +51,12 @@ def check_image_size(option: str, resolution: Any) -> None:
                          f"patches, so images need at least {PATCH}x{PATCH} pixels")
 
 
-def camera_rgb_keys(observation_space: Any) -> list[str]:
+def _camera_rgb_keys(observation_space: Any) -> list[str]:
     """Observation keys holding rgb images (``"<camera>::rgb"``), sorted."""
     return sorted(k for k in observation_space.spaces if k.endswith("::rgb"))
 
 
-def proprio_keys(observation_space: Any) -> list[str]:
+def _proprio_keys(observation_space: Any) -> list[str]:
     """Observation keys holding proprioception (``"proprio"`` or ``"<robot>::proprio"``), sorted."""
     return sorted(k for k in observation_space.spaces if k == "proprio" or k.endswith("::proprio"))
 
@@ -135,8 +135,8 @@ class ChunkPolicy:
         seed = check_int("seed", seed, low=0)
         #: One env's observation and action spaces, as given.
         self.observation_space, self.action_space = observation_space, action_space
-        self.rgb_keys = camera_rgb_keys(observation_space)
-        self.proprio_keys = proprio_keys(observation_space)
+        self.rgb_keys = _camera_rgb_keys(observation_space)
+        self.proprio_keys = _proprio_keys(observation_space)
         if not self.rgb_keys or not self.proprio_keys:
             raise ValueError(
                 f"the policy needs '<camera>::rgb' and 'proprio' keys in the observation space, got keys "
