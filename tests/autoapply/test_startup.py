@@ -103,6 +103,10 @@ BAD_PROFILES = {
     "unknown key": ("pipeline_stage: 2\n", "unknown profile key 'pipeline_stage'"),
     "yaml syntax": ("pipeline_stage_num: [2\n", "does not load"),
     "bad value": ("pipeline_stage_num: 0\n", "pipeline_stages must be"),
+    # 8 levels of 9 aliases: 450 bytes that expand to 9**8 values (a message that formats them never ends)
+    "alias bomb": ("chunk_size: [&a0 [x, x, x, x, x, x, x, x, x], " + ", ".join(
+        f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)) + "]\n",
+        "YAML holds more than 100000 values once its aliases are expanded"),
 }
 
 
