@@ -47,6 +47,10 @@ STRICT_VAR = "BEHAVIOR1K_FAST_STRICT"
 STRICT_EXIT_CODE = 2
 #: Values that leave auto-apply off (after stripping white space).
 OFF_VALUES = ("", "0")
+#: :data:`STRICT_VAR` values (white space stripped, any case) that leave strict mode off (unset too) or turn
+#: it on; any other value is refused as a bad value, fatally (:func:`strict`).
+STRICT_OFF_VALUES = ("", "0", "false", "no", "off")
+STRICT_ON_VALUES = ("1", "true", "yes", "on")
 #: Profile each named value stands for; any other value is a profile YAML path.
 PRESETS: dict[str, Callable[[], RolloutProfile]] = {"1": RolloutProfile, "rlinf": RolloutProfile.rlinf}
 #: Name of the ``.pth`` file in site-packages (sorts after setuptools' ``__editable__`` finders, which
@@ -101,8 +105,15 @@ def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
 
 
 def strict() -> bool:
-    """Whether :data:`STRICT_VAR` is set (not empty, not ``0``): a refused value ends start-up."""
-    return os.environ.get(STRICT_VAR, "").strip() not in OFF_VALUES
+    """Whether :data:`STRICT_VAR` turns strict mode on (one of :data:`STRICT_ON_VALUES`, any case): a refused
+    value ends start-up. Unset or one of :data:`STRICT_OFF_VALUES`: off. Any other value raises ValueError
+    naming the variable and the value (one line)."""
+    value = os.environ.get(STRICT_VAR, "")
+    word = value.strip().lower()
+    if word in STRICT_OFF_VALUES or word in STRICT_ON_VALUES:
+        return word in STRICT_ON_VALUES
+    raise ValueError(f"{STRICT_VAR}={value!r} is neither on ({'/'.join(STRICT_ON_VALUES)}) nor off "
+                     f"({'/'.join(STRICT_OFF_VALUES[1:])} or empty), in any case")
 
 
 def at_startup() -> StartupApply | None:
@@ -119,6 +130,7 @@ def at_startup() -> StartupApply | None:
         return _startup
     # Start-up must go on whatever the value or the install: every exception becomes the one line.
     try:
+        strict()
         profile, source = profile_for(value)
     except Exception as exc:
         _startup = _refused(value, "a bad value", _one_line(exc))
@@ -136,7 +148,11 @@ def at_startup() -> StartupApply | None:
 
 
 def _refused(value: str, source: str, message: str) -> StartupApply:
-    if strict():
+    try:
+        fatal = strict()
+    except ValueError:  # a strict setting that does not read is refused itself, as under strict mode
+        fatal = True
+    if fatal:
         print(f"behavior1k_fast: {message}; exiting ({STRICT_VAR} is set)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(STRICT_EXIT_CODE)

@@ -140,6 +140,23 @@ def test_strict_mode_makes_a_bad_value_fatal_at_start_up(hook_python, tmp_path, 
     assert line.endswith("; exiting (BEHAVIOR1K_FAST_STRICT is set)")
 
 
+@pytest.mark.parametrize("strict", ["false", "NO", "Off", "0"])
+def test_strict_mode_false_no_or_off_lets_a_bad_value_start(hook_python, tmp_path, strict):
+    value, expected = bad_value(tmp_path, "missing file")
+    done = run_child(hook_python, tmp_path, value, ["-c", "print('ran')"], strict=strict)
+    assert done.returncode == 0 and done.stdout == "ran\n"
+    (line,) = done.stderr.splitlines()
+    assert expected in line and line.endswith("; nothing applied")
+
+
+def test_a_strict_setting_that_is_neither_on_nor_off_is_one_fatal_line_even_with_a_good_value(hook_python, tmp_path):
+    done = run_child(hook_python, tmp_path, "1", ["-c", "print('ran')"], strict="maybe")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("behavior1k_fast: BEHAVIOR1K_FAST_STRICT='maybe' is neither on (1/true/yes/on) nor off")
+    assert line.endswith("; exiting (BEHAVIOR1K_FAST_STRICT is set)")
+
+
 def test_strict_mode_lets_a_good_value_start(hook_python, tmp_path):
     done = run_child(hook_python, tmp_path, "1", ["-c", "print('ran')"], strict="1")
     assert done.returncode == 0 and done.stdout == "ran\n" and done.stderr == ""
