@@ -34,7 +34,7 @@ import site
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..core.profile import RolloutProfile
 from . import omnigibson as omnigibson_patches
@@ -104,16 +104,34 @@ def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
     return profile, f"profile file {path!r}"
 
 
-def strict() -> bool:
-    """Whether :data:`STRICT_VAR` turns strict mode on (one of :data:`STRICT_ON_VALUES`, any case): a refused
-    value ends start-up. Unset or one of :data:`STRICT_OFF_VALUES`: off. Any other value raises ValueError
-    naming the variable and the value (one line)."""
-    value = os.environ.get(STRICT_VAR, "")
+def strict(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`STRICT_VAR` of ``environ`` (default: this process's) turns strict mode on (one of
+    :data:`STRICT_ON_VALUES`, any case): a refused value ends start-up. Unset or one of
+    :data:`STRICT_OFF_VALUES`: off. Any other value raises ValueError naming the variable and the value
+    (one line)."""
+    value = (os.environ if environ is None else environ).get(STRICT_VAR, "")
     word = value.strip().lower()
     if word in STRICT_OFF_VALUES or word in STRICT_ON_VALUES:
         return word in STRICT_ON_VALUES
     raise ValueError(f"{STRICT_VAR}={value!r} is neither on ({'/'.join(STRICT_ON_VALUES)}) nor off "
                      f"({'/'.join(STRICT_OFF_VALUES[1:])} or empty), in any case")
+
+
+def strict_refusal(environ: Mapping[str, str]) -> str | None:
+    """Why the start-up hook of a process started with the environment ``environ`` (in this working
+    directory) ended it with :data:`STRICT_EXIT_CODE`, as its one line says it, read here with the same
+    parsers; ``None`` where that environment leaves the hook off or not strict. A value that loads here
+    but did not apply there is named with a pointer to that process's stderr."""
+    value = environ.get(ENV_VAR, "")
+    if value.strip() in OFF_VALUES:
+        return None
+    try:
+        if not strict(environ):
+            return None
+        profile_for(value)
+    except Exception as exc:
+        return _one_line(exc)
+    return f"{ENV_VAR}={value!r} loads, but did not apply there (its stderr has the line)"
 
 
 def at_startup() -> StartupApply | None:

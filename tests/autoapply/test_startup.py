@@ -162,6 +162,32 @@ def test_strict_mode_lets_a_good_value_start(hook_python, tmp_path):
     assert done.returncode == 0 and done.stdout == "ran\n" and done.stderr == ""
 
 
+STRICT_DRIVER = (
+    "import os, sys\n"
+    "from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError\n"
+    "from tests.rollout.pointmass import PointMassFactory\n"
+    "os.environ.update(BEHAVIOR1K_FAST=sys.argv[1], BEHAVIOR1K_FAST_STRICT=sys.argv[2])  # for the workers only\n"
+    "try:\n"
+    "    RolloutEngine(PointMassFactory(), {'num_env_subprocess': 1, 'total_num_envs': 2, 'num_action_chunks': 4})\n"
+    "except WorkerDiedError as exc:\n"
+    "    print(exc)\n"
+)
+
+
+@pytest.mark.parametrize("case, strict", [("missing file", "1"), ("yaml syntax", "yes"), ("missing file", "maybe")])
+def test_a_worker_ended_by_strict_mode_names_the_refusal_in_the_worker_died_error(hook_python, tmp_path, case,
+                                                                                   strict):
+    value, expected = bad_value(tmp_path, case)
+    if strict == "maybe":
+        expected = "BEHAVIOR1K_FAST_STRICT='maybe' is neither on (1/true/yes/on) nor off"
+    done = run_child(hook_python, tmp_path, None, ["-c", STRICT_DRIVER, value, strict])
+    assert done.returncode == 0, done.stderr
+    (message,) = done.stdout.splitlines()
+    assert message.startswith("worker 0 (envs [0, 1]) died while running 'init': pid ")
+    assert " exit code 2 (ended at start-up by the auto-apply hook under BEHAVIOR1K_FAST_STRICT: " in message
+    assert expected in message
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     import ray
