@@ -100,7 +100,7 @@ class CommittedActions:
 _NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
 
 
-def _to_numpy(value: Any, what: str) -> Any:
+def to_numpy(value: Any, what: str) -> Any:
     """A tensor as a CPU numpy array (module docs for dtypes numpy lacks); anything else as it is. ``what``
     names the output in the ``TypeError`` of a dtype numpy cannot take."""
     if not (hasattr(value, "detach") and hasattr(value, "cpu")):
@@ -125,9 +125,9 @@ def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
     else:
         out = policy({k: _read_only(v) for k, v in obs.items()})
     if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping):
-        return (_to_numpy(out[0], "the policy's actions"),
-                {key: _to_numpy(value, f"the policy's extras[{key!r}]") for key, value in out[1].items()})
-    return _to_numpy(out, "the policy's actions")
+        return (to_numpy(out[0], "the policy's actions"),
+                {key: to_numpy(value, f"the policy's extras[{key!r}]") for key, value in out[1].items()})
+    return to_numpy(out, "the policy's actions")
 
 
 def split_policy_output(out: Any, batch: int, argname: str = "policy output") -> tuple[Any, dict[str, np.ndarray]]:

@@ -45,7 +45,12 @@ def check_image_size(option: str, resolution: Any) -> None:
     ``None``: the backend's own) hold no ``PATCH x PATCH`` patch, which the benchmark policy embeds."""
     if resolution is None:
         return
-    sides = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
+    if isinstance(resolution, int):
+        sides = (resolution, resolution)
+    else:  # a reference config's key: named with its value when it is no pair of ints
+        from ...backends.reference.config import check_resolution
+
+        sides = check_resolution(resolution)
     if min(sides) < PATCH:
         raise ValueError(f"{option} {resolution}: the benchmark policy cuts each rgb image into {PATCH}x{PATCH} "
                          f"patches, so images need at least {PATCH}x{PATCH} pixels")
