@@ -15,29 +15,32 @@ recorded - plain over plain (the end-to-end one, noisier on a shared machine); `
 the largest share of one recorded rollout's own wall time spent inside the recorder.
 
 Run: ``python3 benchmarks/recording_overhead.py`` (about a minute on 2 CPU cores); writes
-``benchmarks/results/recording_overhead_<tag>.json``.
+``recording_overhead_<tag>.json`` to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's
+``benchmarks/results/``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 from pathlib import Path
-import sys
 from typing import Any
 
 import numpy as np
 
 from behavior1k_fast.backends import make_factory
+from behavior1k_fast.core.checks import MachineLimits, check_writable_dir
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout import trajectory
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
+from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, positive_int, process_count
+from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
+from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class WithExtras:
@@ -126,30 +129,47 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--envs-per-process", type=int, default=2)
-    parser.add_argument("--chunk-size", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--resolution", type=int, default=224)
-    parser.add_argument("--tag", default=None)
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=process_count, default=2, help="env processes P (default: 2)")
+    parser.add_argument("--envs-per-process", type=env_count, default=2,
+                        help="envs E per process, a multiple of the 2 stages (default: 2)")
+    parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="actions per chunk (default: 32)")
+    parser.add_argument("--rounds", type=positive_int, default=6, help="rounds of each rollout (default: 6)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="rollouts of each variant (default: 5)")
+    parser.add_argument("--resolution", type=positive_int, default=224,
+                        help="reference cameras' pixels per side (default: 224)")
+    parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file name (default: derived)")
+    add_output_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
+                                                   args.processes * args.envs_per_process)
+        check_image_memory(args, num_envs)
+        ablation_rows(args.processes, args.envs_per_process, 2, args.chunk_size)  # the layout is valid
+        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     load_before = os.getloadavg()
     result = measure(args)
     result["load_average_1min"] = {"before": load_before[0], "after": os.getloadavg()[0]}
     result["machine"] = report.describe_machine("cpu")
-    result["command"] = "python3 benchmarks/recording_overhead.py " + " ".join(sys.argv[1:])
+    result["command"] = "python3 benchmarks/recording_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
     tag = args.tag or report.machine_tag(result["machine"])
-    path = RESULTS / f"recording_overhead_{tag}.json"
-    path.write_text(json.dumps(result, indent=1))
+    path = report.write_json(result, Path(args.out_dir) / f"recording_overhead_{tag}.json")
     for variant in ("numpy", "torch"):
         print(f"{variant}: inside the recorder {result[f'{variant}_inside_fraction']:.2%} of a plain rollout, "
               f"wall {result[f'{variant}_wall_overhead_fraction']:+.2%}")
     print(f"plain rollout {result['plain_wall_s_median']:.3f} s; batch {result['batch_bytes_per_round'] / 2**20:.2f} "
           f"MiB per round; wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -63,6 +63,23 @@ def record_dir() -> str:
     return str(path)
 
 
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out-dir`` and ``--record`` on ``parser`` (every command and script that writes results);
+    :func:`output_dir` resolves them."""
+    parser.add_argument("--out-dir", type=path, default=None,
+                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
+    parser.add_argument("--record", action="store_true",
+                        help="write into the source checkout's committed benchmarks/results/ instead")
+
+
+def output_dir(args: argparse.Namespace) -> str:
+    """Where results go, from :func:`add_output_arguments`' options: ``--out-dir``, ``--record``'s
+    :func:`record_dir`, else :data:`DEFAULT_OUT_DIR`; ValueError for both options at once."""
+    if args.record and args.out_dir is not None:
+        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    return record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+
+
 def policy_threads(cores: int, processes: int) -> int:
     """Intra-op threads of a policy on the CPU next to ``processes`` env processes on ``cores`` cores: one per
     core the env processes leave free, at least one (oversubscribed OpenMP barriers stall)."""
@@ -196,10 +213,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
     parser.add_argument("--repeats", type=positive_int, default=None,
                         help=f"runs of every layout, interleaved; each row is their median with min-max (default: "
                              f"{repeats}, quick: {quick_repeats})")
-    parser.add_argument("--out-dir", type=path, default=None,
-                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
-    parser.add_argument("--record", action="store_true",
-                        help="write into the source checkout's committed benchmarks/results/ instead")
+    add_output_arguments(parser)
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -214,8 +228,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         options = behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
-    if args.record and args.out_dir is not None:
-        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    out_dir = output_dir(args)
     repeats, quick_repeats = args.default_repeats
     return {
         "backend": args.backend, "backend_options": options, "quick": args.quick, "chunk_size": args.chunk_size,
@@ -224,7 +237,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "model_depth": args.model_depth, "device": resolve_device(args.device), "seed": args.seed,
         "max_processes": args.max_processes,
         "repeats": args.repeats if args.repeats is not None else (quick_repeats if args.quick else repeats),
-        "out_dir": record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR), "tag": args.tag,
+        "out_dir": out_dir, "tag": args.tag,
     }
 
 
