@@ -34,11 +34,13 @@ from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.checks import MachineLimits, check_writable_dir
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout import trajectory
+from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
 from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, positive_int, process_count
 from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
+from behavior1k_fast.tools.measure.runs import Row
 from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
 
 
@@ -78,12 +80,18 @@ class InsideTimer:
             setattr(trajectory._Batch, name, original)
 
 
+def all_row(processes: int, envs_per_process: int, chunk_size: int) -> Row:
+    """The bench's all-optimisations row of this layout (ValueError for a layout the engine refuses)."""
+    row = next(r for r in ablation_rows(processes, envs_per_process, 2, chunk_size) if r.name == ALL_ROW)
+    PartitionPlan.from_profile(row.profile)
+    return row
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     config = BenchConfig(processes=args.processes, envs_per_process=args.envs_per_process, pipeline_stages=2,
                          chunk_size=args.chunk_size, rounds=args.rounds)
     factory = make_factory("reference", resolution=(args.resolution, args.resolution))
-    rows = ablation_rows(config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size)
-    row = next(r for r in rows if r.name == ALL_ROW)
+    row = all_row(config.processes, config.envs_per_process, config.chunk_size)
     bench_policy, calibration = calibrate(factory, row.profile, config, max_processes=config.processes)
     policy = WithExtras(bench_policy)
     walls: dict[str, list[float]] = {"plain": [], "numpy": [], "torch": []}
@@ -144,10 +152,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     try:
+        all_row(args.processes, args.envs_per_process, args.chunk_size)
+    except ValueError as exc:
+        parser.error(f"--processes {args.processes}, --envs-per-process {args.envs_per_process}: {exc}")
+    try:
         num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
                                                    args.processes * args.envs_per_process)
         check_image_memory(args, num_envs)
-        ablation_rows(args.processes, args.envs_per_process, 2, args.chunk_size)  # the layout is valid
         args.out_dir = check_writable_dir("--out-dir", output_dir(args))
     except ValueError as exc:
         parser.error(str(exc))

@@ -185,6 +185,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     try:
         worker_profile(args.envs_per_process, args.stages, args.chunk_size)
+    except ValueError as exc:
+        parser.error(f"--envs-per-process {args.envs_per_process}, --stages {args.stages}: {exc}")
+    try:
         check_image_memory(args, args.envs_per_process)
         args.out_dir = check_writable_dir("--out-dir", output_dir(args))
     except ValueError as exc:

@@ -103,10 +103,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where each engine's env workers go (default: spread)")
     parser.add_argument("--json", action="store_true", help="print the merged stats as JSON")
     args = parser.parse_args(argv)
+    job = job_profile(args)
     try:
-        job = job_profile(args)
         for index in range(args.engines):  # every engine's share is a layout the engine takes
             engine_shard(job, index, args.engines)
+    except ValueError as exc:
+        parser.error(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
+                     f"{args.envs_per_process}, --stages {args.stages}: {exc}")
+    try:
         check_image_memory(args, job.total_num_envs)
     except ValueError as exc:
         parser.error(str(exc))
