@@ -33,11 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from behavior1k_fast.core.checks import check_writable_dir  # noqa: E402
 from behavior1k_fast.patching import autoapply  # noqa: E402
-from behavior1k_fast.tools.argtypes import Parser, positive_int  # noqa: E402
+from behavior1k_fast.tools.argtypes import Parser, parse_checked, positive_int  # noqa: E402
 from behavior1k_fast.tools.bench.report import write_json  # noqa: E402
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir  # noqa: E402
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir  # noqa: E402
 from tests.autoapply.sitehook import child_env, make_venv  # noqa: E402
 
 #: case -> (venv has the hook, BEHAVIOR1K_FAST value or None for unset)
@@ -91,12 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=positive_int, default=40,
                         help="rounds, each running every case once (default: 40)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+    return parse_checked(parser, argv, lambda args: setattr(args, "out_dir", checked_output_dir(args)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,12 +27,11 @@ from pathlib import Path
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
 from behavior1k_fast.backends.reference.config import BEHAVIOR_CONTACT_ITERATIONS, BEHAVIOR_SETTLE_STEPS
 from behavior1k_fast.backends.reference.expert import expert_actions
-from behavior1k_fast.core.checks import check_writable_dir
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import PHYSICS, get_profiler
-from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, nonnegative_int, positive_int
+from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, nonnegative_int, parse_checked, positive_int
 from behavior1k_fast.tools.bench.report import write_json
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 PROPRIO_ONLY = RolloutProfile(obs_modalities=("proprio",))
 #: Published ratio of contact bookkeeping to physics + render per OmniGibson step (99.3 ms / 82.2 ms).
@@ -123,12 +122,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="contact_iterations values; the first is the base (default: 0 5 10 20 40)")
     parser.add_argument("--tag", type=file_name, default="cpu", help="results file suffix (default: cpu)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse_checked(parser, argv, lambda args: setattr(args, "out_dir", checked_output_dir(args)))
     args.values = list(dict.fromkeys(args.values))  # each value once, the base first
-    try:
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
     return args
 
 

@@ -37,11 +37,10 @@ from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorE
 from behavior1k_fast.backends.reference.expert import expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.core.checks import check_writable_dir
 from behavior1k_fast.rollout.chunk import run_chunk
-from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, positive_int
+from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import check_image_memory
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 #: Simulator stages of a step, in the order of the chart's stacks.
 SIM_STAGES = ("action_apply", "physics", "reward", "termination", "render", "obs_read")
@@ -199,15 +198,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="commit of the code measured (default: this checkout's HEAD; set it when PYTHONPATH "
                              "points at another tree)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
     if args.envs < 2 or args.envs % 2:
-        parser.error(f"argument --envs: expected an even int >= 2, got {args.envs}")
-    try:
-        check_image_memory(args, 2 * args.envs)  # the K = 1 and K = 2 envs, side by side
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+        raise ValueError(f"argument --envs: expected an even int >= 2, got {args.envs}")
+    check_image_memory(args, 2 * args.envs)  # the K = 1 and K = 2 envs, side by side
+    args.out_dir = checked_output_dir(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,17 +31,18 @@ from typing import Any
 import numpy as np
 
 from behavior1k_fast.backends import make_factory
-from behavior1k_fast.core.checks import MachineLimits, check_writable_dir
+from behavior1k_fast.core.checks import MachineLimits
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout import trajectory
 from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
-from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, positive_int, process_count
+from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, env_count, file_name, parse_checked, positive_int,
+                                           process_count)
 from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
 from behavior1k_fast.tools.measure.runs import Row
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 
 
@@ -150,19 +151,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="reference cameras' pixels per side (default: 224)")
     parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file name (default: derived)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
     try:
         all_row(args.processes, args.envs_per_process, args.chunk_size)
     except ValueError as exc:
-        parser.error(f"--processes {args.processes}, --envs-per-process {args.envs_per_process}: {exc}")
-    try:
-        num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
-                                                   args.processes * args.envs_per_process)
-        check_image_memory(args, num_envs)
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+        raise ValueError(f"--processes {args.processes}, --envs-per-process {args.envs_per_process}: {exc}") from None
+    num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
+                                               args.processes * args.envs_per_process)
+    check_image_memory(args, num_envs)
+    args.out_dir = checked_output_dir(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from behavior1k_fast.core.checks import MachineLimits, check_writable_dir
+from behavior1k_fast.core.checks import MachineLimits
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import STAGES, get_profiler
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
 from behavior1k_fast.backends.reference.expert import expert_actions
-from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, positive_int
+from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import PIXEL_BYTES
 from behavior1k_fast.tools.bench.report import write_json
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 
 def bench_physics(config: ReferenceConfig, num_envs: int, steps: int) -> dict:
@@ -180,16 +180,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="steps per physics / breakdown measurement (default: 150)")
     parser.add_argument("--tag", type=file_name, default="cpu", help="results file suffix (default: cpu)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
-    height, width = args.resolution
-    try:
-        most = max(args.envs)
-        MachineLimits.here().check_memory(f"--resolution {height} {width} for {most} envs",
-                                          most * height * width * PIXEL_BYTES)
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The images of the most envs fit the memory (ValueError); ``out_dir`` resolved and made."""
+    (height, width), most = args.resolution, max(args.envs)
+    MachineLimits.here().check_memory(f"--resolution {height} {width} for {most} envs",
+                                      most * height * width * PIXEL_BYTES)
+    args.out_dir = checked_output_dir(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from behavior1k_fast.backends import make_factory
-from behavior1k_fast.core.checks import check_writable_dir
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.executors import Supervisor, make_executor
@@ -42,10 +41,10 @@ from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
 from behavior1k_fast.rollout.supervision import Supervision
 from behavior1k_fast.rollout.worker import WorkerSpec
-from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, nonnegative_int, positive_int
+from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, nonnegative_int, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.bench.report import describe_machine, machine_tag, write_json
-from behavior1k_fast.tools.measure.config import add_output_arguments, output_dir
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 TRANSPORTS = ("shared memory (process executor)", "Ray object store, same node", "Ray object store, other node")
 
@@ -182,17 +181,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=nonnegative_int, default=3,
                         help="unmeasured chunks before them (default: 3)")
     add_output_arguments(parser)
-    args = parser.parse_args(argv)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
     try:
         worker_profile(args.envs_per_process, args.stages, args.chunk_size)
     except ValueError as exc:
-        parser.error(f"--envs-per-process {args.envs_per_process}, --stages {args.stages}: {exc}")
-    try:
-        check_image_memory(args, args.envs_per_process)
-        args.out_dir = check_writable_dir("--out-dir", output_dir(args))
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+        raise ValueError(f"--envs-per-process {args.envs_per_process}, --stages {args.stages}: {exc}") from None
+    check_image_memory(args, args.envs_per_process)
+    args.out_dir = checked_output_dir(args)
 
 
 def main(argv: list[str] | None = None) -> int:

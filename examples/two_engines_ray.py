@@ -26,8 +26,8 @@ import ray
 
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine, RolloutStats, engine_shard, merge_stats
-from behavior1k_fast.tools.argtypes import (Parser, env_count, nonnegative_number, positive_int, positive_number,
-                                           process_count)
+from behavior1k_fast.tools.argtypes import (Parser, env_count, nonnegative_number, parse_checked, positive_int,
+                                           positive_number, process_count)
 from behavior1k_fast.tools.backend_args import check_image_memory
 
 
@@ -102,19 +102,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--placement", choices=("spread", "pack"), default="spread",
                         help="where each engine's env workers go (default: spread)")
     parser.add_argument("--json", action="store_true", help="print the merged stats as JSON")
-    args = parser.parse_args(argv)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every engine's share of the job is a layout the engine takes, and the images fit (ValueError)."""
     job = job_profile(args)
     try:
-        for index in range(args.engines):  # every engine's share is a layout the engine takes
+        for index in range(args.engines):
             engine_shard(job, index, args.engines)
     except ValueError as exc:
-        parser.error(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
-                     f"{args.envs_per_process}, --stages {args.stages}: {exc}")
-    try:
-        check_image_memory(args, job.total_num_envs)
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+        raise ValueError(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
+                         f"{args.envs_per_process}, --stages {args.stages}: {exc}") from None
+    check_image_memory(args, job.total_num_envs)
 
 
 def main(argv: list[str] | None = None) -> int:

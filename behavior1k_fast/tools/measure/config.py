@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backends import BACKENDS
-from ...core.checks import check_int, check_number, check_positive_int, check_seed
+from ...core.checks import check_int, check_number, check_positive_int, check_seed, check_writable_dir
 from ..argtypes import (chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number,
                        process_count, seed)
 from ..backend_args import add_backend_arguments, backend_options
@@ -78,6 +78,11 @@ def output_dir(args: argparse.Namespace) -> str:
     if args.record and args.out_dir is not None:
         raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
     return record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+
+
+def checked_output_dir(args: argparse.Namespace) -> str:
+    """:func:`output_dir`, made and checked writable (ValueError naming ``--out-dir``): a script's last check."""
+    return check_writable_dir("--out-dir", output_dir(args))
 
 
 def policy_threads(cores: int, processes: int) -> int:
