@@ -14,8 +14,9 @@ here draws uniform random chunks; put yours in its place (it gets a dict of batc
 
 Needs a BEHAVIOR-1K install (OmniGibson and Isaac Sim, its assets and dataset); without one it prints what is
 missing in one line and exits 2. A bad option or config (YAML that does not parse, a section that is not a
-mapping, a layout the config's frequencies refuse) is one line and exit code 2 as well, before OmniGibson starts. ``tests/omnigibson/test_example_rollout.py`` runs this file on the real
-OmniGibson code of every upstream line at the ``og.sim`` seam (``--executor inline``).
+mapping, a layout the config's frequencies refuse) is one line and exit code 2 as well, before OmniGibson
+starts. ``tests/omnigibson/test_example_rollout.py`` runs this file on the real OmniGibson code of every
+upstream line at the ``og.sim`` seam (``--executor inline``).
 """
 
 from __future__ import annotations
