@@ -43,6 +43,7 @@ from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
 from behavior1k_fast.tools.measure.runs import Row
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
+from behavior1k_fast.tools.measure.policy import check_image_size
 
 
 
@@ -163,6 +164,7 @@ def check_args(args: argparse.Namespace) -> None:
     num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
                                                args.processes * args.envs_per_process)
     check_image_memory(args, num_envs)
+    check_image_size("--resolution", args.resolution)  # the bench policy's patches
     args.out_dir = checked_output_dir(args)
 
 

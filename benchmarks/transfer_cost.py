@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> dict:
     from ray.cluster_utils import Cluster
 
     spec = worker_spec(args.resolution, args.envs_per_process, args.stages, args.chunk_size)
-    row_sets = [tuple(range(args.envs_per_process // args.stages)), tuple(range(args.envs_per_process))]
+    # one stage's envs and all of them (one set when K = 1)
+    row_sets = list(dict.fromkeys([tuple(range(args.envs_per_process // args.stages)),
+                                   tuple(range(args.envs_per_process))]))
     results = []
     for rows in row_sets:
         results.append({"transport": TRANSPORTS[0], **measure(make_executor("process", [spec], Supervision()), rows,

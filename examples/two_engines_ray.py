@@ -29,6 +29,7 @@ from behavior1k_fast.rollout import RolloutEngine, RolloutStats, engine_shard, m
 from behavior1k_fast.tools.argtypes import (Parser, env_count, nonnegative_number, parse_checked, positive_int,
                                            positive_number, process_count)
 from behavior1k_fast.tools.backend_args import check_image_memory
+from behavior1k_fast.tools.measure.policy import check_image_size
 
 
 class EngineActor:
@@ -106,7 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every engine's share of the job is a layout the engine takes, and the images fit (ValueError)."""
+    """Every engine's share of the job is a layout the engine takes, and the images fit the memory and the
+    benchmark policy (ValueError)."""
+
     job = job_profile(args)
     try:
         for index in range(args.engines):
@@ -115,6 +118,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
                          f"{args.envs_per_process}, --stages {args.stages}: {exc}") from None
     check_image_memory(args, job.total_num_envs)
+    check_image_size("--resolution", args.resolution)  # the benchmark policy's patches
 
 
 def main(argv: list[str] | None = None) -> int:
