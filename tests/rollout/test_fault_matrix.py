@@ -186,7 +186,7 @@ def run_driver(tmp_path, mode, *signals_after):
 
 def assert_driver_left_nothing(owner, pids):
     assert_gone(pids)
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
+    assert our_segments(owner) == []
 
 
 def test_double_ctrl_c_while_close_waits_for_a_busy_worker(tmp_path):
@@ -228,7 +228,7 @@ def killed_with_its_group(tmp_path):
     owner, pids, code, _ = run_driver(tmp_path, "sigkill", ("busy", signal.SIGKILL, True))
     assert code == -signal.SIGKILL
     assert_gone(pids)
-    left = sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_"))
+    left = our_segments(owner)
     assert left  # nothing of the dead driver's own removes them
     return owner, pids, left
 

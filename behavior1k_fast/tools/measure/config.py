@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backends import BACKENDS
-from ...core.checks import check_int, check_number, check_positive_int, check_seed
+from ...core.checks import check_int, check_number, check_positive_int, check_seed, check_writable_dir
 from ..argtypes import (chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number,
                        process_count, seed)
 from ..backend_args import add_backend_arguments, backend_options
@@ -62,6 +62,28 @@ def record_dir() -> str:
         raise ValueError(f"--record writes the committed benchmarks/results/ of a source checkout; this package "
                          f"runs from {root}, which has none (use --out-dir)")
     return str(path)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out-dir`` and ``--record`` on ``parser`` (every command and script that writes results);
+    :func:`output_dir` resolves them."""
+    parser.add_argument("--out-dir", type=path, default=None,
+                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
+    parser.add_argument("--record", action="store_true",
+                        help="write into the source checkout's committed benchmarks/results/ instead")
+
+
+def output_dir(args: argparse.Namespace) -> str:
+    """Where results go, from :func:`add_output_arguments`' options: ``--out-dir``, ``--record``'s
+    :func:`record_dir`, else :data:`DEFAULT_OUT_DIR`; ValueError for both options at once."""
+    if args.record and args.out_dir is not None:
+        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    return record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+
+
+def checked_output_dir(args: argparse.Namespace) -> str:
+    """:func:`output_dir`, made and checked writable (ValueError naming ``--out-dir``): a script's last check."""
+    return check_writable_dir("--out-dir", output_dir(args))
 
 
 def policy_threads(cores: int, processes: int) -> int:
@@ -197,13 +219,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
     parser.add_argument("--repeats", type=positive_int, default=None,
                         help=f"runs of every layout, interleaved; each row is their median with min-max (default: "
                              f"{repeats}, quick: {quick_repeats})")
-    parser.add_argument("--out-dir", type=path, default=None,
-                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
-    parser.add_argument("--record", action="store_true",
-                        help="write into the source checkout's committed benchmarks/results/ instead (not with "
-                             "--quick: a quick run would replace the committed full run, unless --force-record)")
+    add_output_arguments(parser)
     parser.add_argument("--force-record", action="store_true",
-                        help="with --record --quick: replace the committed results by the quick run all the same")
+                        help="with --record --quick: replace the committed full-run results by the quick run")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -218,8 +236,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         options = _behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
-    if args.record and args.out_dir is not None:
-        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    out_dir = output_dir(args)
     if args.record and args.quick and not args.force_record:
         raise ValueError("--record --quick would replace the committed full-run results in benchmarks/results/ by a "
                          "quick run: leave out --record (results go to --out-dir), or add --force-record")
@@ -233,7 +250,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "model_depth": args.model_depth, "device": resolve_device(args.device), "seed": args.seed,
         "max_processes": args.max_processes,
         "repeats": args.repeats if args.repeats is not None else (quick_repeats if args.quick else repeats),
-        "out_dir": record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR), "tag": args.tag,
+        "out_dir": out_dir, "tag": args.tag,
     }
 
 
