@@ -413,9 +413,11 @@ LAUNCHER = """
 def test_kit_args_nest_reach_the_app_and_are_read_back(og, tmp_path, settings):
     """Two launch patches' arguments both reach ``SimulationApp`` (hooks nest, outer last), ``lazy`` and
     ``sys.argv`` are the caller's again after the launch, and the values Kit ended up with are read back."""
+    from behavior1k_fast.patching.omnigibson.layout import KitLauncher
     from behavior1k_fast.patching.omnigibson.runtime import effective_kit_settings, launch_with_kit_args
 
     module = kernel_module(tmp_path, f"b1k_launcher_{tmp_path.name}", LAUNCHER)
+    launcher = KitLauncher(module, "_launch_app")
     lazy = types.SimpleNamespace(isaacsim=types.SimpleNamespace(SimulationApp=lambda config: list(sys.argv)),
                                  carb=sys.modules["omnigibson.lazy"].carb)
     module.lazy = lazy
@@ -423,9 +425,9 @@ def test_kit_args_nest_reach_the_app_and_are_read_back(og, tmp_path, settings):
     argv = list(sys.argv)
 
     def inner():
-        return launch_with_kit_args(module, ["--/a=1"], ["/a"], module._launch_app)
+        return launch_with_kit_args(launcher, ["--/a=1"], ["/a"], module._launch_app)
 
-    app_argv = launch_with_kit_args(module, ["--/b=2", "--/c=3"], ["/b"], inner)
+    app_argv = launch_with_kit_args(launcher, ["--/b=2", "--/c=3"], ["/b"], inner)
     assert app_argv == [argv[0], "--portable-root", "/appdata", "--/a=1", "--/b=2", "--/c=3"]
     assert sys.argv == argv and module.lazy is lazy
     assert {k: effective_kit_settings()[k] for k in ("/a", "/b")} == {"/a": 1, "/b": 2}
