@@ -108,8 +108,11 @@ KIT_PHYSICS_BACKEND = "physx"
 
 def is_render_backend_layout(simulator: Any) -> bool:
     """Whether ``simulator`` (the ``omnigibson.simulator`` module) is the render/physics-backend refactor's: it
-    picks its backends from the ``RENDER_BACKENDS`` and ``PHYSICS_BACKENDS`` registries (feature probe)."""
-    return all(isinstance(getattr(simulator, name, None), dict) for name in ("RENDER_BACKENDS", "PHYSICS_BACKENDS"))
+    picks its render backend from the ``RENDER_BACKENDS`` registry and its ``_launch_app`` hands the launch to
+    the physics backend's ``create_app()`` (feature probe)."""
+    launch = getattr(simulator, "_launch_app", None)
+    return (isinstance(getattr(simulator, "RENDER_BACKENDS", None), dict) and callable(launch)
+            and ".create_app()" in source_of(launch))
 
 
 @dataclass(frozen=True)
