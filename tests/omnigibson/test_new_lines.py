@@ -6,7 +6,7 @@ sets hold a few files each; everything else is main's). On ``backend`` Kit is la
 backend's ``launch_kit_app()`` (``simulator._launch_app`` only hands off to ``PhysicsBackend.create_app()``):
 every launch patch must bind there, never on ``_launch_app``. Every runtime patch has one expected outcome per
 line (:data:`OUTCOMES`): "installed on <target>" or a skip with its reason ("not applicable on this layout:
-..." where the target is gone)."""
+..." where the target is gone), the table ``doctor --upstream`` prints for the line."""
 
 from __future__ import annotations
 
@@ -34,33 +34,12 @@ LAUNCH_PATCHES = ("viewer_camera_off", "kit_thread_caps", "rtx_descriptor_sets",
                   "gc_after_launch", "texture_streaming_budget")
 
 
-def _installed(target: str) -> tuple:
-    return APPLIED, f"installed on {target}"
-
-
 def _outcomes(line: str) -> dict[str, tuple]:
-    """Patch -> (state, reason substring) for :func:`profile` on ``line``, in a process that runs OmniGibson."""
-    launcher = LAUNCHER[line]
-    return {
-        "gpu_binding": _installed("CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID"),
-        "intra_op_threads": _installed("OMP_NUM_THREADS"),
-        "numba_cache_dir": _installed("NUMBA_CACHE_DIR"),
-        "numba_cache_joint_controller": _installed("omnigibson.controllers.joint_controller.numba_ix"),
-        "numba_cache_ik_controller": _installed("omnigibson.controllers.ik_controller._compute_ik_qpos_numpy"),
-        "numba_cache_osc_controller": _installed("omnigibson.controllers.osc_controller._compute_osc_torques_numpy"),
-        # main's VisionSensor (neither set holds one) has #2117
-        "headless_viewport": (SKIPPED, "already skips the viewport when headless (PR #2117)"),
-        "env_step_obs": (APPLIED, "installed on omnigibson.envs.env_base.Environment.step"),
-        "multi_scene_step": _installed("omnigibson.envs.env_base.Environment.step"),
-        "vector_env_step": (SKIPPED, "main's multi-scene layout"),
-        "multi_scene_vector_env": _installed("omnigibson.envs.VectorEnvironment"),
-        "env_wrapper_forwarding": _installed("omnigibson.envs.env_wrapper.EnvironmentWrapper.step"),
-        # the viewer camera's viewport (gm.RENDER_VIEWER_CAMERA = True on both): a frame-stall fix on Isaac Sim 6.0
-        "viewer_camera_off": _installed(launcher),
-        "kit_launch_argv": (SKIPPED, f"upstream {launcher.rsplit('.', 1)[-1]} already keeps sys.argv[0] (PR #2178)"),
-        **{name: _installed(launcher) for name in LAUNCH_PATCHES if name != "viewer_camera_off"},
-        "render_quality": _installed("omnigibson.launch"),
-    }
+    """Patch -> (state, reason substring) for :func:`profile` on ``line``, in a process that runs OmniGibson:
+    what ``doctor --upstream`` reports for that line (``upstream_check.RUNTIME_ON_LINE``)."""
+    from behavior1k_fast.tools.upstream_check import RUNTIME_ON_LINE
+
+    return RUNTIME_ON_LINE[line]
 
 
 def profile(tmp_path, **knobs) -> RolloutProfile:
