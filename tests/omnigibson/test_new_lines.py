@@ -234,3 +234,17 @@ def test_env_indices_and_on_demand_observation_step_only_the_selected_envs(og, n
     obs, *_ = h.env.step(h.rows([0, 2]), env_indices=[0, 2])
     assert sorted(h.events("apply")) == [0, 2] and len(obs) == 2
     MultiSceneChecks.observed(h, [0, 2])
+
+
+def test_readmes_patch_table_says_what_each_patch_does_on_the_line(new_line):
+    """README's backend and Isaac 6 columns, in its words, match the outcomes (a patch the fast profile leaves off
+    until a knob asks for it is "on request")."""
+    from .test_doctor import ALREADY, APPLIED_CELL, NOT_NEEDED, OFF_BY_DEFAULT, ON_REQUEST, readme_table
+
+    table = readme_table()
+    for name, (state, reason) in _outcomes(new_line.name).items():
+        if state == APPLIED:
+            word = ON_REQUEST if name in OFF_BY_DEFAULT else APPLIED_CELL
+        else:
+            word = ALREADY if "already" in reason else NOT_NEEDED
+        assert table[name][new_line.name] == word, name
