@@ -124,7 +124,7 @@ class PatchCheck:
     detail: str = ""
 
 
-def omnigibson_folder(path: str | Path) -> Path:
+def _omnigibson_folder(path: str | Path) -> Path:
     """The ``OmniGibson/`` folder of a BEHAVIOR-1K checkout ``path`` (or ``path`` itself if it is one)."""
     root = Path(path)
     for candidate in (root / "OmniGibson", root):
@@ -252,7 +252,7 @@ def check_series(folder: Path, patches: list[Path]) -> list[PatchCheck]:
 
 def collect(path: str | Path) -> dict[str, Any]:
     """The ``--upstream`` report as a JSON-ready dict; ``ok`` is True when the exit code is 0."""
-    folder = omnigibson_folder(path)
+    folder = _omnigibson_folder(path)
     line, evidence = detect_line(folder)
     release = release_of(folder)
     report: dict[str, Any] = {"path": str(path), "line": line, "evidence": evidence,
