@@ -22,7 +22,6 @@ from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.patching.omnigibson.layout import NOT_APPLICABLE, is_render_backend_layout, kit_launcher
 
 from ..upstream_lines import activate_line
-from .conftest import MultiSceneChecks, build_multi_seam, install_seam
 from .test_runtime import kit_start_argv
 
 NEW_LINES = ("backend", "isaac6")
@@ -49,61 +48,55 @@ def profile(tmp_path, **knobs) -> RolloutProfile:
 
 
 @pytest.fixture(params=NEW_LINES)
-def new_line(request, og, monkeypatch):
+def line(request, og, monkeypatch):
+    """This module's lines (over conftest's: ``registry`` and the seams take it), with a process bound to GPU 3."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     return activate_line(request.param, monkeypatch)
 
 
-@pytest.fixture
-def new_registry(new_line):
-    registry = PatchRegistry(PATCHES)
-    yield registry
-    registry.revert()
-
-
-def test_line_is_detected_by_its_launch_layout(new_line):
+def test_line_is_detected_by_its_launch_layout(line):
     from omnigibson import simulator
 
-    assert simulator is new_line.module("omnigibson.simulator")
-    assert is_render_backend_layout(simulator) is (new_line.name == "backend")
-    assert kit_launcher(simulator).qualname == LAUNCHER[new_line.name]
-    if new_line.name == "backend":  # _launch_app only hands off; launch_kit_app builds the app
+    assert simulator is line.module("omnigibson.simulator")
+    assert is_render_backend_layout(simulator) is (line.name == "backend")
+    assert kit_launcher(simulator).qualname == LAUNCHER[line.name]
+    if line.name == "backend":  # _launch_app only hands off; launch_kit_app builds the app
         assert "SimulationApp(" not in inspect.getsource(simulator._launch_app)
         assert "SimulationApp(" in inspect.getsource(sys.modules[KIT_BACKEND].launch_kit_app)
 
 
-def test_every_runtime_patch_is_installed_on_its_target_or_says_why_not(new_line, new_registry, tmp_path):
-    report = new_registry.apply(profile(tmp_path))
-    expected = _outcomes(new_line.name)
+def test_every_runtime_patch_is_installed_on_its_target_or_says_why_not(line, registry, tmp_path):
+    report = registry.apply(profile(tmp_path))
+    expected = _outcomes(line.name)
     assert sorted(expected) == sorted(p.name for p in PATCHES)  # every runtime patch has its expected outcome
     for name, (state, reason) in expected.items():
         outcome = report[name]
-        assert outcome.state == state and reason in outcome.reason, f"{name} on {new_line.name}: {outcome}"
-        print(f"{new_line.name:<8} {name:<29} {outcome.reason}")
+        assert outcome.state == state and reason in outcome.reason, f"{name} on {line.name}: {outcome}"
+        print(f"{line.name:<8} {name:<29} {outcome.reason}")
 
 
-def test_no_patch_is_installed_on_a_method_the_line_no_longer_calls(new_line, new_registry, tmp_path):
+def test_no_patch_is_installed_on_a_method_the_line_no_longer_calls(line, registry, tmp_path):
     """On the backend line ``_launch_app`` stays upstream's (it builds no app), ``launch_kit_app`` is wrapped."""
     from omnigibson import simulator
 
     launch_app = simulator.__dict__["_launch_app"]
     kit = sys.modules.get(KIT_BACKEND)
     launch_kit_app = kit.__dict__["launch_kit_app"] if kit is not None else None
-    report = new_registry.apply(profile(tmp_path))
+    report = registry.apply(profile(tmp_path))
     bound = {target for name in LAUNCH_PATCHES for target in report[name].targets}
-    assert bound == {LAUNCHER[new_line.name]}
-    if new_line.name == "backend":
+    assert bound == {LAUNCHER[line.name]}
+    if line.name == "backend":
         assert simulator.__dict__["_launch_app"] is launch_app
         assert kit.__dict__["launch_kit_app"] is not launch_kit_app
     else:
         assert simulator.__dict__["_launch_app"] is not launch_app
-    new_registry.revert()
+    registry.revert()
     assert simulator.__dict__["_launch_app"] is launch_app
     if kit is not None:
         assert kit.__dict__["launch_kit_app"] is launch_kit_app
 
 
-def test_kit_gets_the_launch_settings_from_the_lines_own_launch_function(new_line, new_registry, monkeypatch,
+def test_kit_gets_the_launch_settings_from_the_lines_own_launch_function(line, registry, monkeypatch,
                                                                        tmp_path):
     """The line's real launch function, run up to the Kit start: the thread caps, descriptor sets and renderer
     GPU are on the command line Kit reads (after upstream's own arguments), and ``sys.argv`` is the caller's after."""
@@ -114,7 +107,7 @@ def test_kit_gets_the_launch_settings_from_the_lines_own_launch_function(new_lin
     argv = list(sys.argv)
     stock = kit_launch()
     assert sys.argv == argv and "--portable-root" in stock  # upstream's own arguments
-    new_registry.apply(profile(tmp_path, carb_tasking_threads=6))
+    registry.apply(profile(tmp_path, carb_tasking_threads=6))
     patched = kit_launch()
     assert patched[:len(stock)] == stock and sys.argv == argv
     assert patched[len(stock):] == [  # hooks nest: the first patch's arguments first
@@ -124,11 +117,11 @@ def test_kit_gets_the_launch_settings_from_the_lines_own_launch_function(new_lin
         "--/renderer/activeGpu=3", "--/renderer/multiGpu/enabled=false", "--/renderer/multiGpu/activeCudaGpus=0",
         "--/physics/cudaDevice=0",
     ]
-    new_registry.revert()
+    registry.revert()
     assert kit_launch() == stock
 
 
-def test_after_launch_knobs_and_the_viewer_camera_follow_the_launch_function(new_line, new_registry, monkeypatch,
+def test_after_launch_knobs_and_the_viewer_camera_follow_the_launch_function(line, registry, monkeypatch,
                                                                            tmp_path):
     """GC and the texture budget right after the line's launch function returns; the viewer camera is off when
     the app starts headless (the macro upstream reads during the launch and when it builds the simulator)."""
@@ -155,11 +148,11 @@ def test_after_launch_knobs_and_the_viewer_camera_follow_the_launch_function(new
     monkeypatch.setitem(gm, "HEADLESS", True)
     monkeypatch.setitem(gm, "RENDER_VIEWER_CAMERA", True)
     try:  # the Kit-argument patches off: the stand-in start builds no SimulationApp to put them on
-        new_registry.apply(profile(tmp_path, gpu_ids=None, carb_tasking_threads=None, tbb_max_threads=None,
+        registry.apply(profile(tmp_path, gpu_ids=None, carb_tasking_threads=None, tbb_max_threads=None,
                                    physx_worker_threads=None, rtx_descriptor_sets=None))
         assert getattr(launcher.module, launcher.function)() == "app"
         assert gc.isenabled() and values[TEXTURE_BUDGET_SETTING] == 0.2 and seen["viewer_camera"] is False
-        new_registry.revert()
+        registry.revert()
         assert gm["RENDER_VIEWER_CAMERA"] is True
     finally:
         gc.enable()
@@ -209,42 +202,41 @@ def test_a_pre_2117_vision_sensor_on_the_backend_layout_is_not_patched(og, monke
                                                                   "og.sim.render_backend"), outcome
 
 
-def test_the_lines_simulator_keeps_what_the_stepping_patches_rely_on(new_line):
+def test_the_lines_simulator_keeps_what_the_stepping_patches_rely_on(line):
     """The seam's ``og.sim`` stands in for these: ``render_on_step(value)`` sets and restores ``_render_on_step``,
     and ``step()`` reads it (on the backend line it hands it to ``PhysicsBackend.step(render=...)``)."""
     from omnigibson import simulator
 
     text = inspect.getsource(simulator._launch_simulator)
     assert "def render_on_step(self, value):" in text and "render = self._render_on_step" in text
-    if new_line.name == "backend":
+    if line.name == "backend":
         assert "self._physics_backend.step(render=True)" in text
-        base = new_line.module("omnigibson.physics_backends.base").PhysicsBackend
+        base = line.module("omnigibson.physics_backends.base").PhysicsBackend
         assert list(inspect.signature(base.step).parameters) == ["self", "render"]
 
 
-def test_env_indices_and_on_demand_observation_step_only_the_selected_envs(og, new_line, new_registry, monkeypatch,
+def test_env_indices_and_on_demand_observation_step_only_the_selected_envs(registry, multi_seam, multi_checks,
                                                                          tmp_path):
     """``Environment.step`` (main's text on both lines) with the stepping patches, at the ``og.sim`` seam."""
-    report = new_registry.apply(profile(tmp_path))
+    report = registry.apply(profile(tmp_path))
     assert report["multi_scene_step"].state == report["env_step_obs"].state == APPLIED
-    sim, env_cls = install_seam(og, new_line, monkeypatch)
-    h = build_multi_seam(env_cls, sim, num_envs=3)
-    MultiSceneChecks.render_false_steps_physics_only(h)
+    h = multi_seam(num_envs=3)
+    multi_checks.render_false_steps_physics_only(h)
     h.log.clear()
     obs, *_ = h.env.step(h.rows([0, 2]), env_indices=[0, 2])
     assert sorted(h.events("apply")) == [0, 2] and len(obs) == 2
-    MultiSceneChecks.observed(h, [0, 2])
+    multi_checks.observed(h, [0, 2])
 
 
-def test_readmes_patch_table_says_what_each_patch_does_on_the_line(new_line):
+def test_readmes_patch_table_says_what_each_patch_does_on_the_line(line):
     """README's backend and Isaac 6 columns, in its words, match the outcomes (a patch the fast profile leaves off
     until a knob asks for it is "on request")."""
     from .test_doctor import ALREADY, APPLIED_CELL, NOT_NEEDED, OFF_BY_DEFAULT, ON_REQUEST, readme_table
 
     table = readme_table()
-    for name, (state, reason) in _outcomes(new_line.name).items():
+    for name, (state, reason) in _outcomes(line.name).items():
         if state == APPLIED:
             word = ON_REQUEST if name in OFF_BY_DEFAULT else APPLIED_CELL
         else:
             word = ALREADY if "already" in reason else NOT_NEEDED
-        assert table[name][new_line.name] == word, name
+        assert table[name][line.name] == word, name
