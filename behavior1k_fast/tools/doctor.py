@@ -102,11 +102,12 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
     else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
         offline = [p for p in registry.patches if p.module is None or not p.wanted(profile)]
         planned = PatchRegistry(offline, simulator=registry.simulator).plan(profile, process="simulator")
-    outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
+    outcomes = {o.name: o for o in planned.outcomes}
     rows = []
     for patch in registry.patches:
-        if patch.name in outcomes:
-            state, reason = outcomes[patch.name]
+        targets, outcome = patch.describe_targets(), outcomes.get(patch.name)
+        if outcome is not None:  # its targets as it binds them on this layout
+            state, reason, targets = outcome.state, outcome.reason, outcome.targets
         elif omnigibson["installed"]:
             state, reason = FAILED, f"omnigibson does not import: {omnigibson['error']}"
         else:
@@ -116,7 +117,7 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
                 "name": patch.name,
                 "state": state,
                 "reason": reason,
-                "targets": list(patch.describe_targets()),
+                "targets": list(targets),
                 "upstream_file": patch.upstream_file,
                 "process_setting": patch.module is None,
                 "applies_in": registry.where(patch),

@@ -10,6 +10,9 @@ streaming, render quality.
   go onto ``sys.argv`` at the moment upstream's ``_launch_app`` constructs ``SimulationApp`` (its
   ``lazy.<path>.SimulationApp`` is redirected for the launch, :func:`kit_app_hook`) and are taken off again
   after it. The values Kit ended up with are read back after launch (:func:`effective_kit_settings`).
+  Where the launch is depends on the layout (:func:`~.layout.kit_launcher`): the simulator's ``_launch_app``,
+  or on the render/physics-backend refactor ``launch_kit_app`` of the kit render backend, which builds the app
+  the same way (``lazy.isaacsim.SimulationApp``, ``sys.argv = [argv0]``).
 - ``argv[0]``: Kit skips ``sys.argv[0]`` as the script name; where ``_launch_app`` clears ``sys.argv`` to
   ``[]``, its first own argument is lost (#2178: Kit then recompiles its Vulkan pipelines on every launch), so
   the caller's ``argv[0]`` is put back in front when ``SimulationApp`` is constructed.
