@@ -457,8 +457,10 @@ def run(args: argparse.Namespace) -> int:
     if ray_request is not None:
         report["ray"] = ray_placement(ray_request)
         placed = report["ray"]["error"] is None
-    text = render_text(report) + ("" if ray_request is None else "\n\n" + _render_ray_text(report["ray"]))
-    print(json.dumps(report, indent=2) if args.json else text)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_text(report) + ("" if ray_request is None else "\n\n" + _render_ray_text(report["ray"])))
     return 0 if report["ok"] and placed else 1
 
 

@@ -4,8 +4,8 @@ package's ``patches/`` series for that line applies to it, patch by patch.
 ``PATH`` is a BEHAVIOR-1K checkout (holding ``OmniGibson/omnigibson/``) or its ``OmniGibson/`` folder. The line
 comes from the tree's own files (:func:`detect_line`), first match wins:
 
-- ``render_backends/kit_backend.py`` defining ``launch_kit_app()``: the render/physics-backend refactor
-  (``backend``);
+- ``render_backends/kit_backend.py`` defining ``launch_kit_app()``, else a ``render_backends/`` or
+  ``physics_backends/`` package: the render/physics-backend refactor (``backend``);
 - ``omnigibson_6_0_0.kit``: the Isaac Sim 6.0 work (``isaac6``);
 - ``envs/env_base.py``: ``Environment.__init__(self, configs, in_vec_env=False)`` is the v3.7 line; an
   ``Environment`` whose ``get_obs`` takes ``env_indices`` is main's multi-scene layout;
@@ -152,6 +152,9 @@ def detect_line(folder: Path) -> tuple[str, str]:
     kit_backend = package / "render_backends" / "kit_backend.py"
     if kit_backend.is_file() and _LAUNCH_KIT_APP_DEF.search(kit_backend.read_text(errors="replace")):
         return "backend", "render_backends/kit_backend.py: launch_kit_app() builds the Kit app (render/physics backends)"
+    backend_packages = [name for name in ("render_backends", "physics_backends") if (package / name).is_dir()]
+    if backend_packages:
+        return "backend", f"{', '.join(f'{name}/' for name in backend_packages)}: the render/physics-backend packages"
     if (package / "omnigibson_6_0_0.kit").is_file():
         return "isaac6", "omnigibson_6_0_0.kit: the Isaac Sim 6.0 experience"
     env_base = package / "envs" / "env_base.py"

@@ -123,6 +123,7 @@ def test_line_comes_from_setup_py_without_env_base(tmp_path):
 
 @pytest.mark.parametrize("name, line, release", [
     ("backend-7423c692", "backend", None),
+    ("backend-1b618dc0", "backend", None),
     ("isaac6-2af465a2", "isaac6", {"version": "3.9.0", "from": "omnigibson_6_0_0.kit"}),
     ("main-1294717b", "main", {"version": "3.9.1", "from": "omnigibson_5_1_0.kit"}),
 ])

@@ -147,3 +147,26 @@ def test_a_layout_the_engine_would_refuse_is_reported_without_failing_doctor(two
     assert "process partition needs pipeline_stages=2 to divide" in report["schedule"]["error"]
     assert report["ok"] == doctor.collect(RolloutProfile())["ok"]
     assert "the engine would refuse this layout: process partition" in doctor.render_text(report)
+
+
+def test_doctor_says_it_is_importing_omnigibson_before_the_wait(monkeypatch, capsys):
+    """Importing an installed OmniGibson takes 10-20 s: doctor says so on stderr first (JSON stays on stdout)."""
+    import argparse
+    import importlib.util
+    import json
+
+    monkeypatch.delitem(sys.modules, "omnigibson", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "omnigibson" else None)
+    seen = []
+
+    def collect(profile, clean=False):
+        seen.append(capsys.readouterr().err)  # what was printed before the import would start
+        return {"ok": True}
+
+    monkeypatch.setattr(doctor, "collect", collect)
+    parser = argparse.ArgumentParser()
+    doctor.register(parser.add_subparsers())
+    args = parser.parse_args(["doctor", "--json"])
+    assert args.func(args) == 0
+    assert seen == ["behavior1k-fast doctor: importing omnigibson to plan its patches (10-20 s) ...\n"]
+    assert json.loads(capsys.readouterr().out) == {"ok": True}
