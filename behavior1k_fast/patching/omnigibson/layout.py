@@ -14,7 +14,8 @@ And two launch layouts (:func:`kit_launcher`):
   render backend (``omnigibson.render_backends.kit_backend``); camera capture goes through
   ``og.sim.render_backend``. Where that layout launches no Kit app or renders with something other than
   Kit, the launch and RTX patches are "not applicable on this layout" (:func:`kit_launch_reason`,
-  :func:`rtx_reason`).
+  :func:`rtx_reason`), decided from ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` when the patch is applied
+  (set them before ``apply()`` or the import that applies it).
 
 Everything here reads the loaded classes (never a version number) and imports no simulator. The lookups
 (:func:`class_in`, :func:`raw_member`) raise :class:`~behavior1k_fast.patching.registry.UpstreamLayoutError`,
