@@ -285,7 +285,8 @@ def render_text(report: dict[str, Any]) -> str:
             detail = f": {p['detail']}" if p["detail"] else ""
             lines.append(f"  {p['patch']:<{width}}  {p['state']}{detail}")
     if report["runtime"]:
-        lines.append("Runtime patches on this line (behavior1k_fast.apply(), a profile that asks for each):")
+        lines.append("Runtime patches on this line (behavior1k_fast.apply(), a profile that asks for each; the env, "
+                     "sensor and controller rows as on main's texts, which the stored sets of this line lack):")
         width = max(len(p["name"]) for p in report["runtime"])
         for p in report["runtime"]:
             note = f" [{p['note']}]" if p["note"] else ""
