@@ -192,6 +192,12 @@ class Patch:
     def describe_targets(self) -> tuple[str, ...]:
         return tuple(f"{self.module}.{t}" if self.module else t for t in self.targets)
 
+    def bound_targets(self, module: Any) -> tuple[str, ...]:
+        """What :meth:`install` changes on the loaded layout of ``module`` (qualified names; the report's
+        "installed on ..."). Default: the declared targets; a patch whose target moves between layouts says
+        where it binds."""
+        return self.describe_targets()
+
 
 class Knobs(Mapping[str, Any]):
     """What one patch sees of a profile: its declared knobs, as attributes (``knobs.intra_op_threads``) or
@@ -445,7 +451,13 @@ class PatchRegistry:
         detected = self._detect(patch, module)
         if detected is not None:
             return detected, None
-        return PatchOutcome(patch.name, WOULD_APPLY, "process setting" if patch.module is None else "needed",
+        if patch.module is None:
+            return PatchOutcome(patch.name, WOULD_APPLY, "process setting", targets), module
+        try:
+            targets = patch.bound_targets(module)
+        except Exception as exc:
+            return outcome(FAILED, f"bound_targets() raised {exc!r} (a bug in the patch)")
+        return PatchOutcome(patch.name, WOULD_APPLY, f"needed: would be installed on {', '.join(targets)}",
                             targets), module
 
     def _settle(self, patch: Patch) -> PatchOutcome:
@@ -506,12 +518,13 @@ class PatchRegistry:
         targets = patch.describe_targets()
         ctx = PatchContext()
         try:
+            targets = patch.bound_targets(module)
             patch.install(module, Knobs(patch.name, {k: self._knobs[k] for k in patch.knobs}), ctx)
         except Exception as exc:
             ctx.undo_all()
             return PatchOutcome(patch.name, FAILED, f"{type(exc).__name__}: {exc}", targets)
         self._contexts[patch.name] = ctx
-        return PatchOutcome(patch.name, APPLIED, "installed", targets)
+        return PatchOutcome(patch.name, APPLIED, f"installed on {', '.join(targets)}", targets)
 
     def revert(self) -> PatchReport:
         """Undo every installed patch, newest first; forget pending import hooks. Returns what it reverted
