@@ -53,8 +53,21 @@ PARTITION_MODES = ("hybrid", "process")
 #: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``; ``lookahead``: the next chunk
 #: is chosen from an observation read ``lookahead_steps`` before the current chunk ends, ``rollout.chunk``).
 SCHEDULES = ("barrier", "async", "lookahead")
-#: ``lookahead_steps`` value: the lead is derived from measured step and policy times.
+#: ``lookahead_steps`` value: the lead is derived from measured step and policy times, up to
+#: :func:`auto_lead_cap`.
 AUTO_LEAD = "auto"
+#: The longest ``auto`` lead, as a fraction of the chunk (:func:`auto_lead_cap`).
+AUTO_LEAD_MAX_FRACTION = 0.25
+
+
+def auto_lead_cap(chunk_size: int) -> int:
+    """The longest lead ``lookahead_steps="auto"`` picks for chunks of ``chunk_size`` steps: a quarter of the
+    chunk, at least 1 (0 for a chunk of 1 step). A lead is chosen for learning, not only for speed: each step
+    of it is a step the policy acts without seeing, and in the delay sweep of ``benchmarks/time_to_train.py``
+    (``benchmarks/README.md``) leads past a quarter of the chunk cost more samples to the target than the
+    forward they hide saves in seconds (a lead of N - 1 did not reach the target). Where the forward needs a
+    longer lead to be hidden, the rest of it is a stall (``RolloutStats.stall_seconds_per_worker``)."""
+    return min(chunk_size - 1, max(1, int(chunk_size * AUTO_LEAD_MAX_FRACTION)))
 
 #: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K
 #: #2152; Isaac Sim's own extensions set 360000): the least ``rtx_descriptor_sets`` may be.

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..core.checks import check_picklable, check_positive_int, check_seconds
-from ..core.profile import AUTO_LEAD, RolloutProfile
+from ..core.profile import AUTO_LEAD, RolloutProfile, auto_lead_cap
 from .errors import ClosedError
 from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
@@ -44,11 +44,14 @@ Policy = Callable[[dict[str, Any]], Any]
 
 def committed_width(profile: RolloutProfile) -> int:
     """Columns of the committed actions in a ``lookahead`` policy's input under ``profile``: the lead d, or
-    ``chunk_size - 1`` for ``lookahead_steps="auto"`` (the lead is then measured, and the committed actions
-    fill the last d columns, so the input keeps one shape); 0 under any other schedule."""
+    :func:`~behavior1k_fast.core.profile.auto_lead_cap` for ``lookahead_steps="auto"`` (the lead is then
+    measured, and the committed actions fill the last d columns, so the input keeps one shape); 0 under any
+    other schedule."""
     if profile.schedule != "lookahead":
         return 0
-    return profile.chunk_size - 1 if profile.lookahead_steps == AUTO_LEAD else int(profile.lookahead_steps)
+    if profile.lookahead_steps == AUTO_LEAD:
+        return auto_lead_cap(profile.chunk_size)
+    return int(profile.lookahead_steps)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
+from behavior1k_fast.core.profile import auto_lead_cap
 from behavior1k_fast.core.tracing import SLICE_WAIT, WAIT
 from behavior1k_fast.rollout import (
     ClosedError,
@@ -163,19 +164,19 @@ def test_auto_lead_runs_with_one_policy_input_shape_and_reports_the_lead_it_chos
 
     with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile("auto"), executor="inline") as engine:
         stats = engine.rollout(policy, 6)
-    assert widths == {(N - 1, 2)}
-    assert 0 <= stats.lookahead_steps <= N - 1 and stats.own_actions.sum() > 0
+    assert widths == {(auto_lead_cap(N), 2)}
+    assert 0 <= stats.lookahead_steps <= auto_lead_cap(N) and stats.own_actions.sum() > 0
 
 
 @pytest.mark.parametrize("step_s, hidden_s, lead", [
     ([0.010, 0.020], 0.045, 3),   # the slowest worker's step: 3 * 20 ms >= 45 ms
     ([0.010], 0.040, 4),          # exactly 4 steps hide it
-    ([0.010], 1.0, N - 1),        # more than a chunk: the longest lead
+    ([0.010], 1.0, 4),            # more than the cap hides (a quarter of 16 steps): the cap
     ([0.010], 0.0, 0),            # nothing to hide
-    ([0.0], 0.5, N - 1),          # no step time measured (placeholders only): the longest lead
+    ([0.0], 0.5, 4),              # no step time measured (placeholders only): the cap
 ])
-def test_the_auto_lead_is_the_smallest_that_hides_the_policy_and_the_transfer(step_s, hidden_s, lead):
-    with RolloutEngine(PointMassFactory(), profile("auto"), executor="inline") as engine:
+def test_the_auto_lead_is_the_smallest_that_hides_the_policy_and_the_transfer_up_to_the_cap(step_s, hidden_s, lead):
+    with RolloutEngine(PointMassFactory(), lookahead_profile(P, E, 16, "auto"), executor="inline") as engine:
         schedule = Lookahead(engine, blind_policy, 1, None)
         assert schedule.auto_lead(np.array(step_s), hidden_s) == lead
 
@@ -288,7 +289,7 @@ def test_the_policy_input_holds_the_committed_actions_that_committed_actions_des
     with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(lead), executor="inline") as engine:
         engine.rollout(spy, 3)
         spec = CommittedActions.from_profile(engine.profile, engine.action_dim, engine.action_dtype)
-    assert spec.key == COMMITTED_KEY and spec.width == (3 if lead == 3 else N - 1) and spec.features == spec.width * 2
+    assert spec.key == COMMITTED_KEY and spec.width == (3 if lead == 3 else auto_lead_cap(N)) and spec.features == spec.width * 2
     assert {(c.shape, c.dtype) for c in seen} == {(spec.shape(P * E), spec.dtype)}
     with pytest.raises(TypeError, match="profile must be a RolloutProfile"):
         CommittedActions.from_profile({"schedule": "lookahead"}, 2)

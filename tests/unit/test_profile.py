@@ -164,3 +164,9 @@ def test_a_huge_value_is_cut_short_in_the_error_message():
     with pytest.raises(TypeError, match=r"must hold a mapping of profile keys .*got list \['x', ") as info:
         RolloutProfile.from_yaml("[" + ", ".join(["x"] * 10000) + "]")
     assert len(str(info.value)) < 400
+
+
+def test_the_auto_lead_is_capped_at_a_quarter_of_the_chunk_and_at_least_one_step():
+    from behavior1k_fast.core.profile import auto_lead_cap
+
+    assert [auto_lead_cap(n) for n in (1, 2, 4, 7, 8, 32)] == [0, 1, 1, 1, 2, 8]

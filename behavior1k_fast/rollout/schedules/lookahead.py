@@ -28,11 +28,13 @@ on every worker (:mod:`~behavior1k_fast.rollout.protocol`), so no stage waits fo
   the stage observations after it are boundary observations (a trainer's bootstrap value; the next
   rollout's first choice) and no action is left committed across rollouts.
 - ``lookahead_steps="auto"``: the smallest d with ``d * t_step >= T_model + transfer``, measured per stage
-  on the first round: chunks 0 and 1 run with d = N - 1, then T_model (the forward of chunk 1), the
+  on the first round, and at most :func:`~behavior1k_fast.core.profile.auto_lead_cap` (a quarter of the
+  chunk: a longer lead costs more samples to a target than it saves in seconds; the rest of a forward it
+  does not hide is a stall): chunks 0 and 1 run with the cap, then T_model (the forward of chunk 1), the
   transfer (the driver's time receiving the lead reports) and t_step (the stage's slowest worker's wall
   seconds per step of chunk 0) give d for every later chunk. The committed actions are then always
-  ``[n, N - 1, action_dim]`` (the last d columns hold them, the others are zeros), so the policy input
-  keeps one shape.
+  ``[n, cap, action_dim]`` (the last d columns hold them, the others are zeros), so the policy input keeps
+  one shape.
 
 Works with the process, Ray and inline executors; a respawned worker's envs take their reset observation
 as lead observation (their episodes end, truncated, in the chunk they were in).
@@ -46,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.profile import AUTO_LEAD
+from ...core.profile import AUTO_LEAD, auto_lead_cap
 from ..driver import COMMITTED_KEY, ChunkLead, CommittedActions, StageSlice, committed_width
 from .base import Schedule
 
@@ -61,7 +63,7 @@ class LeadStage:
     chunk: np.ndarray | None = None
     sent_lead: int = 0
     sent: int = 0
-    #: The lead of the chunks sent next (``auto``: N - 1 until measured, module docs).
+    #: The lead of the chunks sent next (``auto``: the cap until measured, module docs).
     lead: int = 0
     #: Its last lead observations.
     obs: dict | None = None
@@ -88,7 +90,8 @@ class Lookahead(Schedule):
         self.auto = driver.profile.lookahead_steps == AUTO_LEAD
         #: The committed actions in the policy input (their columns: ``spec.width``).
         self.spec = CommittedActions(COMMITTED_KEY, committed_width(profile), driver.action_dim, driver.action_dtype)
-        first_lead = driver.chunk_size - 1 if self.auto else driver.profile.lookahead_steps
+        self.cap = auto_lead_cap(driver.chunk_size)
+        first_lead = self.cap if self.auto else driver.profile.lookahead_steps
         self.stages = [LeadStage(k, driver.plan.stage_slices(k), lead=first_lead)
                        for k in range(driver.plan.pipeline_stages)]
 
@@ -139,8 +142,8 @@ class Lookahead(Schedule):
         return out
 
     def auto_lead(self, step_s: np.ndarray, hidden_s: float) -> int:
-        """The smallest d with ``d * t_step >= hidden_s`` (t_step: the slowest worker's), at most N - 1."""
+        """The smallest d with ``d * t_step >= hidden_s`` (t_step: the slowest worker's), at most the cap."""
         t_step = float(np.max(step_s)) if len(step_s) else 0.0
         if t_step <= 0:
-            return self.driver.chunk_size - 1
-        return int(min(self.driver.chunk_size - 1, max(0, math.ceil(hidden_s / t_step - 1e-9))))
+            return self.cap
+        return int(min(self.cap, max(0, math.ceil(hidden_s / t_step - 1e-9))))
