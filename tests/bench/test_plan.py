@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from behavior1k_fast.core.profile import auto_lead_cap
+
 from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.measure.calibration import Calibration
@@ -127,7 +129,7 @@ def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_
     assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "lookahead_process",
                                   "peer_double_buffer"}
     assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
-    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
+    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_lookahead", "peer_stock"] and plan.budget_rows == []
     assert not plan.peers[-1].fair and "outside the process budget" in plan.peers[-1].label
 
 
@@ -144,8 +146,11 @@ def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(m
     assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
     assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
     peers = {p.name: p for p in plan.peers}
-    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_chunk@P16xE1", "peer_double_buffer@P16xE1",
-                          "peer_stock"}
+    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_lookahead", "peer_chunk@P16xE1",
+                          "peer_double_buffer@P16xE1", "peer_lookahead@P16xE1", "peer_stock"}
+    # the user-level lookahead takes the longest lead the engine's auto lead may pick
+    lookahead = peers["peer_lookahead@P16xE1"]
+    assert (lookahead.processes, lookahead.lead_steps, lookahead.fair) == (16, auto_lead_cap(32), True)
     double = peers["peer_double_buffer@P16xE1"]
     assert (double.processes, double.envs_per_process, double.buffers, double.fair) == (16, 1, 2, True)
     slim = plan.rows[2].profile  # the skip-obs row: the peers' profile (slim + on-demand observation)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from ...backends import make_factory
 from ...core.checks import MachineLimits, check_local_layout, check_positive_int
-from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile
+from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile, auto_lead_cap
 from ...rollout.plan import PartitionPlan
 from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
@@ -280,6 +280,9 @@ def plan_runs(config: BenchConfig) -> Plan:
                                   f"two AsyncVectorEnvs alternated, 2 x {p // 2} x {e} envs", profile, p, e, 2))
             else:
                 left_out[f"peer_double_buffer{where}"] = f"a double buffer needs an even process count, got {p}"
+            lead = auto_lead_cap(config.chunk_size)
+            peers.append(Peer(f"peer_lookahead{where}", f"user-level lookahead (lead {lead}) over one "
+                              f"AsyncVectorEnv, {p} x {e} envs", profile, p, e, 1, lead_steps=lead))
         stock = RolloutProfile.stock(num_env_processes=total, total_num_envs=total, chunk_size=config.chunk_size)
         outside = ", outside the process budget" if total > budget else ""
         peers.append(Peer("peer_stock", f"gymnasium AsyncVectorEnv, stock profile, {total} x 1 env{outside}",
@@ -430,6 +433,9 @@ def _summarize(result: BenchResult, plan: Plan, by_name: dict[str, RowMeasure]) 
         "speedup_lookahead_over_hybrid": (by_name["hybrid_overlap"].ms_per_step / lookahead.ms_per_step
                                           if lookahead and "hybrid_overlap" in by_name else None),
         "lookahead_efficiency": lookahead.pipeline_efficiency if lookahead else None,
+        "speedup_lookahead_over_user_lookahead": (by_name["peer_lookahead"].ms_per_step
+                                                  / by_name["lookahead"].ms_per_step
+                                                  if {"lookahead", "peer_lookahead"} <= set(by_name) else None),
     })
 
 

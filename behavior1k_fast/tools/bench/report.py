@@ -47,6 +47,8 @@ GOALS = {
     "speedup_over_stock_peer": ("end-to-end speedup over the stock-profile AsyncVectorEnv peer", 10.0, "x"),
     "speedup_lookahead_over_hybrid": ("end-to-end speedup, hybrid K=2 overlap -> best lookahead row", 1.0, "x"),
     "lookahead_efficiency": ("pipeline efficiency of the best lookahead row (of its bound)", 0.95, "fraction"),
+    "speedup_lookahead_over_user_lookahead": ("end-to-end speedup, the user-level lookahead peer -> the engine's "
+                                              "lookahead row, same layout", 1.0, "x"),
 }
 
 
