@@ -13,9 +13,27 @@ tracing, backend contract, argument checks) < ``patching`` < ``backends`` < ``ro
 those layers.
 """
 
+from typing import Any
+
 from .core import __version__
 from .core.profile import RolloutProfile
-from .patching.omnigibson import apply, revert, status
 from .patching.registry import PatchError, PatchReport
+
+#: The OmniGibson patch set's calls, imported on first use (``behavior1k_fast.patching.omnigibson``), so that
+#: importing the package (or its rollout layer) imports no simulator-specific patch module.
+_PATCH_SET_CALLS = ("apply", "revert", "status")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PATCH_SET_CALLS:
+        from .patching import omnigibson
+
+        return getattr(omnigibson, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PATCH_SET_CALLS))
+
 
 __all__ = ["apply", "revert", "status", "RolloutProfile", "PatchReport", "PatchError", "__version__"]

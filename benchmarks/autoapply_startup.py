@@ -8,8 +8,9 @@ import time of ``site``, which is where ``.pth`` files run (µs). Medians over t
 process, ``site.addpackage`` on the hook with the variable unset against an empty ``.pth`` (µs per file; a
 venv on CPython 3.11 processes each ``.pth`` twice).
 
-Writes ``benchmarks/results/autoapply_startup.json``. Run: ``python3 benchmarks/autoapply_startup.py``
-(about a minute on 2 CPU cores; ``--rounds`` to change).
+Writes ``autoapply_startup.json`` to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the
+checkout's ``benchmarks/results/``). Run: ``python3 benchmarks/autoapply_startup.py`` (about a minute on 2 CPU
+cores; ``--rounds`` to change).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from behavior1k_fast.patching import autoapply  # noqa: E402
+from behavior1k_fast.tools.argtypes import Parser, parse_checked, positive_int  # noqa: E402
+from behavior1k_fast.tools.bench.report import write_json  # noqa: E402
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir  # noqa: E402
 from tests.autoapply.sitehook import child_env, make_venv  # noqa: E402
 
 #: case -> (venv has the hook, BEHAVIOR1K_FAST value or None for unset)
@@ -80,11 +84,17 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "autoapply_startup.json"))
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=positive_int, default=40,
+                        help="rounds, each running every case once (default: 40)")
+    add_output_arguments(parser)
+    return parse_checked(parser, argv, lambda args: setattr(args, "out_dir", checked_output_dir(args)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         pythons = {hook: make_venv(Path(tmp) / f"venv-{hook}", hook=hook) for hook in (False, True)}
         envs = {
@@ -117,7 +127,7 @@ def main() -> None:
         "cases": rows,
         "site_addpackage_us": per_file,
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    path = write_json(result, Path(args.out_dir) / "autoapply_startup.json")
     width = max(map(len, CASES))
     print(f"{'case':<{width}}  wall ms (median, p10-p90)   site import µs   over no .pth")
     for case, row in rows.items():
@@ -127,7 +137,9 @@ def main() -> None:
             f"   {s['median']:9.0f}   {row['wall_ms_over_no_pth']:+7.1f} ms {row['site_import_us_over_no_pth']:+8.0f} µs"
         )
     print(f"site.addpackage per .pth: hook {per_file['hook']:.1f} µs, empty file {per_file['empty']:.1f} µs")
+    print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,16 +10,17 @@ Measures (wall-clock ms on this machine, proprio only, E envs in one process dri
 2. reset: ms per env ``reset`` without and with ``reset_settle_steps`` (the ``behavior_like`` value), next
    to one env-step.
 
-Writes ``benchmarks/results/behavior_costs_<tag>.json`` and ``.png``. Run (about a minute on 2 cores):
+Writes ``behavior_costs_<tag>.json`` and ``.png`` to ``./behavior1k_fast_results`` (``--out-dir``;
+``--record``: the checkout's ``benchmarks/results/``). Run (about a minute on 2 cores):
 ``python3 benchmarks/behavior_costs.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -28,8 +29,10 @@ from behavior1k_fast.backends.reference.config import BEHAVIOR_CONTACT_ITERATION
 from behavior1k_fast.backends.reference.expert import expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import PHYSICS, get_profiler
+from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, nonnegative_int, parse_checked, positive_int
+from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PROPRIO_ONLY = RolloutProfile(obs_modalities=("proprio",))
 #: Published ratio of contact bookkeeping to physics + render per OmniGibson step (99.3 ms / 82.2 ms).
 TARGET_RATIO = 99.3 / 82.2
@@ -109,14 +112,23 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, default=4, help="envs per process (default 4)")
-    parser.add_argument("--steps", type=int, default=60, help="steps per contact_iterations value (default 60)")
-    parser.add_argument("--values", type=int, nargs="+", default=[0, 5, 10, 20, 40],
-                        help="contact_iterations values; the first is the base (default 0 5 10 20 40)")
-    parser.add_argument("--tag", default="cpu", help="results file suffix (default cpu)")
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", type=env_count, default=4, help="envs per process (default: 4)")
+    parser.add_argument("--steps", type=positive_int, default=60,
+                        help="steps per contact_iterations value (default: 60)")
+    parser.add_argument("--values", type=nonnegative_int, nargs="+", default=[0, 5, 10, 20, 40],
+                        help="contact_iterations values; the first is the base (default: 0 5 10 20 40)")
+    parser.add_argument("--tag", type=file_name, default="cpu", help="results file suffix (default: cpu)")
+    add_output_arguments(parser)
+    args = parse_checked(parser, argv, lambda args: setattr(args, "out_dir", checked_output_dir(args)))
+    args.values = list(dict.fromkeys(args.values))  # each value once, the base first
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     result = {
         "envs": args.envs,
         "target_ratio": TARGET_RATIO,
@@ -128,12 +140,11 @@ def main() -> None:
     }
     for row in result["contact_sweep"] + result["reset"]:
         print(row, flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"behavior_costs_{args.tag}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_json(result, Path(args.out_dir) / f"behavior_costs_{args.tag}.json")
     plot(result, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -14,8 +14,9 @@ on a shared machine disturbs less than wall time) around the chunk stepping, the
 spans per step (action apply, physics, reward, termination, render, observation read), the rest of the
 wall time (chunk loop, argument checks, infos), physics ms per substep, and the non-physics ms per
 ``step`` call; and the CPU ms of the least disturbed round (the minimum over the rounds). Writes (merging
-with what is there) ``benchmarks/results/hold_steps_<tag>.json`` under
-``"<label>, E=<envs>"`` and a bar chart ``.png`` of every entry. Run (about a minute on 2 cores):
+with what is there) ``hold_steps_<tag>.json`` under ``"<label>, E=<envs>"`` and a bar chart ``.png`` of every
+entry, in ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's ``benchmarks/results/``).
+Run (about a minute on 2 cores):
 ``python3 benchmarks/hold_steps.py --label after``.
 """
 
@@ -26,6 +27,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,8 +38,10 @@ from behavior1k_fast.backends.reference.expert import expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.chunk import run_chunk
+from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, file_name, parse_checked, positive_int
+from behavior1k_fast.tools.backend_args import check_image_memory
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
 #: Simulator stages of a step, in the order of the chart's stacks.
 SIM_STAGES = ("action_apply", "physics", "reward", "termination", "render", "obs_read")
 
@@ -179,21 +183,34 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", required=True, help="name of this measurement in the JSON (e.g. before, after)")
-    parser.add_argument("--envs", type=int, default=4, help="envs E in the process (default 4)")
-    parser.add_argument("--resolution", type=int, default=64, help="camera pixels per side (default 64)")
-    parser.add_argument("--chunk", type=int, default=32, help="actions per chunk N (default 32)")
-    parser.add_argument("--rounds", type=int, default=8, help="timed rounds per repeat (default 8)")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats, each a new pair of envs (default 5)")
-    parser.add_argument("--tag", default="cpu", help="results file suffix (default cpu)")
+    parser.add_argument("--envs", type=env_count, default=4, help="envs E in the process, even (default: 4)")
+    parser.add_argument("--resolution", type=positive_int, default=64, help="camera pixels per side (default: 64)")
+    parser.add_argument("--chunk", type=chunk_steps, default=32, help="actions per chunk N (default: 32)")
+    parser.add_argument("--rounds", type=positive_int, default=8, help="timed rounds per repeat (default: 8)")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="repeats, each a new pair of envs (default: 5)")
+    parser.add_argument("--tag", type=file_name, default="cpu", help="results file suffix (default: cpu)")
     parser.add_argument("--commit", default=None,
                         help="commit of the code measured (default: this checkout's HEAD; set it when PYTHONPATH "
                              "points at another tree)")
-    args = parser.parse_args()
+    add_output_arguments(parser)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
     if args.envs < 2 or args.envs % 2:
-        parser.error(f"--envs must be an even int >= 2, got {args.envs}")
+        raise ValueError(f"argument --envs: expected an even int >= 2, got {args.envs}")
+    check_image_memory(args, 2 * args.envs)  # the K = 1 and K = 2 envs, side by side
+    args.out_dir = checked_output_dir(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = ReferenceConfig(resolution=(args.resolution, args.resolution))
     runs: dict[int, list[dict]] = {1: [], 2: []}
     for rep in range(args.repeats):
@@ -210,9 +227,9 @@ def main() -> None:
     entry["commit"] = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                                     text=True, cwd=Path(__file__).parent).stdout.strip()
     entry["command"] = "python3 benchmarks/hold_steps.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"hold_steps_{args.tag}.json"
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+        if v is not None and k not in ("out_dir", "record"))
+    out = Path(args.out_dir) / f"hold_steps_{args.tag}.json"
     result = json.loads(out.read_text()) if out.exists() else {"runs": {}}
     entry["config"] = {"envs": args.envs, "resolution": args.resolution, "chunk": args.chunk,
                        "rounds": args.rounds, "repeats": args.repeats}
@@ -226,7 +243,8 @@ def main() -> None:
           f"least-disturbed round's CPU {entry['k2_over_k1_least_round_cpu']:.3f}, spans only "
           f"{entry['k2_over_k1_spans']:.3f}")
     print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,29 +15,36 @@ recorded - plain over plain (the end-to-end one, noisier on a shared machine); `
 the largest share of one recorded rollout's own wall time spent inside the recorder.
 
 Run: ``python3 benchmarks/recording_overhead.py`` (about a minute on 2 CPU cores); writes
-``benchmarks/results/recording_overhead_<tag>.json``.
+``recording_overhead_<tag>.json`` to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's
+``benchmarks/results/``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 from pathlib import Path
-import sys
 from typing import Any
 
 import numpy as np
 
 from behavior1k_fast.backends import make_factory
+from behavior1k_fast.core.checks import MachineLimits
 from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.rollout import trajectory
+from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.tools.bench import report
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
+from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, env_count, file_name, parse_checked, positive_int,
+                                           process_count)
+from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
+from behavior1k_fast.tools.measure.runs import Row
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
+from behavior1k_fast.tools.measure.policy import check_image_size
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class WithExtras:
@@ -75,12 +82,18 @@ class InsideTimer:
             setattr(trajectory._Batch, name, original)
 
 
+def all_row(processes: int, envs_per_process: int, chunk_size: int) -> Row:
+    """The bench's all-optimisations row of this layout (ValueError for a layout the engine refuses)."""
+    row = next(r for r in ablation_rows(processes, envs_per_process, 2, chunk_size) if r.name == ALL_ROW)
+    PartitionPlan.from_profile(row.profile)
+    return row
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     config = BenchConfig(processes=args.processes, envs_per_process=args.envs_per_process, pipeline_stages=2,
                          chunk_size=args.chunk_size, rounds=args.rounds)
     factory = make_factory("reference", resolution=(args.resolution, args.resolution))
-    rows = ablation_rows(config.processes, config.envs_per_process, config.pipeline_stages, config.chunk_size)
-    row = next(r for r in rows if r.name == ALL_ROW)
+    row = all_row(config.processes, config.envs_per_process, config.chunk_size)
     bench_policy, calibration = calibrate(factory, row.profile, config, max_processes=config.processes)
     policy = WithExtras(bench_policy)
     walls: dict[str, list[float]] = {"plain": [], "numpy": [], "torch": []}
@@ -126,30 +139,51 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--envs-per-process", type=int, default=2)
-    parser.add_argument("--chunk-size", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--resolution", type=int, default=224)
-    parser.add_argument("--tag", default=None)
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=process_count, default=2, help="env processes P (default: 2)")
+    parser.add_argument("--envs-per-process", type=env_count, default=2,
+                        help="envs E per process, a multiple of the 2 stages (default: 2)")
+    parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="actions per chunk (default: 32)")
+    parser.add_argument("--rounds", type=positive_int, default=6, help="rounds of each rollout (default: 6)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="rollouts of each variant (default: 5)")
+    parser.add_argument("--resolution", type=positive_int, default=224,
+                        help="reference cameras' pixels per side (default: 224)")
+    parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file name (default: derived)")
+    add_output_arguments(parser)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
+    try:
+        all_row(args.processes, args.envs_per_process, args.chunk_size)
+    except ValueError as exc:
+        raise ValueError(f"--processes {args.processes}, --envs-per-process {args.envs_per_process}: {exc}") from None
+    num_envs = MachineLimits.here().check_envs("--processes x --envs-per-process",
+                                               args.processes * args.envs_per_process)
+    check_image_memory(args, num_envs)
+    check_image_size("--resolution", args.resolution)  # the bench policy's patches
+    args.out_dir = checked_output_dir(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     load_before = os.getloadavg()
     result = measure(args)
     result["load_average_1min"] = {"before": load_before[0], "after": os.getloadavg()[0]}
     result["machine"] = report.describe_machine("cpu")
-    result["command"] = "python3 benchmarks/recording_overhead.py " + " ".join(sys.argv[1:])
+    result["command"] = "python3 benchmarks/recording_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
     tag = args.tag or report.machine_tag(result["machine"])
-    path = RESULTS / f"recording_overhead_{tag}.json"
-    path.write_text(json.dumps(result, indent=1))
+    path = report.write_json(result, Path(args.out_dir) / f"recording_overhead_{tag}.json")
     for variant in ("numpy", "torch"):
         print(f"{variant}: inside the recorder {result[f'{variant}_inside_fraction']:.2%} of a plain rollout, "
               f"wall {result[f'{variant}_wall_overhead_fraction']:+.2%}")
     print(f"plain rollout {result['plain_wall_s_median']:.3f} s; batch {result['batch_bytes_per_round'] / 2**20:.2f} "
           f"MiB per round; wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

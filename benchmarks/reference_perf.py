@@ -10,27 +10,31 @@ Measures (wall-clock ms, 224x224 unless --resolution is given):
    targets, render and read after every step) against the fast path with on-demand observation
    (render and read once per chunk).
 
-Writes ``benchmarks/results/reference_perf_<tag>.json`` and ``.png``. Run:
+Writes ``reference_perf_<tag>.json`` and ``.png`` to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``:
+the checkout's ``benchmarks/results/``). Run:
 ``python3 benchmarks/reference_perf.py`` (about two minutes on 2 CPU cores).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from behavior1k_fast.core.checks import MachineLimits
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import STAGES, get_profiler
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
 from behavior1k_fast.backends.reference.expert import expert_actions
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, parse_checked, positive_int
+from behavior1k_fast.tools.backend_args import PIXEL_BYTES
+from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 
 def bench_physics(config: ReferenceConfig, num_envs: int, steps: int) -> dict:
@@ -165,13 +169,30 @@ def plot(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--resolution", type=int, nargs=2, default=(224, 224), metavar=("H", "W"))
-    parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8, 16])
-    parser.add_argument("--steps", type=int, default=150, help="steps per physics / breakdown measurement")
-    parser.add_argument("--tag", default="cpu", help="results file suffix")
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--resolution", type=positive_int, nargs=2, default=(224, 224), metavar=("H", "W"),
+                        help="camera pixels, height and width (default: 224 224)")
+    parser.add_argument("--envs", type=env_count, nargs="+", default=[1, 4, 8, 16],
+                        help="env counts E of the physics and boundary-RGB rows (default: 1 4 8 16)")
+    parser.add_argument("--steps", type=positive_int, default=150,
+                        help="steps per physics / breakdown measurement (default: 150)")
+    parser.add_argument("--tag", type=file_name, default="cpu", help="results file suffix (default: cpu)")
+    add_output_arguments(parser)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The images of the most envs fit the memory (ValueError); ``out_dir`` resolved and made."""
+    (height, width), most = args.resolution, max(args.envs)
+    MachineLimits.here().check_memory(f"--resolution {height} {width} for {most} envs",
+                                      most * height * width * PIXEL_BYTES)
+    args.out_dir = checked_output_dir(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = ReferenceConfig(resolution=tuple(args.resolution))
     import mujoco
 
@@ -208,12 +229,11 @@ def main() -> None:
     ):
         result["breakdown"].append(bench_breakdown(config, name, profile, e, min(args.steps, 64), chunk))
         print("breakdown", result["breakdown"][-1], flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"reference_perf_{args.tag}.json"
-    out.write_text(json.dumps(result, indent=2))
+    out = write_json(result, Path(args.out_dir) / f"reference_perf_{args.tag}.json")
     plot(result, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,7 +3,10 @@ record of what every process holds over time. Not part of CI (it runs for ``--mi
 
 The engine (P workers x E envs, K = 2 hybrid, the ``async`` schedule by default) runs rollouts back to back;
 every ``--kill-every-s`` seconds (20 by default) one worker, in turn, gets SIGKILL in the middle of a
-rollout (from ``on_chunk``, so the kill lands while other slices step) and the engine respawns it. The
+rollout (from ``on_chunk``, so the kill lands while other slices step) and the engine respawns it.
+``--schedule lookahead`` runs K = 2 stages of whole processes instead (the lookahead schedule needs every
+env to step at every global step; P even) with a lead of ``--lookahead-steps`` (3 by default): a kill then
+lands while the other stage's chunk is in flight with its lead observation sent or due. The
 restart policy has a budget no soak spends, a window of :data:`WINDOW_KILLS` kill intervals and back-off
 capped at :data:`MAX_BACKOFF_S` (``max_backoff_s``), so the soak steps instead of sleeping in back-off;
 every restart is recorded with its back-off (``restart_log``, ``t_s`` in seconds since the engine started)
@@ -41,9 +44,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from behavior1k_fast import RolloutProfile  # noqa: E402
+from behavior1k_fast.core.profile import SCHEDULES  # noqa: E402
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory  # noqa: E402
 from behavior1k_fast.rollout import RestartPolicy, RolloutEngine  # noqa: E402
+from behavior1k_fast.rollout.plan import PartitionPlan  # noqa: E402
 from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner  # noqa: E402
+from behavior1k_fast.tools.argtypes import lead_steps  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
@@ -53,6 +59,8 @@ RSS_TOLERANCE = (0.10, 16.0)
 FD_TOLERANCE = 2
 #: The restart window, in kill intervals (at least a minute), and the cap on one back-off, in seconds.
 WINDOW_KILLS, MAX_BACKOFF_S = 3, 1.0
+#: ``--lookahead-steps`` of ``--schedule lookahead`` when not given.
+LEAD_STEPS = 3
 
 
 def policy(obs):
@@ -107,7 +115,10 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples (default: 60)")
     parser.add_argument("--kill-every-s", type=float, default=20.0, help="SIGKILL one worker this often (0: never)")
-    parser.add_argument("--schedule", choices=("async", "barrier"), default="async")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="async")
+    parser.add_argument("--lookahead-steps", type=lead_steps, default=None,
+                        help=f"the lead of --schedule lookahead: an int below the chunk size {CHUNK}, or auto "
+                             f"(default: {LEAD_STEPS})")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--envs-per-process", type=int, default=2)
     parser.add_argument("--resolution", type=int, default=64)
@@ -115,8 +126,17 @@ def main() -> int:
     parser.add_argument("--tag", default=f"cpu{os.cpu_count()}")
     args = parser.parse_args()
 
-    profile = RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
-                             pipeline_stages=2, chunk_size=CHUNK, schedule=args.schedule)
+    lookahead = args.schedule == "lookahead"
+    if lookahead and args.lookahead_steps is None:
+        args.lookahead_steps = LEAD_STEPS
+    try:  # the profile's and the plan's own checks: the lead against chunk and schedule, P against the stages
+        profile = RolloutProfile(num_env_processes=args.processes,
+                                 total_num_envs=args.processes * args.envs_per_process, pipeline_stages=2,
+                                 partition="process" if lookahead else "hybrid", chunk_size=CHUNK,
+                                 schedule=args.schedule, lookahead_steps=args.lookahead_steps or 0)
+        PartitionPlan.from_profile(profile)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     factory = ReferenceFactory(ReferenceConfig(resolution=(args.resolution, args.resolution), num_objects=4))
     restarts = RestartPolicy(max_restarts=10**6, window_s=max(60.0, WINDOW_KILLS * args.kill_every_s),
                              backoff_s=0.05, max_backoff_s=MAX_BACKOFF_S)

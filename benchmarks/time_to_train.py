@@ -85,9 +85,10 @@ import torch
 from behavior1k_fast.core.profile import SCHEDULES, RolloutProfile
 from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, device, env_count, file_name, lead_steps, path,
                                             positive_int, positive_number, process_count)
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.bench.report import format_model_cost
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
-from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
+from behavior1k_fast.tools.measure.files import save_figure, write_json
+from behavior1k_fast.tools.measure.machine import busy_warning, describe_machine, machine_tag, sample_load
 from behavior1k_fast.tools.measure.trainable import AdaptedVLA
 
 #: The folder of ``train_ppo_reference.py``, the PPO this benchmark uses as a library.
@@ -395,7 +396,8 @@ class Judge:
         self.env_ms: float | None = None
 
     def policy_for(self, regime: str) -> tuple[Callable, Any, dict]:
-        """The VLA-cost policy class sized for ``regime``, the calibrated (frozen) model, its calibration."""
+        """The VLA-cost policy class sized for ``regime``, the calibrated (frozen) model, its calibration (as a
+        dict, with the regime and the env's ms per chunk); prints the calibration."""
         from behavior1k_fast.tools.measure.calibration import calibrate
         from behavior1k_fast.tools.measure.config import usable_cores
 
@@ -415,6 +417,7 @@ class Judge:
                          device=self.device, seed=0)
         info = {**calibration.to_dict(), "env_ms_per_stage_chunk": self.env_ms, "regime": regime,
                 "model_ms_over_env_ms": REGIMES[regime], "adapter_rank": AdaptedVLA(**arguments).arguments["rank"]}
+        self.progress(f"{regime}: " + format_model_cost(calibration))
         return functools.partial(VLAActorCritic, arguments), vla, info
 
     def trained(self, layout: str, profile: RolloutProfile, policy_class: Callable) -> list[dict]:
@@ -432,7 +435,6 @@ class Judge:
         """Every layout's samples to target, seconds per sample and their product in ``regime``."""
         args = self.args
         policy_class, vla, calibration = self.policy_for(regime)
-        self.progress(f"{regime}: " + report.format_model_cost(calibration))
         engine_layouts = [name + suffix for suffix in ("", OVERLAP) for name in self.profiles]
         trained = {s: self.trained(layout, self.profiles[layout.removesuffix(OVERLAP)], policy_class)
                    for s, layout in TRAINED_UNDER.items() if layout.removesuffix(OVERLAP) in self.profiles}
@@ -499,7 +501,6 @@ class Judge:
         n = self.args.chunk_size
         leads = sorted({d for d in (0, 1, 2, 4, n // 2, n - 1) if 0 <= d < n})
         policy_class, _, calibration = self.policy_for(regime)
-        self.progress(f"{regime}: " + report.format_model_cost(calibration))
         rows = {}
         for d in leads:
             profile = self.profiles["k1_skip"].replace(schedule="lookahead", lookahead_steps=d)
@@ -564,9 +565,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                 ax.tick_params(axis="x", rotation=40, labelsize=7)
     fig.suptitle(f"time to a trained policy ({result['machine']['cpu_model']}, {result['config']['seeds']} seeds)",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -704,15 +703,15 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     result = measure(args)
     loads.append(sample_load())
-    machine = report.describe_machine(resolve_device(args.device))
+    machine = describe_machine(resolve_device(args.device))
     config = {k: v for k, v in vars(args).items() if k != "out"}
     result = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
               "machine": machine, "config": config, "load": {"before": loads[0].to_dict(),
                                                              "after": loads[1].to_dict()},
               "wall_s": time.perf_counter() - start, **result}
     kind = "lead_sweep_" if args.lead_sweep else ""
-    stem = f"time_to_train_{kind}{args.tag or report.machine_tag(machine)}"
-    report.write_json(result, out / f"{stem}.json")
+    stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}"
+    write_json(result, out / f"{stem}.json")
     plot(result, out / f"{stem}.png")
     print(format_table(result))
     for regime, data in result.get("regimes", {}).items():

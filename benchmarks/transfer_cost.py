@@ -18,7 +18,8 @@ The "other node" is a second raylet with its own object store on the same machin
 (``ray.cluster_utils.Cluster``): the bytes cross Ray's object manager over loopback, not a network; on a
 real cluster add bytes / bandwidth (0.45 MB per env per chunk: 0.36 ms at 10 Gb/s).
 
-Writes ``benchmarks/results/transfer_<machine>.json`` and ``.png``. Run (about two minutes on 2 cores):
+Writes ``transfer_<machine>.json`` and ``.png`` to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the
+checkout's ``benchmarks/results/``). Run (about two minutes on 2 cores):
 ``python3 benchmarks/transfer_cost.py``.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import sys
 import time
 from pathlib import Path
 
@@ -35,19 +37,31 @@ from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.executors import Supervisor, make_executor
+from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
 from behavior1k_fast.rollout.supervision import Supervision
 from behavior1k_fast.rollout.worker import WorkerSpec
-from behavior1k_fast.tools.bench.report import describe_machine, machine_tag, write_json
+from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, nonnegative_int, parse_checked, positive_int
+from behavior1k_fast.tools.backend_args import check_image_memory
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
+from behavior1k_fast.tools.measure.files import write_json
+from behavior1k_fast.tools.measure.machine import describe_machine, machine_tag
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TRANSPORTS = ("shared memory (process executor)", "Ray object store, same node", "Ray object store, other node")
+
+
+def worker_profile(envs: int, stages: int, chunk: int) -> RolloutProfile:
+    """The profile of the one env worker: ``envs`` envs in ``stages`` hybrid stages, chunks of ``chunk``
+    actions (ValueError for a layout the engine refuses)."""
+    profile = RolloutProfile(num_env_processes=1, total_num_envs=envs, pipeline_stages=stages, chunk_size=chunk)
+    PartitionPlan.from_profile(profile)
+    return profile
 
 
 def worker_spec(resolution: int, envs: int, stages: int, chunk: int) -> WorkerSpec:
     """One env worker of the bench layout, with tracing on (its spans come back with every reply)."""
     factory = make_factory("reference", resolution=resolution)
-    profile = RolloutProfile(num_env_processes=1, total_num_envs=envs, pipeline_stages=stages, chunk_size=chunk)
+    profile = worker_profile(envs, stages, chunk)
     return WorkerSpec(0, pickle.dumps(factory), envs, 0, profile.to_dict(), True, tracing=True)
 
 
@@ -94,7 +108,9 @@ def run(args: argparse.Namespace) -> dict:
     from ray.cluster_utils import Cluster
 
     spec = worker_spec(args.resolution, args.envs_per_process, args.stages, args.chunk_size)
-    row_sets = [tuple(range(args.envs_per_process // args.stages)), tuple(range(args.envs_per_process))]
+    # one stage's envs and all of them (one set when K = 1)
+    row_sets = list(dict.fromkeys([tuple(range(args.envs_per_process // args.stages)),
+                                   tuple(range(args.envs_per_process))]))
     results = []
     for rows in row_sets:
         results.append({"transport": TRANSPORTS[0], **measure(make_executor("process", [spec], Supervision()), rows,
@@ -154,16 +170,35 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--resolution", type=int, default=224)
-    parser.add_argument("--envs-per-process", type=int, default=2)
-    parser.add_argument("--stages", type=int, default=2)
-    parser.add_argument("--chunk-size", type=int, default=32)
-    parser.add_argument("--chunks", type=int, default=20, help="measured chunks per transport and chunk width")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--out-dir", default=str(RESULTS))
-    args = parser.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (a bad one: one line, exit code 2); ``out_dir`` resolved and writable."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--resolution", type=positive_int, default=224,
+                        help="reference cameras' pixels per side (default: 224)")
+    parser.add_argument("--envs-per-process", type=env_count, default=2,
+                        help="envs of the worker, a multiple of --stages (default: 2)")
+    parser.add_argument("--stages", type=positive_int, default=2, help="pipeline stages K (default: 2)")
+    parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="actions per chunk (default: 32)")
+    parser.add_argument("--chunks", type=positive_int, default=20,
+                        help="measured chunks per transport and chunk width (default: 20)")
+    parser.add_argument("--warmup", type=nonnegative_int, default=3,
+                        help="unmeasured chunks before them (default: 3)")
+    add_output_arguments(parser)
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
+    try:
+        worker_profile(args.envs_per_process, args.stages, args.chunk_size)
+    except ValueError as exc:
+        raise ValueError(f"--envs-per-process {args.envs_per_process}, --stages {args.stages}: {exc}") from None
+    check_image_memory(args, args.envs_per_process)
+    args.out_dir = checked_output_dir(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     profiler = get_profiler()
     profiler.enabled = True
     result = run(args)
@@ -175,7 +210,8 @@ def main() -> None:
               f"driver {r['fetch_ms_median']:6.2f} ms (p90 {r['fetch_ms_p90']:6.2f})  worker publish "
               f"{r['publish_ms_median']:5.2f} ms  chunk {r['chunk_ms_median']:6.1f} ms")
     print(f"wrote {path} and {path.with_suffix('.png')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

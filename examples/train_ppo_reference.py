@@ -74,13 +74,11 @@ from torch import nn
 
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.reference import ReachFactory, ReferenceConfig
-from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
+from behavior1k_fast.rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY, Collector
-from behavior1k_fast.rollout.policy import COMMITTED_KEY
-from behavior1k_fast.rollout.schedules.lookahead import committed_width
 from behavior1k_fast.tools.argtypes import Parser, lead_steps, positive_int
 from behavior1k_fast.tools.argtypes import seed as seed_number
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.measure import machine as report
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, record_dir
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 

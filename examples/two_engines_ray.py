@@ -19,12 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any, Callable
 
 import ray
 
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine, RolloutStats, engine_shard, merge_stats
+from behavior1k_fast.tools.argtypes import (Parser, env_count, nonnegative_number, parse_checked, positive_int,
+                                           positive_number, process_count)
+from behavior1k_fast.tools.backend_args import check_image_memory
+from behavior1k_fast.tools.measure.policy import check_image_size
 
 
 class EngineActor:
@@ -72,41 +77,72 @@ def torch_policy(observation_space: Any, action_space: Any, chunk_size: int) -> 
     return ChunkPolicy(observation_space, action_space, chunk_size, device=device)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", help="Ray cluster to join ('auto': the local one); default: start Ray here")
-    parser.add_argument("--engines", type=int, default=2)
-    parser.add_argument("--processes", type=int, default=4, help="env workers of the whole job")
-    parser.add_argument("--envs-per-process", type=int, default=2)
-    parser.add_argument("--stages", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--resolution", type=int, default=64, help="reference cameras' pixels (bench: 224)")
-    parser.add_argument("--engine-cpus", type=float, default=1.0)
-    parser.add_argument("--engine-gpus", type=float, default=0.0, help="GPUs per engine (its policy device)")
-    parser.add_argument("--placement", default="spread", help="spread | pack (each engine's env workers)")
-    parser.add_argument("--json", action="store_true", help="print the merged stats as JSON")
-    args = parser.parse_args()
+def job_profile(args: argparse.Namespace) -> RolloutProfile:
+    """The whole job's layout: ``--processes`` env workers of ``--envs-per-process`` envs in ``--stages`` stages."""
+    return RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
+                          pipeline_stages=args.stages)
 
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked before Ray starts (a bad one: one line, exit code 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", help="Ray cluster to join ('auto': the local one; default: start Ray here)")
+    parser.add_argument("--engines", type=positive_int, default=2,
+                        help="engines, each a Ray actor with its share of the workers (default: 2)")
+    parser.add_argument("--processes", type=process_count, default=4,
+                        help="env workers of the whole job, a multiple of --engines (default: 4)")
+    parser.add_argument("--envs-per-process", type=env_count, default=2, help="envs per env worker (default: 2)")
+    parser.add_argument("--stages", type=positive_int, default=2, help="pipeline stages K per engine (default: 2)")
+    parser.add_argument("--rounds", type=positive_int, default=4, help="rounds of the rollout (default: 4)")
+    parser.add_argument("--resolution", type=positive_int, default=64,
+                        help="reference cameras' pixels per side (default: 64; bench: 224)")
+    parser.add_argument("--engine-cpus", type=positive_number, default=1.0,
+                        help="Ray CPUs per engine actor (default: 1)")
+    parser.add_argument("--engine-gpus", type=nonnegative_number, default=0.0,
+                        help="GPUs per engine, its policy device (default: 0)")
+    parser.add_argument("--placement", choices=("spread", "pack"), default="spread",
+                        help="where each engine's env workers go (default: spread)")
+    parser.add_argument("--json", action="store_true", help="print the merged stats as JSON")
+    return parse_checked(parser, argv, check_args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every engine's share of the job is a layout the engine takes, and the images fit the memory and the
+    benchmark policy (ValueError)."""
+
+    job = job_profile(args)
+    try:
+        for index in range(args.engines):
+            engine_shard(job, index, args.engines)
+    except ValueError as exc:
+        raise ValueError(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
+                         f"{args.envs_per_process}, --stages {args.stages}: {exc}") from None
+    check_image_memory(args, job.total_num_envs)
+    check_image_size("--resolution", args.resolution)  # the benchmark policy's patches
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
 
     if args.address:
         ray.init(address=args.address)
     else:  # a local instance with a logical CPU for every actor (more than the cores of a small machine)
         ray.init(num_cpus=math.ceil(args.engines * args.engine_cpus) + args.processes)
-    job = RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
-                         pipeline_stages=args.stages)
+    job = job_profile(args)
     factory = ReferenceFactory(ReferenceConfig(resolution=(args.resolution, args.resolution)))
     merged, parts, nodes = run_engines(factory, job, args.engines, args.rounds, torch_policy, args.placement,
                                        {"num_cpus": args.engine_cpus, "num_gpus": args.engine_gpus})
     if args.json:
         print(json.dumps(merged.to_dict() | {"worker_nodes": nodes}))
-        return
+        return 0
     for i, (stats, where) in enumerate(zip(parts, nodes)):
         print(f"engine {i}: {stats.num_envs} envs, {stats.env_steps_per_second:.0f} env-steps/s, "
               f"workers on nodes {[n[:8] for n in where]}")
     print(f"job: {merged.num_envs} envs, {merged.env_steps_per_second:.0f} env-steps/s "
           f"over {merged.wall_seconds:.2f} s (the slowest engine's wall time)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -52,9 +52,16 @@ LINE_SETS = {
     # not a pytest line: main/'s simulator, which predates PR #2178 (it clears sys.argv; otherwise it equals
     # 00c69a80's), with the macros of 00c69a80; for the tests of patches only that text needs
     "main-pre2178": ("main-00c69a80:macros.py", "main"),
+    # not pytest lines (tests/omnigibson/test_new_lines.py): the render/physics-backend refactor (its simulator,
+    # macros and backend modules) and the Isaac Sim 6.0 work (simulator, 6.0 kit file, setup.py); every file
+    # those sets lack (env_base, vision_sensor, env_wrapper, controllers; the isaac6 macros) is main's
+    "backend": ("backend-7423c692", "backend-1b618dc0", "main-vector-cbd13c78", "main-00c69a80", "main"),
+    "isaac6": ("isaac6-2af465a2", "main-00c69a80", "main"),
 }
-#: Lines loaded with another line's stand-ins.
-STAND_INS_OF = {"main-pre2178": "main"}
+#: Sets a line needs besides its base (the last of :data:`LINE_SETS`): the sets that make it that line.
+LINE_REQUIRES = {"backend": ("backend-7423c692", "backend-1b618dc0"), "isaac6": ("isaac6-2af465a2",)}
+#: Lines loaded with the stand-ins of other lines as well as their own (:data:`STAND_INS`).
+STAND_INS_OF = {"main-pre2178": ("main",), "isaac6": ("main",), "backend": ("main", "backend")}
 #: Modules a line's folder can replace, in load order (each after the modules it imports).
 MODULES = (
     "omnigibson.macros",
@@ -62,6 +69,10 @@ MODULES = (
     "omnigibson.envs.env_base",
     "omnigibson.envs.vec_env_base",
     "omnigibson.envs.env_wrapper",
+    "omnigibson.render_backends.base",
+    "omnigibson.render_backends.kit_backend",
+    "omnigibson.render_backends",
+    "omnigibson.physics_backends.base",
     "omnigibson.simulator",
     "omnigibson.controllers.joint_controller",
     "omnigibson.controllers.ik_controller",
@@ -88,14 +99,15 @@ def missing_reason(line: str) -> str | None:
     """Why ``line``'s texts cannot be used here (the skip reason), or ``None``."""
     if line == PYPI:
         return None if importlib.util.find_spec("omnigibson") else "omnigibson 1.1.1 is not installed"
-    base = LINE_SETS.get(line, (line,))[-1]
-    if set_folder(base) is not None:
+    needed = (LINE_SETS.get(line, (line,))[-1], *LINE_REQUIRES.get(line, ()))
+    absent = [name for name in needed if set_folder(name) is None]
+    if not absent:
         return None
     root = upstream_root()
     where = f"{UPSTREAM_ENV}={os.environ[UPSTREAM_ENV]!r}" if os.environ.get(UPSTREAM_ENV) else str(DEFAULT_UPSTREAM)
     if root is None:
         return f"no upstream texts: set {UPSTREAM_ENV} to a folder of upstream sets ({DEFAULT_UPSTREAM} is absent)"
-    return f"no {line} texts: {where} has no {base}/OmniGibson/omnigibson folder"
+    return f"no {line} texts: {where} has no {absent[0]}/OmniGibson/omnigibson folder"
 
 
 def line_sources(line: str) -> dict[str, Path]:
@@ -177,6 +189,13 @@ def _scripted_unavailable(n_tensors: int) -> Callable[[str], Callable]:
     return factory
 
 
+def _package(qualname: str) -> types.ModuleType:
+    """An empty package (submodules of the line's folder load into it)."""
+    package = types.ModuleType(qualname)
+    package.__path__ = []
+    return package
+
+
 def _ignore(qualname: str) -> Callable[..., None]:
     def stand_in(*args: Any, **kwargs: Any) -> None:
         return None
@@ -213,14 +232,23 @@ STAND_INS: dict[tuple[str, str | None], tuple[tuple[str, ...], Callable[[str], A
     ("omnigibson.sensors.tiled_sensor", "TiledVisionSensor"): (("main",), _placeholder_class),
     ("omnigibson.utils.usd_utils", "ArticulatedObjectViewAPI"): (("main",), _placeholder_class),
     ("omnigibson.utils.usd_utils", "RigidBodyViewAPI"): (("main",), _placeholder_class),
+    # backend: the render/physics-backend modules its sets do not hold
+    ("omnigibson.physics_backends", None): (("backend",), _package),
+    ("omnigibson.physics_backends", "PHYSICS_BACKENDS"): (("backend",), lambda q: {}),
+    ("omnigibson.render_backends.null_backend", None): (("backend",), lambda q: types.ModuleType(q)),
+    ("omnigibson.render_backends.null_backend", "NullRenderBackend"): (("backend",), _placeholder_class),
+    ("omnigibson.render_backends.newton_backend", None): (("backend",), lambda q: types.ModuleType(q)),
+    ("omnigibson.render_backends.newton_backend", "NewtonRenderBackend"): (("backend",), _placeholder_class),
+    ("omnigibson.utils.usd_utils", "get_prim_at_path"): (("backend",), _unavailable),
 }
 
 
 def _set_module(monkeypatch: Any, name: str, module: types.ModuleType) -> None:
-    """``name`` is ``module`` in ``sys.modules`` and as an attribute of its parent package."""
+    """``name`` is ``module`` in ``sys.modules`` and as an attribute of its parent package (where that is loaded:
+    a package of the line's own is set before its submodules, :meth:`Line.activate`)."""
     monkeypatch.setitem(sys.modules, name, module)
     parent, _, child = name.rpartition(".")
-    if parent:
+    if parent in sys.modules:
         monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
 
 
@@ -228,11 +256,11 @@ def _set_module(monkeypatch: Any, name: str, module: types.ModuleType) -> None:
 class Line:
     """One upstream line: its name, the ``omnigibson`` package folder its texts come from (``None`` for the
     installed 1.1.1), its loaded modules (once per session) and the stand-ins it needs (those of
-    ``stand_ins_of``, by default its own name's)."""
+    lines ``stand_ins_of``, by default its own name's)."""
 
     name: str
     folder: Path | None = None
-    stand_ins_of: str = ""
+    stand_ins_of: tuple[str, ...] = ()
     modules: dict[str, types.ModuleType] = field(default_factory=dict, repr=False)
     stand_ins: dict[tuple[str, str | None], Any] = field(default_factory=dict, repr=False)
     _loaded: bool = field(default=False, repr=False)
@@ -247,8 +275,10 @@ class Line:
         return self.folder if self.folder is not None else package_folder(PYPI)
 
     def path_of(self, module: str) -> Path:
-        """Where this line's text of ``module`` (dotted name) is, whether or not it exists."""
-        return self.package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        """Where this line's text of ``module`` (dotted name) is, whether or not it exists (a package's is its
+        ``__init__.py``)."""
+        base = self.package.joinpath(*module.split(".")[1:])
+        return base / "__init__.py" if (base / "__init__.py").exists() else base.with_suffix(".py")
 
     def text(self, relpath: str) -> str:
         """The verbatim text of ``relpath`` (relative to the ``omnigibson`` package, e.g. ``envs/env_base.py``)."""
@@ -270,7 +300,7 @@ class Line:
         import pytest
 
         for (module, name), (lines, factory) in STAND_INS.items():
-            if (self.stand_ins_of or self.name) in lines:
+            if any(name in lines for name in (self.stand_ins_of or (self.name,))):
                 self.stand_ins[(module, name)] = factory(module if name is None else f"{module}.{name}")
         macros_text = self.path_of("omnigibson.macros")
         with pytest.MonkeyPatch.context() as mp:
@@ -284,12 +314,22 @@ class Line:
                 path = self.path_of(module)
                 if not path.exists():
                     continue
-                spec = importlib.util.spec_from_file_location(module, path)
-                loaded = importlib.util.module_from_spec(spec)
-                _set_module(mp, module, loaded)
-                spec.loader.exec_module(loaded)
+                parent = module.rpartition(".")[0]
+                if parent not in sys.modules:  # a package of this line that 1.1.1 lacks: made before its modules
+                    self.modules[parent] = self._module(mp, parent)
+                loaded = self.modules.get(module) or self._module(mp, module)
+                loaded.__spec__.loader.exec_module(loaded)
                 self.modules[module] = loaded
         self._loaded = True
+
+    def _module(self, monkeypatch: Any, name: str) -> types.ModuleType:
+        """The line's module ``name`` created (a package with its search path), in ``sys.modules``, not run yet."""
+        path = self.path_of(name)
+        locations = [str(path.parent)] if path.name == "__init__.py" else None
+        spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=locations)
+        module = importlib.util.module_from_spec(spec)
+        _set_module(monkeypatch, name, module)
+        return module
 
     def activate(self, monkeypatch: Any) -> None:
         """Make this line's modules and stand-ins the ones ``import omnigibson...`` finds, until ``monkeypatch``
@@ -313,7 +353,7 @@ _LINES: dict[str, Line] = {}
 def get_line(name: str) -> Line:
     """The session's :class:`Line` for ``name`` (modules loaded at its first activation)."""
     if name not in _LINES:
-        _LINES[name] = Line(name, None if name == PYPI else package_folder(name), STAND_INS_OF.get(name, ""))
+        _LINES[name] = Line(name, None if name == PYPI else package_folder(name), STAND_INS_OF.get(name, ()))
     return _LINES[name]
 
 

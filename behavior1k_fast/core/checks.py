@@ -15,10 +15,27 @@ import functools
 import math
 import numbers
 import os
+import reprlib
 import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+
+#: Characters of a value an error message shows at most (:func:`shown`).
+SHOWN_CHARS = 200
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, SHOWN_CHARS, SHOWN_CHARS, SHOWN_CHARS
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = _SHOWN.maxfrozenset = 10
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` as an error message shows it: nested containers cut after a few items and levels
+    (``reprlib``; a value of millions of items costs no more than a short one), at most
+    :data:`SHOWN_CHARS` characters."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def _bound(value: float) -> str:
@@ -38,17 +55,17 @@ def check_bool(name: str, value: Any) -> bool:
     """``value`` if it is a bool (``numpy.bool_`` included)."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
-    raise TypeError(f"{name} must be a bool, got {value!r}")
+    raise TypeError(f"{name} must be a bool, got {shown(value)}")
 
 
 def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
     """``value`` as an ``int`` (Python or numpy integer, not bool) within ``[low, high]``."""
     bound = _bound_text(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int{' ' + bound if bound else ''}, got {value!r}")
+        raise TypeError(f"{name} must be an int{' ' + bound if bound else ''}, got {shown(value)}")
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
+        raise ValueError(f"{name} must be an int {bound}, got {shown(value)}")
     return value
 
 
@@ -78,14 +95,14 @@ def check_number(
     bound = _bound_text(low, high, low_open)
     what = f"{others}a finite number{unit_text}{' ' + bound if bound else ''}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be {what}, got {value!r}")
+        raise TypeError(f"{name} must be {what}, got {shown(value)}")
     number = float(value)
     if (
         not math.isfinite(number)
         or (low is not None and (number <= low if low_open else number < low))
         or (high is not None and number > high)
     ):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {shown(value)}")
     return number
 
 
@@ -97,13 +114,13 @@ def check_picklable(name: str, value: Any, destination: str) -> bytes:
     try:
         return pickle.dumps(value)
     except Exception as exc:
-        raise TypeError(f"{name} must be picklable to reach {destination}, got {value!r}: {exc}") from None
+        raise TypeError(f"{name} must be picklable to reach {destination}, got {shown(value)}: {exc}") from None
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     """``value`` if it is one of ``choices``."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {shown(value)}")
     return value
 
 
@@ -196,7 +213,7 @@ class MachineLimits:
         value = check_int(name, value, 1)
         if value > high:
             raise ValueError(f"{name} must be an int in [1, {high}] on this machine ({self.describe()}; {per}), "
-                             f"got {value!r}")
+                             f"got {shown(value)}")
         return value
 
     def check_processes(self, name: str, value: Any) -> int:

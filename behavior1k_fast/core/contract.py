@@ -72,8 +72,9 @@ class BackendFactory(Protocol):
     (:func:`check_backend_build`).
 
     Optionally a factory names the patch set its backend needs in every process that builds it:
-    ``patch_set``, the import path of a module with ``apply(profile, process=...)`` (the OmniGibson factory:
-    ``"behavior1k_fast.patching.omnigibson"``); a worker applies it before it unpickles the factory. A
+    ``patch_set``, the import path of a module with ``apply(profile, process=...)``, ``revert()`` and
+    ``active_profile()`` (the OmniGibson factory: ``"behavior1k_fast.patching.omnigibson"``); a worker applies
+    it before it unpickles the factory (the inline executor restores the profile active before on close). A
     factory without one (the reference simulator's) needs no patches (:func:`patch_set_of`).
     """
 

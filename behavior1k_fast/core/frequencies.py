@@ -21,6 +21,7 @@ of simulated time and physics on average. The rescale modes:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -89,7 +90,8 @@ class StageTiming:
 
     #: Frequencies to build the simulator with.
     frequencies: Frequencies
-    stages: int
+    #: Stages sharing the physics (``RolloutProfile.stages_sharing_physics``).
+    stages_sharing_physics: int
     mode: str
     #: Global sim steps an env spends per own action, averaged over a round (own step + holds).
     global_steps_per_own_action: int
@@ -100,15 +102,23 @@ class StageTiming:
 
     def hold_steps_per_round(self, chunk_size: int) -> int:
         """Global steps per round in which an env holds its last action instead of taking a new one."""
-        return (self.stages - 1) * chunk_size
+        return (self.stages_sharing_physics - 1) * chunk_size
+
+    @property
+    def stages(self) -> int:
+        """Deprecated name of :attr:`stages_sharing_physics`."""
+        warnings.warn("StageTiming.stages is deprecated: use stages_sharing_physics", DeprecationWarning, stacklevel=2)
+        return self.stages_sharing_physics
 
 
-def rescale_for_stages(base: Frequencies, stages: int, mode: str = "divide_physics") -> StageTiming:
-    """Frequencies for K = ``stages`` pipeline stages under ``mode``, with the time each env experiences.
+def rescale_for_stages(base: Frequencies, stages_sharing_physics: int, mode: str = "divide_physics") -> StageTiming:
+    """Frequencies for ``stages_sharing_physics`` stages sharing one physics (``RolloutProfile.
+    stages_sharing_physics``: K in hybrid partition, 1 in process partition) under ``mode``, with the time
+    each env experiences.
 
     Raises ValueError listing the valid stage counts when the rescaled frequencies break the dt rules.
     """
-    stages = check_positive_int("stages", stages)
+    stages = check_positive_int("stages", stages_sharing_physics)
     check_choice("mode", mode, PHYSICS_RESCALE_MODES)
     try:
         freqs = _rescaled(base, stages, mode)
@@ -122,7 +132,7 @@ def rescale_for_stages(base: Frequencies, stages: int, mode: str = "divide_physi
     own_seconds = stages * freqs.sim_step_dt
     return StageTiming(
         frequencies=freqs,
-        stages=stages,
+        stages_sharing_physics=stages,
         mode=mode,
         global_steps_per_own_action=stages,
         sim_seconds_per_own_action=own_seconds,

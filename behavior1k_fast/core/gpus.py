@@ -13,12 +13,14 @@ OmniGibson launch patch adds the Kit renderer settings (``behavior1k_fast.patchi
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import re
 import shutil
 import subprocess
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 MUJOCO_EGL_DEVICE_ID = "MUJOCO_EGL_DEVICE_ID"
@@ -111,3 +113,69 @@ def check_gpus_present(physical: Sequence[int], gpus: Sequence[str] | None, why:
         raise ValueError(f"gpu_ids place workers on GPU(s) {missing}, but this machine has {count} GPU(s) "
                          f"({source})")
     return ""
+
+
+# --- the NVIDIA driver and the Isaac Sim versions known not to run on it --------------------------------------
+#: The Python module of NVIDIA's NVML bindings (PyPI ``nvidia-ml-py``; ``pip install behavior1k_fast[nvml]``).
+NVML_MODULE = "pynvml"
+
+
+@dataclass(frozen=True)
+class KnownBadDriver:
+    """An Isaac Sim release (``isaac_sim``: ``major.minor``) that fails on a driver branch (its major version)."""
+
+    isaac_sim: str
+    driver_branch: int
+    problem: str
+    source: str
+
+    def matches(self, isaac_sim: str, driver: str) -> bool:
+        """Whether Isaac Sim ``isaac_sim`` (any ``X.Y...`` version) on driver ``driver`` (``NNN.x.y``) is this pair."""
+        release = ".".join(isaac_sim.split(".")[:2])
+        branch = driver.split(".", 1)[0]
+        return release == self.isaac_sim and branch.isdigit() and int(branch) == self.driver_branch
+
+
+KNOWN_BAD_DRIVERS = (
+    KnownBadDriver("5.1", 595, "Isaac Sim 5.1 crashes on the 595.x driver branch",
+                   "StanfordVL/BEHAVIOR-1K PR #2316"),
+)
+
+
+def nvml_driver_version(nvml: Any = None) -> tuple[str | None, str]:
+    """``(driver version, "NVML")`` read through NVML (``nvml``: the ``pynvml`` module, imported when ``None``),
+    or ``(None, why)`` when the bindings are not installed or NVML cannot start (no driver, no library)."""
+    if nvml is None:
+        try:
+            nvml = importlib.import_module(NVML_MODULE)
+        except ImportError:
+            return None, "the NVML bindings are not installed (pip install nvidia-ml-py)"
+    try:
+        nvml.nvmlInit()
+        try:
+            version = nvml.nvmlSystemGetDriverVersion()
+        finally:
+            nvml.nvmlShutdown()
+    except Exception as exc:  # pynvml raises its NVMLError subclasses (driver or library not found, ...)
+        return None, f"NVML: {type(exc).__name__}: {exc}"
+    return (version.decode() if isinstance(version, bytes) else str(version)), "NVML"
+
+
+def driver_version(smi_rows: Sequence[str] | None = None, nvml: Any = None) -> tuple[str | None, str]:
+    """The NVIDIA driver version and where it was read: NVML (:func:`nvml_driver_version`), else the driver
+    column of :func:`nvidia_smi_gpus` rows ``smi_rows``; ``(None, why)`` with both reasons when neither can tell."""
+    version, source = nvml_driver_version(nvml)
+    if version is not None:
+        return version, source
+    drivers = sorted({row.rsplit(",", 1)[-1].strip() for row in smi_rows or ()})
+    if drivers:
+        return drivers[0], "nvidia-smi"
+    return None, f"{source}; no nvidia-smi rows"
+
+
+def known_bad_driver(isaac_sim: str | None, driver: str | None) -> list[KnownBadDriver]:
+    """The :data:`KNOWN_BAD_DRIVERS` entries Isaac Sim ``isaac_sim`` on driver ``driver`` is (none when either
+    is unknown)."""
+    if not isaac_sim or not driver:
+        return []
+    return [bad for bad in KNOWN_BAD_DRIVERS if bad.matches(isaac_sim, driver)]

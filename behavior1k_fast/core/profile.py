@@ -23,6 +23,7 @@ from .checks import (
     check_number,
     check_optional_positive_int,
     check_positive_int,
+    shown,
 )
 
 #: Observation modalities a vision sensor can produce (OmniGibson ``VisionSensor.ALL_MODALITIES``).
@@ -52,8 +53,21 @@ PARTITION_MODES = ("hybrid", "process")
 #: When the rollout engine sends a chunk (see ``behavior1k_fast.rollout.schedule``; ``lookahead``: the next chunk
 #: is chosen from an observation read ``lookahead_steps`` before the current chunk ends, ``rollout.chunk``).
 SCHEDULES = ("barrier", "async", "lookahead")
-#: ``lookahead_steps`` value: the lead is derived from measured step and policy times.
+#: ``lookahead_steps`` value: the lead is derived from measured step and policy times, up to
+#: :func:`auto_lead_cap`.
 AUTO_LEAD = "auto"
+#: The longest ``auto`` lead, as a fraction of the chunk (:func:`auto_lead_cap`).
+AUTO_LEAD_MAX_FRACTION = 0.25
+
+
+def auto_lead_cap(chunk_size: int) -> int:
+    """The longest lead ``lookahead_steps="auto"`` picks for chunks of ``chunk_size`` steps: a quarter of the
+    chunk, at least 1 (0 for a chunk of 1 step). A lead is chosen for learning, not only for speed: each step
+    of it is a step the policy acts without seeing, and in the delay sweep of ``benchmarks/time_to_train.py``
+    (``benchmarks/README.md``) leads past a quarter of the chunk cost more samples to the target than the
+    forward they hide saves in seconds (a lead of N - 1 did not reach the target). Where the forward needs a
+    longer lead to be hidden, the rest of it is a stall (``RolloutStats.stall_seconds_per_worker``)."""
+    return min(chunk_size - 1, max(1, int(chunk_size * AUTO_LEAD_MAX_FRACTION)))
 
 #: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K
 #: #2152; Isaac Sim's own extensions set 360000): the least ``rtx_descriptor_sets`` may be.
@@ -241,7 +255,10 @@ class RolloutProfile:
             if name not in valid:
                 close = difflib.get_close_matches(str(key), sorted(valid | set(RLINF_ALIASES)), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown profile key {key!r}{hint}")
+                if key in ("rollout", "env", "actor"):  # tune --format rlinf's nested keys (tools/rlinf_keys.py)
+                    hint = ("; these are RLinf's nested config keys (tune's .rlinf.yaml, to merge into an RLinf "
+                            "config): a profile, and BEHAVIOR1K_FAST, take the flat YAML (tune's tune_<tag>.yaml)")
+                raise ValueError(f"unknown profile key {shown(key)}{hint}")
             if name in kwargs:
                 raise ValueError(f"profile key {key!r} given twice (as {name!r} and an alias)")
             kwargs[name] = value
@@ -283,7 +300,7 @@ class RolloutProfile:
         data = parse_yaml(text, where)
         if data is not None and not isinstance(data, Mapping):
             raise TypeError(f"{where} must hold a mapping of profile keys (or name an existing profile file), got "
-                            f"{type(data).__name__} {data!r}")
+                            f"{type(data).__name__} {shown(data)}")
         return cls.from_dict(data or {})
 
     def to_yaml(self, path: str | os.PathLike | None = None, header: str = "") -> str:
@@ -318,19 +335,74 @@ class RolloutProfile:
     def envs_per_process(self) -> int:
         return (self.total_num_envs or self.num_env_processes) // self.num_env_processes
 
+    @property
+    def stages_sharing_physics(self) -> int:
+        """Stages whose envs share one worker's physics, the count a backend rescales its frequencies for
+        (``core.frequencies.rescale_for_stages``): K = ``pipeline_stages`` in hybrid partition (every process
+        holds a slice of each stage), 1 in process partition (a stage is whole processes)."""
+        return self.pipeline_stages if self.partition == "hybrid" else 1
+
+
+#: Nodes a YAML document may hold once its aliases are expanded: a profile or a backend config has tens to
+#: hundreds, while an alias bomb of a few hundred bytes (nested lists of aliases of lists) expands to billions.
+YAML_MAX_NODES = 100_000
+
 
 def parse_yaml(text: str, where: str) -> Any:
-    """``yaml.safe_load(text)``; a syntax error is a one-line ``ValueError`` naming ``where`` (a file, or
-    what the text is), the line and the column."""
+    """``yaml.safe_load(text)`` with alias expansion bounded: a syntax error, a document that holds more than
+    :data:`YAML_MAX_NODES` nodes once its aliases are expanded (or an alias inside the node it names), or
+    one nested too deep is a one-line ``ValueError`` naming ``where`` (a file, or what the text is); a
+    syntax error names the line and the column."""
     import yaml
 
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node, YAML_MAX_NODES) > YAML_MAX_NODES:
+            raise ValueError(f"{where}: YAML holds more than {YAML_MAX_NODES} values once its aliases are expanded "
+                             "(an alias bomb, or an alias inside the node it names)")
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ValueError(f"{where}: invalid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: YAML nested deeper than Python's recursion limit") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_nodes(root: Any, limit: int) -> int:
+    """Nodes under the composed YAML node ``root`` (itself included) with every alias expanded, counted up
+    to ``limit + 1`` (a cycle counts as ``limit + 1``); each distinct node is visited once."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the path from root: meeting one again is a cycle
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            return limit + 1
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children)
+    return sizes[id(root)]
 
 
 _BOOL_FIELDS = {
@@ -367,7 +439,7 @@ def _check_field(name: str, value: Any) -> Any:
         return check_choice(name, value, PHYSICS_RESCALE_MODES)
     if name == "numba_cache_dir":
         if not isinstance(value, str) or not value:
-            raise TypeError(f"numba_cache_dir must be a non-empty path string, got {value!r}")
+            raise TypeError(f"numba_cache_dir must be a non-empty path string, got {shown(value)}")
         return value
     if name == "texture_streaming_budget":
         return None if value is None else check_number(name, value, 0.0, 1.0)
@@ -384,29 +456,29 @@ def _check_field(name: str, value: Any) -> Any:
             return value
         if isinstance(value, str):
             raise ValueError(f"rtx_descriptor_sets must be an int >= {RTX_DESCRIPTOR_SETS_UPSTREAM}, 'auto' or None, "
-                             f"got {value!r}")
+                             f"got {shown(value)}")
         return check_int(name, value, RTX_DESCRIPTOR_SETS_UPSTREAM)
     if name == "lookahead_steps":
         if isinstance(value, str):
             if value == AUTO_LEAD:
                 return value
-            raise ValueError(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {value!r}")
+            raise ValueError(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {shown(value)}")
         try:
             return check_int(name, value, 0)
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {value!r}") from None
+            raise type(exc)(f"lookahead_steps must be an int >= 0 or {AUTO_LEAD!r}, got {shown(value)}") from None
     raise AssertionError(f"field {name!r} has no check")  # a new field must get one
 
 
 def _check_modalities(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable) or not all(isinstance(m, str) for m in value):
-        raise TypeError(f"obs_modalities must be a sequence of modality names, got {value!r}")
+        raise TypeError(f"obs_modalities must be a sequence of modality names, got {shown(value)}")
     value = tuple(value)
     for m in value:
         if m not in KNOWN_MODALITIES:
             close = difflib.get_close_matches(m, KNOWN_MODALITIES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown modality {m!r} in obs_modalities{hint}")
+            raise ValueError(f"unknown modality {shown(m)} in obs_modalities{hint}")
     if not value:
         raise ValueError("obs_modalities must name at least one modality, got an empty sequence")
     if len(set(value)) != len(value):
@@ -416,7 +488,7 @@ def _check_modalities(value: Any) -> tuple[str, ...]:
 
 def _check_gpu_ids(value: Any) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(f"gpu_ids must be a sequence of GPU indices, got {value!r}")
+        raise TypeError(f"gpu_ids must be a sequence of GPU indices, got {shown(value)}")
     value = tuple(check_int("gpu_ids entry", v, 0) for v in value)
     if not value:
         raise ValueError("gpu_ids must name at least one GPU, got an empty sequence (None: no binding)")

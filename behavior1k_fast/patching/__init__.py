@@ -23,7 +23,6 @@ from .registry import (
     PatchReport,
     PatchState,
     UpstreamLayoutError,
-    resolve,
 )
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "PatchReport",
     "PatchState",
     "UpstreamLayoutError",
-    "resolve",
     "APPLIED",
     "PENDING",
     "SKIPPED",

@@ -1,6 +1,10 @@
-"""Auto-apply: one environment variable makes every Python process of an environment apply a profile at
-interpreter start-up, before anything can import the simulator (as ``COVERAGE_PROCESS_START`` makes
-coverage measure subprocesses).
+"""Auto-apply of the OmniGibson patch set: one environment variable makes every Python process of an
+environment apply a :class:`~behavior1k_fast.core.profile.RolloutProfile` with
+:mod:`behavior1k_fast.patching.omnigibson` at interpreter start-up, before anything can import OmniGibson
+(as ``COVERAGE_PROCESS_START`` makes coverage measure subprocesses).
+
+This module is OmniGibson's, not generic: it reads the engine's profile and applies the OmniGibson set (the
+generic part, which knows no simulator and no profile field, is :mod:`behavior1k_fast.patching.registry`).
 
 ``pip install`` (regular or editable) puts this folder's ``autoapply.pth`` into site-packages as
 :data:`PTH_NAME`. Python's ``site`` runs its one line in every interpreter it starts. The line reads
@@ -34,7 +38,7 @@ import site
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..core.profile import RolloutProfile
 from . import omnigibson as omnigibson_patches
@@ -47,6 +51,10 @@ STRICT_VAR = "BEHAVIOR1K_FAST_STRICT"
 STRICT_EXIT_CODE = 2
 #: Values that leave auto-apply off (after stripping white space).
 OFF_VALUES = ("", "0")
+#: :data:`STRICT_VAR` values (white space stripped, any case) that leave strict mode off (unset too) or turn
+#: it on; any other value is refused as a bad value, fatally (:func:`strict`).
+STRICT_OFF_VALUES = ("", "0", "false", "no", "off")
+STRICT_ON_VALUES = ("1", "true", "yes", "on")
 #: Profile each named value stands for; any other value is a profile YAML path.
 PRESETS: dict[str, Callable[[], RolloutProfile]] = {"1": RolloutProfile, "rlinf": RolloutProfile.rlinf}
 #: Name of the ``.pth`` file in site-packages (sorts after setuptools' ``__editable__`` finders, which
@@ -100,9 +108,34 @@ def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
     return profile, f"profile file {path!r}"
 
 
-def strict() -> bool:
-    """Whether :data:`STRICT_VAR` is set (not empty, not ``0``): a refused value ends start-up."""
-    return os.environ.get(STRICT_VAR, "").strip() not in OFF_VALUES
+def strict(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`STRICT_VAR` of ``environ`` (default: this process's) turns strict mode on (one of
+    :data:`STRICT_ON_VALUES`, any case): a refused value ends start-up. Unset or one of
+    :data:`STRICT_OFF_VALUES`: off. Any other value raises ValueError naming the variable and the value
+    (one line)."""
+    value = (os.environ if environ is None else environ).get(STRICT_VAR, "")
+    word = value.strip().lower()
+    if word in STRICT_OFF_VALUES or word in STRICT_ON_VALUES:
+        return word in STRICT_ON_VALUES
+    raise ValueError(f"{STRICT_VAR}={value!r} is neither on ({'/'.join(STRICT_ON_VALUES)}) nor off "
+                     f"({'/'.join(STRICT_OFF_VALUES[1:])} or empty), in any case")
+
+
+def strict_refusal(environ: Mapping[str, str]) -> str | None:
+    """Why the start-up hook of a process started with the environment ``environ`` (in this working
+    directory) ended it with :data:`STRICT_EXIT_CODE`, as its one line says it, read here with the same
+    parsers; ``None`` where that environment leaves the hook off or not strict. A value that loads here
+    but did not apply there is named with a pointer to that process's stderr."""
+    value = environ.get(ENV_VAR, "")
+    if value.strip() in OFF_VALUES:
+        return None
+    try:
+        if not strict(environ):
+            return None
+        profile_for(value)
+    except Exception as exc:
+        return _one_line(exc)
+    return f"{ENV_VAR}={value!r} loads, but did not apply there (its stderr has the line)"
 
 
 def at_startup() -> StartupApply | None:
@@ -119,6 +152,7 @@ def at_startup() -> StartupApply | None:
         return _startup
     # Start-up must go on whatever the value or the install: every exception becomes the one line.
     try:
+        strict()
         profile, source = profile_for(value)
     except Exception as exc:
         _startup = _refused(value, "a bad value", _one_line(exc))
@@ -136,7 +170,11 @@ def at_startup() -> StartupApply | None:
 
 
 def _refused(value: str, source: str, message: str) -> StartupApply:
-    if strict():
+    try:
+        fatal = strict()
+    except ValueError:  # a strict setting that does not read is refused itself, as under strict mode
+        fatal = True
+    if fatal:
         print(f"behavior1k_fast: {message}; exiting ({STRICT_VAR} is set)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(STRICT_EXIT_CODE)

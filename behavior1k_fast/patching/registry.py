@@ -161,17 +161,6 @@ def _name_of(owner: Any) -> str:
     return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or repr(owner)
 
 
-def resolve(module: Any, qualname: str) -> tuple[Any, str]:
-    """``(owner, attr)`` for a dotted qualified name inside ``module``; AttributeError if absent."""
-    *path, attr = qualname.split(".")
-    owner = module
-    for part in path:
-        owner = getattr(owner, part)
-    if _raw_attribute(owner, attr) is _MISSING and not hasattr(owner, attr):
-        raise AttributeError(f"{module.__name__}.{qualname} does not exist")
-    return owner, attr
-
-
 class Patch:
     """One reversible change to one upstream area.
 
@@ -202,6 +191,12 @@ class Patch:
 
     def describe_targets(self) -> tuple[str, ...]:
         return tuple(f"{self.module}.{t}" if self.module else t for t in self.targets)
+
+    def bound_targets(self, module: Any) -> tuple[str, ...]:
+        """What :meth:`install` changes on the loaded layout of ``module`` (qualified names; the report's
+        "installed on ..."). Default: the declared targets; a patch whose target moves between layouts says
+        where it binds."""
+        return self.describe_targets()
 
 
 class Knobs(Mapping[str, Any]):
@@ -456,7 +451,13 @@ class PatchRegistry:
         detected = self._detect(patch, module)
         if detected is not None:
             return detected, None
-        return PatchOutcome(patch.name, WOULD_APPLY, "process setting" if patch.module is None else "needed",
+        if patch.module is None:
+            return PatchOutcome(patch.name, WOULD_APPLY, "process setting", targets), module
+        try:
+            targets = patch.bound_targets(module)
+        except Exception as exc:
+            return outcome(FAILED, f"bound_targets() raised {exc!r} (a bug in the patch)")
+        return PatchOutcome(patch.name, WOULD_APPLY, f"needed: would be installed on {', '.join(targets)}",
                             targets), module
 
     def _settle(self, patch: Patch) -> PatchOutcome:
@@ -517,12 +518,13 @@ class PatchRegistry:
         targets = patch.describe_targets()
         ctx = PatchContext()
         try:
+            targets = patch.bound_targets(module)
             patch.install(module, Knobs(patch.name, {k: self._knobs[k] for k in patch.knobs}), ctx)
         except Exception as exc:
             ctx.undo_all()
             return PatchOutcome(patch.name, FAILED, f"{type(exc).__name__}: {exc}", targets)
         self._contexts[patch.name] = ctx
-        return PatchOutcome(patch.name, APPLIED, "installed", targets)
+        return PatchOutcome(patch.name, APPLIED, f"installed on {', '.join(targets)}", targets)
 
     def revert(self) -> PatchReport:
         """Undo every installed patch, newest first; forget pending import hooks. Returns what it reverted

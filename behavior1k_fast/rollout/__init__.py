@@ -1,13 +1,14 @@
 """Rollout layer: chunk stepping, partition plan, env workers (processes, Ray actors, inline), the engine.
 
-Depends on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend. For
-trainers: ``trajectory.TrajectoryRecorder`` (batches with the policy's extras), ``collector.Collector`` (those
-batches collected while the trainer trains) and ``gym_vector.EngineVectorEnv`` (the engine as a
-``gymnasium.vector.VectorEnv``). A new schedule is a module in ``schedules/`` built on
-the engine's public surface; a new transport (how the driver talks to a kind of worker) is a
-``transport.Transport`` in ``executors.py`` (or a module of its own, like ``ray_executor.py``) and a branch
-of ``executors.make_executor``; where workers run is ``placement``; what a worker does is
-``worker.EnvWorker``; the wire format is ``protocol`` (``docs/ARCHITECTURE.md`` lists every module).
+Depends on the backend contract (``behavior1k_fast.core.contract``), never on a concrete backend, nor on a
+simulator's patch set. For trainers: ``engine.RolloutEngine`` (the user's face), ``trajectory.TrajectoryRecorder``
+(batches with the policy's extras), ``collector.Collector`` (those batches collected while the trainer
+trains) and ``gym_vector.EngineVectorEnv`` (the engine as a ``gymnasium.vector.VectorEnv``); a lookahead
+policy's input is described by ``policy.CommittedActions``. A new schedule is a module in ``schedules/``
+built on the driver face (``driver.EngineDriver``); a new transport (how the driver talks to a kind of
+worker) is a module in ``transports/`` and a branch of ``transports.make_executor``, supervised by
+``supervision.Supervisor``; where workers run is ``placement``; what a worker does is ``worker.EnvWorker``;
+the wire format is ``protocol`` (``docs/ARCHITECTURE.md`` lists every module).
 """
 
 from .chunk import ChunkResult, check_chunk_actions, step_chunk
@@ -25,7 +26,7 @@ from .errors import (
 )
 from .gym_vector import EngineVectorEnv
 from .plan import PartitionPlan, StageSlice
-from .policy import PolicyProcess, call_policy
+from .policy import COMMITTED_KEY, CommittedActions, PolicyProcess, call_policy, committed_width
 from .shard import EngineShard, engine_shard, merge_stats
 from .shm import SharedBuffers
 from .supervision import RestartPolicy, RestartRecord
@@ -43,6 +44,9 @@ __all__ = [
     "StageSlice",
     "PolicyProcess",
     "call_policy",
+    "COMMITTED_KEY",
+    "CommittedActions",
+    "committed_width",
     "EngineShard",
     "engine_shard",
     "merge_stats",

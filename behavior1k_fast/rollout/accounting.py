@@ -1,7 +1,7 @@
 """What one rollout measured: the engine's per-env and per-worker counters (:class:`Accounting`) and the
-:class:`RolloutStats` it returns. Every schedule fills the same accounting through the engine's surface
-(:meth:`~.engine.RolloutEngine.forward`, :meth:`~.engine.RolloutEngine.send`,
-:meth:`~.engine.RolloutEngine.receive`), so the stats mean the same whatever the schedule.
+:class:`RolloutStats` it returns. Every schedule fills the same accounting through the engine's driver
+(:meth:`~.driver.EngineDriver.forward`, :meth:`~.driver.EngineDriver.send`,
+:meth:`~.driver.EngineDriver.collect`), so the stats mean the same whatever the schedule.
 
 Slice wait: the wall seconds an env spends at the driver between two chunks: from the moment its boundary
 observation reached the driver (its result received, or the rollout's start) to the moment its next chunk
@@ -110,11 +110,11 @@ class Accounting:
         self.own = np.zeros(plan.num_envs, dtype=np.int64)
         self.episodes = np.zeros(plan.num_envs, dtype=np.int64)
         self.reward = np.zeros(plan.num_envs)
-        self.worker_steps = np.zeros(plan.num_processes, dtype=np.int64)
-        self.worker_sim = np.zeros(plan.num_processes)
-        self.worker_env = np.zeros(plan.num_processes)
-        self.worker_chunks = np.zeros(plan.num_processes, dtype=np.int64)
-        self.worker_stall = np.zeros(plan.num_processes)
+        self.worker_steps = np.zeros(plan.num_env_processes, dtype=np.int64)
+        self.worker_sim = np.zeros(plan.num_env_processes)
+        self.worker_env = np.zeros(plan.num_env_processes)
+        self.worker_chunks = np.zeros(plan.num_env_processes, dtype=np.int64)
+        self.worker_stall = np.zeros(plan.num_env_processes)
         self.sat_out = np.zeros(plan.num_envs, dtype=np.int64)
         #: Lead d -> chunks (slices) sent with it.
         self.leads: Counter[int] = Counter()
@@ -145,15 +145,15 @@ class Accounting:
         """The lead observations of ``env_ids`` arrived now."""
         self.arrived_ns[env_ids] = time.perf_counter_ns()
 
-    def sent(self, piece: StageSlice, lead_steps: int | None = None) -> None:
-        """Count the slice wait of ``piece``, whose next chunk was sent now (with lead ``lead_steps``)."""
+    def sent(self, stage_slice: StageSlice, lead_steps: int | None = None) -> None:
+        """Count the slice wait of ``stage_slice``, whose next chunk was sent now (with lead ``lead_steps``)."""
         if lead_steps is not None:
             self.leads[lead_steps] += 1
         now = time.perf_counter_ns()
-        ids = np.asarray(piece.global_envs)
+        ids = np.asarray(stage_slice.global_envs)
         arrived = int(self.arrived_ns[ids].min())
         self.slice_wait[ids] += (now - self.arrived_ns[ids]) / 1e9
-        get_profiler().add(SLICE_WAIT, arrived, now - arrived, {"worker": piece.worker, "stage": piece.stage})
+        get_profiler().add(SLICE_WAIT, arrived, now - arrived, {"worker": stage_slice.worker, "stage": stage_slice.stage})
 
     def stats(self, rounds: int, chunk_size: int, wall: float, restarts: Sequence[RestartRecord],
               schedule: str) -> RolloutStats:

@@ -4,7 +4,10 @@ One :meth:`EngineVectorEnv.step` is one action chunk per env: ``actions`` ``[num
 (``single_action_space`` is the backend's action box repeated over the N steps of a chunk), sent to every
 stage of the engine and collected, so the hybrid pipeline and on-demand observation run underneath (the
 policy's forward cannot overlap env stepping through this synchronous API: use
-:meth:`~.engine.RolloutEngine.rollout` for that). Envs are in global id order; observations are dicts of
+:meth:`~.engine.RolloutEngine.rollout` for that, and for a ``lookahead`` profile, which is refused here: a
+step has no lead observation to return). ``actions`` are checked as :meth:`~.engine.RolloutEngine.submit`
+checks them (a masked array is refused); a tensor is taken as a policy's output is (:mod:`.policy`: on the
+CPU, ``bfloat16`` widened to ``float32``). Envs are in global id order; observations are dicts of
 batched arrays (``observation_space`` is ``batch_space(single_observation_space, num_envs)``).
 
 Per env and step: ``reward`` is the sum of the rewards of the actions it applied in the chunk (undiscounted);
@@ -52,6 +55,7 @@ from ..core.profile import RolloutProfile
 from .chunk import check_chunk_actions
 from .engine import RolloutEngine
 from .errors import ClosedError
+from .policy import to_numpy
 from .trajectory import gather_boundary_obs
 
 #: Keys of the engine's auto-reset info and their gymnasium 1.x names.
@@ -85,6 +89,11 @@ class EngineVectorEnv(VectorEnv):
         **engine_kwargs: Any,
     ):
         seed = check_int("seed", seed, low=0)
+        schedule = RolloutProfile.coerce(profile).schedule
+        if schedule == "lookahead":
+            raise ValueError("EngineVectorEnv steps one whole chunk per step() and has no lead observation to "
+                             "give: a profile with schedule='lookahead' runs through engine.rollout(policy, ...); "
+                             "use schedule='barrier' or 'async' here")
         if auto_reset is not None:
             check_bool("auto_reset", auto_reset)
             warnings.warn("EngineVectorEnv(auto_reset=...) is deprecated: pass autoreset_mode=AutoresetMode."
@@ -159,7 +168,10 @@ class EngineVectorEnv(VectorEnv):
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One chunk per env: ``actions`` ``[num_envs, N, action_dim]`` (module docs for what comes back)."""
         engine = self.engine
-        actions = check_chunk_actions(np.asarray(actions), self.num_envs, engine.action_dim, self.chunk_size)
+        # a tensor as a policy's actions are taken (bfloat16 widened), a list as an array; a masked array stays
+        # one, which the engine's check refuses (np.asarray would drop the mask and apply the masked values)
+        actions = np.asanyarray(to_numpy(actions, "actions"))
+        actions = check_chunk_actions(actions, self.num_envs, engine.action_dim, self.chunk_size)
         if self._ended.any() and self.autoreset_mode is AutoresetMode.DISABLED:
             raise RuntimeError(
                 f"envs {np.flatnonzero(self._ended).tolist()} ended and auto-reset is off: "
@@ -169,7 +181,7 @@ class EngineVectorEnv(VectorEnv):
         self._fresh_seed = None
         stages = range(engine.pipeline_stages)
         for k in stages:
-            engine.submit(k, actions[engine.stage_envs(k)])
+            engine.submit(k, actions[engine.plan.stage_envs(k)])
         results = [engine.collect(k) for k in stages]
         n = self.num_envs
         rewards, terminated, truncated = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)

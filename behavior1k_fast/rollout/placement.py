@@ -7,7 +7,7 @@
 - **Ray actors, nodes**: the ``placement`` setting, checked, then reserved on the cluster.
 
 Placement is kept apart from what a worker does (:mod:`.worker`) and from how the driver talks to it
-(:mod:`.executors`, :mod:`.ray_executor`): this module only decides where each worker starts.
+(:mod:`.transports`): this module only decides where each worker starts.
 
 ``placement`` (Ray) is one of
 

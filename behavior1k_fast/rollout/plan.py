@@ -3,13 +3,17 @@
 Global env ids run process by process: env ``g`` lives in worker ``g // E`` at local index ``g % E``.
 
 - ``hybrid`` (RLinf ``pipeline_stage_num``): every process holds K slices of E / K envs; stage k is slice k
-  of every process. The K stages of one process share its physics, so each backend is built for K stages.
-- ``process``: stage k is the k-th block of P / K whole processes; nothing is shared between stages, so each
-  backend is built for one stage (per-env trajectories equal the unpipelined run).
+  of every process. The K stages of one process share its physics: ``stages_sharing_physics`` = K.
+- ``process``: stage k is the k-th block of P / K whole processes; nothing is shared between stages:
+  ``stages_sharing_physics`` = 1 (per-env trajectories equal the unpipelined run).
+
+Every worker's backend is built with the engine's profile, whose ``stages_sharing_physics`` is this count
+(``pipeline_stages`` is K, the driver's stages, everywhere).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,23 +39,23 @@ class StageSlice:
 class PartitionPlan:
     """Which envs of which worker form each pipeline stage."""
 
-    num_processes: int
+    num_env_processes: int
     envs_per_process: int
     #: K, the number of pipeline stages.
     pipeline_stages: int
-    mode: str = "hybrid"
+    partition: str = "hybrid"
 
     def __post_init__(self) -> None:
-        p = check_positive_int("num_env_processes", self.num_processes)
+        p = check_positive_int("num_env_processes", self.num_env_processes)
         e = check_positive_int("envs_per_process", self.envs_per_process)
         k = check_positive_int("pipeline_stages", self.pipeline_stages)
-        check_choice("partition", self.mode, PARTITION_MODES)
-        if self.mode == "hybrid" and e % k:
+        check_choice("partition", self.partition, PARTITION_MODES)
+        if self.partition == "hybrid" and e % k:
             raise ValueError(
                 f"hybrid partition needs pipeline_stages={k} to divide envs_per_process={e} "
                 f"(total_num_envs={p * e} over num_env_processes={p}); each process holds one slice per stage"
             )
-        if self.mode == "process" and p % k:
+        if self.partition == "process" and p % k:
             raise ValueError(
                 f"process partition needs pipeline_stages={k} to divide num_env_processes={p}; "
                 f"each stage is a set of whole processes"
@@ -62,8 +66,20 @@ class PartitionPlan:
         return cls(profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition)
 
     @property
+    def num_processes(self) -> int:
+        """Deprecated name of :attr:`num_env_processes`."""
+        warnings.warn("PartitionPlan.num_processes is deprecated: use num_env_processes", DeprecationWarning, stacklevel=2)
+        return self.num_env_processes
+
+    @property
+    def mode(self) -> str:
+        """Deprecated name of :attr:`partition`."""
+        warnings.warn("PartitionPlan.mode is deprecated: use partition", DeprecationWarning, stacklevel=2)
+        return self.partition
+
+    @property
     def num_envs(self) -> int:
-        return self.num_processes * self.envs_per_process
+        return self.num_env_processes * self.envs_per_process
 
     @property
     def stage_size(self) -> int:
@@ -71,14 +87,24 @@ class PartitionPlan:
         return self.num_envs // self.pipeline_stages
 
     @property
+    def stages_sharing_physics(self) -> int:
+        """Stages that share one process's physics (``RolloutProfile.stages_sharing_physics``): K in hybrid
+        partition, 1 in process partition."""
+        return self.pipeline_stages if self.partition == "hybrid" else 1
+
+    @property
     def stages_per_process(self) -> int:
-        """Stages that share one process's physics (the K each backend is built for)."""
-        return self.pipeline_stages if self.mode == "hybrid" else 1
+        """Deprecated name of :attr:`stages_sharing_physics`."""
+        warnings.warn("PartitionPlan.stages_per_process is deprecated: use stages_sharing_physics",
+                      DeprecationWarning, stacklevel=2)
+        return self.stages_sharing_physics
 
     def worker_profile(self, profile: RolloutProfile) -> RolloutProfile:
-        """``profile`` as each worker's backend is built with it: ``pipeline_stages`` = the stages that
-        share the worker's physics."""
-        return profile.replace(pipeline_stages=self.stages_per_process)
+        """Deprecated: every worker's backend is built with the engine's profile itself (its
+        ``stages_sharing_physics`` is the count a backend rescales for); returns ``profile``."""
+        warnings.warn("PartitionPlan.worker_profile is deprecated: workers are built with the profile itself "
+                      "(profile.stages_sharing_physics)", DeprecationWarning, stacklevel=2)
+        return profile
 
     def check_stage(self, stage: Any) -> None:
         """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, pipeline_stages)``."""
@@ -88,12 +114,12 @@ class PartitionPlan:
         """The per-worker slices of ``stage``, in global env order."""
         self.check_stage(stage)
         e = self.envs_per_process
-        if self.mode == "hybrid":
+        if self.partition == "hybrid":
             width = e // self.pipeline_stages
-            workers = range(self.num_processes)
+            workers = range(self.num_env_processes)
             local = tuple(range(stage * width, (stage + 1) * width))
         else:
-            per_stage = self.num_processes // self.pipeline_stages
+            per_stage = self.num_env_processes // self.pipeline_stages
             workers = range(stage * per_stage, (stage + 1) * per_stage)
             local = tuple(range(e))
         n = len(local)

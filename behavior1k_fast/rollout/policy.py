@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import sys
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..core.checks import check_picklable, check_seconds
+from ..core.checks import check_picklable, check_positive_int, check_seconds
+from ..core.profile import AUTO_LEAD, RolloutProfile, auto_lead_cap
 from .errors import ClosedError
 from .protocol import Command, Failure, Forward, Ok, Reply, Request, unwrap
 from .serve import CLOSE_GRACE_S, ProcessChannel, serve, stop_processes
@@ -40,11 +42,68 @@ COMMITTED_KEY = "committed_actions"
 Policy = Callable[[dict[str, Any]], Any]
 
 
+def committed_width(profile: RolloutProfile) -> int:
+    """Columns of the committed actions in a ``lookahead`` policy's input under ``profile``: the lead d, or
+    :func:`~behavior1k_fast.core.profile.auto_lead_cap` for ``lookahead_steps="auto"`` (the lead is then
+    measured, and the committed actions fill the last d columns, so the input keeps one shape); 0 under any
+    other schedule."""
+    if profile.schedule != "lookahead":
+        return 0
+    if profile.lookahead_steps == AUTO_LEAD:
+        return auto_lead_cap(profile.chunk_size)
+    return int(profile.lookahead_steps)
+
+
+@dataclass(frozen=True)
+class CommittedActions:
+    """What a ``lookahead`` policy finds in its input besides the backend's observations: under :attr:`key`,
+    each env's actions of its current chunk still to run after the observation the next chunk is chosen
+    from, ``[batch, width, action_dim]`` in :attr:`dtype`, right-aligned, zeros where they do not run (the
+    episode ended before the lead, the env sits the chunk out, the rollout's first chunk). A policy (or a
+    trainer sizing its network) reads its shape here instead of from the schedule.
+
+    >>> spec = CommittedActions.from_profile(RolloutProfile(schedule="lookahead", chunk_size=8,
+    ...                                                     lookahead_steps=3), action_dim=2)
+    >>> spec.key, spec.shape(4), spec.features
+    ('committed_actions', (4, 3, 2), 6)
+    """
+
+    #: The policy input key (:data:`COMMITTED_KEY`).
+    key: str
+    #: Columns, :func:`committed_width` of the profile (0: not a lookahead profile, no committed actions).
+    width: int
+    action_dim: int
+    #: The engine's action dtype (``RolloutEngine.action_dtype``).
+    dtype: np.dtype
+
+    @classmethod
+    def from_profile(cls, profile: RolloutProfile, action_dim: int, dtype: Any = np.float32) -> "CommittedActions":
+        """The committed actions of an engine with ``profile``, ``action_dim`` and action ``dtype``
+        (``RolloutEngine.action_dtype``; default float32)."""
+        if not isinstance(profile, RolloutProfile):
+            raise TypeError(f"profile must be a RolloutProfile, got {profile!r}")
+        action_dim = check_positive_int("action_dim", action_dim)
+        return cls(COMMITTED_KEY, committed_width(profile), action_dim, np.dtype(dtype))
+
+    def shape(self, batch: int) -> tuple[int, int, int]:
+        """The array's shape for ``batch`` envs."""
+        return (batch, self.width, self.action_dim)
+
+    @property
+    def features(self) -> int:
+        """Numbers per env once flattened (``width * action_dim``)."""
+        return self.width * self.action_dim
+
+    def zeros(self, batch: int) -> np.ndarray:
+        """No committed action for ``batch`` envs."""
+        return np.zeros(self.shape(batch), self.dtype)
+
+
 #: Floating tensor dtypes numpy has (any other floating dtype is widened to float32 on its way out).
 _NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
 
 
-def _to_numpy(value: Any, what: str) -> Any:
+def to_numpy(value: Any, what: str) -> Any:
     """A tensor as a CPU numpy array (module docs for dtypes numpy lacks); anything else as it is. ``what``
     names the output in the ``TypeError`` of a dtype numpy cannot take."""
     if not (hasattr(value, "detach") and hasattr(value, "cpu")):
@@ -69,9 +128,9 @@ def call_policy(policy: Policy, obs: Mapping[str, np.ndarray]) -> Any:
     else:
         out = policy({k: _read_only(v) for k, v in obs.items()})
     if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping):
-        return (_to_numpy(out[0], "the policy's actions"),
-                {key: _to_numpy(value, f"the policy's extras[{key!r}]") for key, value in out[1].items()})
-    return _to_numpy(out, "the policy's actions")
+        return (to_numpy(out[0], "the policy's actions"),
+                {key: to_numpy(value, f"the policy's extras[{key!r}]") for key, value in out[1].items()})
+    return to_numpy(out, "the policy's actions")
 
 
 def split_policy_output(out: Any, batch: int, argname: str = "policy output") -> tuple[Any, dict[str, np.ndarray]]:

@@ -14,7 +14,7 @@ SIGINT blocked, so a Ctrl-C for it during those milliseconds is delivered right 
 :class:`ProcessChannel` is the driver's end: it starts the process (with extra environment variables, set
 before the child imports anything), sends requests without blocking on the worker's work, and waits for each
 reply while watching the process sentinel, so a death is seen at once (:meth:`ProcessChannel.poll` and
-:meth:`ProcessChannel.read`, inside the one wait loop :func:`~.supervision.wait_for_replies`).
+:meth:`ProcessChannel.read`, inside the one wait loop :func:`~.waiting.wait_for_replies`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,18 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import queue
 import signal
+import sys
 import threading
 import time
+from concurrent.futures import Future
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from .errors import WorkerDiedError, exit_detail, exit_if_reimporting_main
 from .protocol import Close, Command, Failure, Ok, Reply, Request
-from .supervision import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
+from .waiting import WATCH_PERIOD_S, ReplyWatch, wait_for_replies
 
 #: Seconds between checks that the owner process is still alive.
 OWNER_CHECK_PERIOD_S = 0.5
@@ -38,6 +41,11 @@ OWNER_CHECK_PERIOD_S = 0.5
 CLOSE_GRACE_S = 5.0
 #: Serialises the temporary environment of :class:`ProcessChannel` starts.
 _SPAWN_LOCK = threading.Lock()
+#: ``prctl`` option: the signal this process gets when the thread that started it ends (``<linux/prctl.h>``).
+PR_SET_PDEATHSIG = 1
+#: Processes for :func:`_start_from_a_lasting_thread` to start off the main thread, with their futures.
+_STARTS: "queue.SimpleQueue[tuple[Any, Future]]" = queue.SimpleQueue()
+_STARTER: list[threading.Thread] = []
 
 
 class Handler(Protocol):
@@ -68,11 +76,27 @@ def watch_owner(owner_pid: int) -> None:
     threading.Thread(target=_exit_when_orphaned, args=(owner_pid,), daemon=True, name="owner-watchdog").start()
 
 
+def die_with_owner(owner_pid: int) -> None:
+    """Have the kernel kill this process (SIGKILL) once the owner's thread that started it ends, whatever this
+    process runs then: also a simulator stuck in native code holding the GIL, where the Python watchdog of
+    :func:`watch_owner` cannot run (``prctl(PR_SET_PDEATHSIG)``, Linux; elsewhere the watchdog alone).
+    :class:`ProcessChannel` starts every process from a thread that lasts as long as the owner. Exits at
+    once when the owner ``owner_pid`` is already gone (it died before the request took effect)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        zero = ctypes.c_ulong(0)
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), zero, zero, zero)
+    if os.getppid() != owner_pid:
+        os._exit(1)
+
+
 def serve(conn: Any, owner_pid: int, build: Callable[[], Handler], env_ids: Sequence[int] = ()) -> None:
     """Entry of a spawned process: build the handler, reply to INIT, then serve requests (module docs).
 
     ``env_ids``: the global env ids a failure to build is reported for."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_owner(owner_pid)
     watch_owner(owner_pid)
     try:
         handler = build()
@@ -133,7 +157,7 @@ class ProcessChannel:
         self.proc = ctx.Process(target=target, args=(child, os.getpid(), *args), daemon=True, name=name)
         with _SPAWN_LOCK, _environment(env or {}), _children_ignore_sigint():
             try:
-                self.proc.start()
+                _start_from_a_lasting_thread(self.proc)
             except RuntimeError:
                 exit_if_reimporting_main()  # a script without the main-module guard (errors.py)
                 raise
@@ -143,6 +167,8 @@ class ProcessChannel:
         self.worker = worker
         self.env_ids = list(env_ids)
         self.hint = hint
+        #: The environment variables the process started with on top of this process's.
+        self.env = dict(env or {})
 
     @property
     def pid(self) -> int:
@@ -170,15 +196,57 @@ class ProcessChannel:
                 pass
         self.proc.join(OWNER_CHECK_PERIOD_S * 10)
         detail = exit_detail(self.proc.pid, self.proc.exitcode)
+        if command == Command.INIT:
+            detail += _startup_refusal(self.proc.exitcode, self.env)
         raise WorkerDiedError(self.worker, self.env_ids, str(command), detail, self.hint)
 
     def receive(self, command: Command, timeout_s: float | None, deadline_name: str = "timeout_s") -> Reply:
         """The next reply, waiting at most ``timeout_s`` seconds (``None``: no limit) in the one wait loop
-        (:func:`~.supervision.wait_for_replies`): :class:`~.errors.WorkerHungError` past the deadline (named
+        (:func:`~.waiting.wait_for_replies`): :class:`~.errors.WorkerHungError` past the deadline (named
         ``deadline_name``), :class:`~.errors.WorkerDiedError` at once if the process dies."""
         watch = ReplyWatch(self.worker, self.env_ids, command, timeout_s, deadline_name, who=f"pid {self.proc.pid}")
         wait_for_replies(lambda workers, seconds: workers if self.poll(seconds) else [], {self.worker: watch})
         return self.read(command)
+
+
+def _startup_refusal(exitcode: int | None, env: Mapping[str, str]) -> str:
+    """Why a process started with ``env`` on top of this environment and gone with ``exitcode`` before its
+    INIT reply was ended by the strict start-up hook (:func:`~..patching.autoapply.strict_refusal`), as a
+    clause for the :class:`~.errors.WorkerDiedError`; ``""`` where the hook did not end it."""
+    from ..patching import autoapply  # only where a process died at start-up
+
+    reason = None
+    if exitcode == autoapply.STRICT_EXIT_CODE:
+        reason = autoapply.strict_refusal({**os.environ, **env})
+    if reason is None:
+        return ""
+    return f" (ended at start-up by the auto-apply hook under {autoapply.STRICT_VAR}: {reason})"
+
+
+def _start_from_a_lasting_thread(proc: Any) -> None:
+    """``proc.start()`` from a thread that lasts as long as this process: here in the main thread, else in
+    one daemon thread kept for it. The kernel ends a started process with the thread that started it
+    (:func:`die_with_owner`), and a caller's own thread may end while its workers should go on."""
+    if threading.current_thread() is threading.main_thread():
+        proc.start()
+        return
+    if not (_STARTER and _STARTER[-1].is_alive()):  # the caller holds _SPAWN_LOCK; none alive in a forked child
+        _STARTER.append(threading.Thread(target=_serve_starts, daemon=True, name="process-starter"))
+        _STARTER[-1].start()
+    done: Future = Future()
+    _STARTS.put((proc, done))
+    done.result()
+
+
+def _serve_starts() -> None:
+    while True:
+        proc, done = _STARTS.get()
+        try:
+            proc.start()
+        except BaseException as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
 
 
 def stop_processes(

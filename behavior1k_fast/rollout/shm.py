@@ -6,11 +6,17 @@ random part (``/dev/shm/b1kf_<pid>_<hex>`` on Linux), so a leak is easy to see a
 driver killed with its whole process group (as a cluster scheduler does) takes the resource tracker that
 would unlink its segments with it: :func:`remove_stale_segments` unlinks the segments whose owner is gone,
 at every engine start (:meth:`SharedBuffers.create`) and in ``behavior1k-fast doctor --clean``.
+
+Those two look at their own namespace only: the prefix is ``b1kf_`` unless :data:`SHM_PREFIX_ENV` names
+another, ``b1kf_<name>_``, read once at import (children inherit it). A test run sets its own, so that an
+engine started elsewhere on the host never removes the segments a test left to check, and the test run
+never removes another's.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -20,8 +26,21 @@ import numpy as np
 
 from .chunk import action_dtype
 
-#: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux).
-SHM_PREFIX = "b1kf_"
+#: Environment variable that names this process's segment namespace, ``b1kf_<name>_`` (module docs).
+SHM_PREFIX_ENV = "BEHAVIOR1K_FAST_SHM_PREFIX"
+
+
+def _prefix_from_env() -> str:
+    value = os.environ.get(SHM_PREFIX_ENV, "b1kf_")
+    if not re.fullmatch(r"b1kf_(?:[A-Za-z][A-Za-z0-9]*_)?", value):
+        raise ValueError(f"{SHM_PREFIX_ENV}={value[:80]!r}: expected b1kf_ or b1kf_<name>_, the name a letter "
+                         f"then letters and digits")
+    return value
+
+
+#: Name prefix of every shared-memory segment the engine creates (``/dev/shm/b1kf_*`` on Linux): ``b1kf_``,
+#: or the namespace :data:`SHM_PREFIX_ENV` names.
+SHM_PREFIX = _prefix_from_env()
 #: Where the segments live as files (Linux); elsewhere stale segments are not looked for.
 SHM_DIR = "/dev/shm"
 #: Key of the chunk actions ``[chunk_size, action_dim]`` in a worker's action buffer.
@@ -140,10 +159,12 @@ def stack_as_space(obs: Sequence[Mapping[str, np.ndarray]], space: Any) -> dict[
 
 
 def segment_owner(name: str) -> int | None:
-    """The pid in a segment name ``b1kf_<pid>_<hex>``; ``None`` for a name not of that form."""
-    head, sep, rest = name.partition("_")
-    pid, sep2, _ = rest.partition("_")
-    if f"{head}{sep}" != SHM_PREFIX or not sep2 or not pid.isdigit():
+    """The pid in a segment name ``<SHM_PREFIX><pid>_<hex>``; ``None`` for a name not of that form (another
+    namespace's too)."""
+    if not name.startswith(SHM_PREFIX):
+        return None
+    pid, sep, _ = name[len(SHM_PREFIX):].partition("_")
+    if not sep or not pid.isdigit():
         return None
     return int(pid)
 
@@ -159,7 +180,8 @@ def _alive(pid: int) -> bool:
 
 
 def stale_segments(directory: str = SHM_DIR) -> list[tuple[str, int]]:
-    """``(name, bytes)`` of every segment of this package in ``directory`` whose owner process is gone."""
+    """``(name, bytes)`` of every segment of this package's namespace in ``directory`` whose owner process is
+    gone."""
     try:
         names = os.listdir(directory)
     except OSError:

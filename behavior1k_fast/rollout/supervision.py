@@ -1,12 +1,24 @@
-"""Supervision of env workers: a deadline per command, hang detection inside a chunk, bounded restarts.
+"""Supervision of env workers, in one home: the :class:`Supervisor` (the executor the engine talks to, the
+same over every transport of :mod:`.transports`) and its parts: a deadline per command, hang detection
+inside a chunk, bounded restarts, the placeholder replies of a respawned worker.
 
+- **The supervisor** (:class:`Supervisor`): the pending-reply queue of each worker (replies in request
+  order; a chunk with a lead owes two, its LEAD and its END, :func:`reply_parts`), the deadlines and hang
+  detection (each reply waited for in the one loop :func:`~.waiting.wait_for_replies`, watched by a
+  :class:`~.waiting.ReplyWatch`), the restart budget and respawn, and the placeholder results. A dead worker
+  is detected at once (process sentinel / actor error): :class:`~.errors.WorkerDiedError`; a hung one is
+  stopped and reported as :class:`~.errors.WorkerHungError`. With a restart policy the worker is replaced,
+  within the policy's budget, by a fresh worker whose envs are all reset; every reply that was pending on it
+  then is a placeholder (:func:`placeholder`): the reset observation, zero rewards, no action applied,
+  ``info["worker_restarted"] = True``, ``truncated`` at the first step of the first pending chunk of each
+  env only, so each cut episode ends once (a pending LEAD: every row's episode ended before the lead, its
+  lead observation the reset one).
 - **Deadlines** (:class:`Supervision`): the longest wait for a worker to build its backend
   (``startup_timeout_s``, long: Isaac Sim takes minutes), for one reset reply (``reset_timeout_s``) and for
   one chunk reply (``chunk_timeout_s``, the engine's ``timeout_s``). ``None`` is no limit.
 - **Hang detection inside a chunk**: a process worker publishes its progress in a small shared-memory
-  segment (:class:`ChunkProgress`, one per worker, created and unlinked by the driver like the other
-  ``b1kf_*`` segments): a counter it advances after every step of a chunk, and the steps finished of the
-  chunk it runs. While the driver waits for a chunk reply, the reply's :class:`ReplyWatch` raises
+  segment (:class:`~.waiting.ChunkProgress`): a counter it advances after every step of a chunk, and the
+  steps finished of the chunk it runs. While the driver waits for a chunk reply, the reply's :class:`~.waiting.ReplyWatch` raises
   :class:`~.errors.WorkerHungError` once that counter stood still for the stall limit, long before the
   chunk deadline. The limit is ``stall_timeout_s``; ``"auto"`` derives it from the step times measured so
   far (:data:`STALL_FACTOR` x the median wall time of one step, at least :data:`STALL_FLOOR_S`). A stall
@@ -15,9 +27,6 @@
   asked for its progress while it runs a chunk). The inline executor has neither: its work runs in the
   caller's thread, where nothing can stop it, so a deadline chosen for it is refused
   (:func:`check_inline_deadlines`; the defaults, :class:`DefaultSeconds`, are taken and never fire).
-- **One wait loop** (:func:`wait_for_replies`): every transport (process, Ray, inline) and the policy
-  process wait for replies there, each reply watched by a :class:`ReplyWatch` (its deadline, its stall
-  limit): the one place a hang is detected and named.
 - **Bounded restarts** (:class:`RestartPolicy`, the engine's ``restart_workers``): a dead or hung worker
   is respawned at most ``max_restarts`` times within ``window_s`` seconds, the n-th restart of a window
   after ``min(max_backoff_s, backoff_s * 2**(n-2))`` seconds (the first at once). Every restart is logged
@@ -31,14 +40,20 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from ..core.checks import check_int, check_number, check_seconds
+from ..core.tracing import IPC, WAIT, get_profiler
+from .chunk import ChunkLead, ChunkResult
 from .errors import WorkerDiedError, WorkerHungError, worker_label
-from .protocol import Chunk, Command, Request
-from .shm import SharedBuffers
+from .protocol import Chunk, Command, Ok, Reply, Request, Reset, unwrap
+from .waiting import WATCH_PERIOD_S, ChunkProgress, ReplyWatch, wait_for_replies
+from .worker import WorkerSpec
+
+if TYPE_CHECKING:  # the transports' package imports this module (make_executor)
+    from .transports.base import Transport
 
 logger = logging.getLogger("behavior1k_fast.rollout")
 
@@ -168,135 +183,6 @@ class StepTimes:
         return max(STALL_FLOOR_S, STALL_FACTOR * median)
 
 
-# --- progress of one process worker ---------------------------------------------------------------
-#: Slots of a worker's progress segment: steps finished since the worker started (the counter the
-#: driver watches), steps finished of the running chunk, steps of that chunk.
-BEATS, DONE, TOTAL = range(3)
-
-
-class ChunkProgress:
-    """One worker's progress counters in shared memory (module docs): the driver creates the segment and
-    unlinks it; the worker attaches it and writes it, the driver reads it."""
-
-    KEY = "progress"
-
-    def __init__(self, buffers: SharedBuffers):
-        self.buffers = buffers
-        #: int64 [3]: :data:`BEATS`, :data:`DONE`, :data:`TOTAL`.
-        self.counters = buffers.arrays[self.KEY][0]
-
-    @classmethod
-    def create(cls) -> "ChunkProgress":
-        from gymnasium import spaces
-
-        space = spaces.Dict({cls.KEY: spaces.Box(0, np.iinfo(np.int64).max, (3,), np.int64)})
-        progress = cls(SharedBuffers.create(space, 1))
-        progress.counters[:] = 0
-        return progress
-
-    @classmethod
-    def attach(cls, spec: Any) -> "ChunkProgress":
-        return cls(SharedBuffers.attach(spec))
-
-    def begin(self, steps: int) -> None:
-        """Worker: a chunk of ``steps`` steps starts."""
-        self.counters[TOTAL] = steps
-        self.counters[DONE] = 0
-
-    def step(self, done: int) -> None:
-        """Worker: ``done`` steps of the running chunk are finished."""
-        self.counters[DONE] = done
-        self.counters[BEATS] += 1
-
-
-#: Seconds between two checks of the watches while the driver waits for replies (:func:`wait_for_replies`).
-WATCH_PERIOD_S = 0.1
-
-
-class ReplyWatch:
-    """What the driver watches while it waits for one reply of ``worker``: the deadline of ``command``
-    (``seconds`` after ``since``, a ``time.monotonic()``; default: when the watch is made; ``None``: no limit)
-    and, for a process worker's chunk, its step counter (``progress``): once that stood still for ``stall_s``
-    seconds (since the watch was made, at the latest) the worker is hung. :meth:`check` is the one place a
-    hang is named (:class:`~.errors.WorkerHungError`); ``who`` starts its message (``"pid 123"``, ``"the Ray
-    actor"``)."""
-
-    def __init__(
-        self,
-        worker: int | str,
-        env_ids: Sequence[int],
-        command: str,
-        seconds: float | None,
-        deadline_name: str = "timeout_s",
-        *,
-        since: float | None = None,
-        progress: ChunkProgress | None = None,
-        stall_s: float | None = None,
-        who: str = "",
-    ):
-        now = time.monotonic()
-        self.worker, self.env_ids, self.command = worker, env_ids, str(command)
-        self.seconds, self.deadline_name, self.who = seconds, deadline_name, who
-        self.deadline = None if seconds is None else (now if since is None else since) + seconds
-        self.counters = None if progress is None or stall_s is None else progress.counters
-        self.stall_s = stall_s
-        self.beats = 0 if self.counters is None else int(self.counters[BEATS])
-        self.beat_at = now
-
-    @property
-    def active(self) -> bool:
-        """It has a deadline or a stall limit: the wait must wake up to check it."""
-        return self.deadline is not None or self.counters is not None
-
-    def check(self) -> None:
-        """Raise :class:`~.errors.WorkerHungError` when the worker stalled or its deadline passed."""
-        now = time.monotonic()
-        if self.counters is not None:
-            beats = int(self.counters[BEATS])
-            if beats != self.beats:
-                self.beats, self.beat_at = beats, now
-            elif now - self.beat_at >= self.stall_s:
-                done, total = int(self.counters[DONE]), int(self.counters[TOTAL])
-                last = f"last step finished: {done} of {total} of its chunk" if done else "no step of its chunk finished"
-                raise WorkerHungError(
-                    self.worker, self.env_ids, self.command,
-                    f"no step finished for {now - self.beat_at:.1f} s (stall_timeout_s={self.stall_s:g}); {last}",
-                )
-        if self.deadline is not None and now >= self.deadline:
-            who = f"{self.who} " if self.who else ""
-            raise WorkerHungError(self.worker, self.env_ids, self.command,
-                                  f"{who}gave no reply within {self.deadline_name}={self.seconds:g} s")
-
-
-def wait_for_replies(
-    poll: Callable[[Sequence[Any], float | None], Sequence[Any]],
-    watches: Mapping[Any, ReplyWatch],
-    timeout_s: float | None = None,
-) -> list[Any]:
-    """The one loop in which the driver waits for replies, whatever the transport.
-
-    ``poll(workers, seconds)`` returns those of ``workers`` whose oldest reply arrived, or that died, within
-    ``seconds`` (``None``: block until one does); ``watches`` maps each worker waited on to its
-    :class:`ReplyWatch`, checked at least every :data:`WATCH_PERIOD_S` while any of them has a limit.
-    Returns the workers ``poll`` found, or ``[]`` once ``timeout_s`` passed (``None``: no limit); a watch
-    that finds its worker hung raises :class:`~.errors.WorkerHungError`."""
-    workers = list(watches)
-    end = None if timeout_s is None else time.monotonic() + timeout_s
-    watched = any(w.active for w in watches.values())
-    while True:
-        period = WATCH_PERIOD_S if watched else None
-        if end is not None:
-            remaining = max(0.0, end - time.monotonic())
-            period = remaining if period is None else min(period, remaining)
-        found = list(poll(workers, period))
-        if found:
-            return found
-        for watch in watches.values():
-            watch.check()
-        if end is not None and time.monotonic() >= end:
-            return []
-
-
 # --- restarts ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RestartRecord:
@@ -357,3 +243,271 @@ class RestartBudget:
 
 def _cause_text(cause: BaseException) -> str:
     return getattr(cause, "detail", None) or str(cause)
+
+
+# --- the supervisor -------------------------------------------------------------------------------
+#: Which reply of its request a pending entry waits for (:mod:`.protocol`): the one reply of most requests,
+#: or the LEAD and the END reply of a chunk with a lead.
+ONLY, LEAD, END = "only", "lead", "end"
+
+
+def reply_parts(request: Request) -> tuple[str, ...]:
+    """The replies ``request`` is answered with, in order."""
+    if isinstance(request, Chunk) and request.lead_steps is not None:
+        return (LEAD, END)
+    return (ONLY,)
+
+
+@dataclass(eq=False)
+class Pending:
+    """One reply a worker owes, oldest first in the worker's queue."""
+
+    request: Request
+    #: :data:`ONLY`, :data:`LEAD` or :data:`END`.
+    part: str = ONLY
+    #: The reply once read (or the placeholder a respawn answered it with).
+    reply: Reply | None = None
+    #: Watched since the driver first waited for this reply (deadline, stall limit).
+    watch: ReplyWatch | None = None
+    #: The hang :meth:`Supervisor.ready` found, handled by the next :meth:`Supervisor.collect` of the worker.
+    hung: WorkerHungError | None = None
+
+
+class Supervisor:
+    """The executor the engine talks to: one :class:`Transport` supervised (module docs).
+
+    Calls: :meth:`start`, :meth:`submit` ``(worker, request)``, :meth:`ready` (workers whose reply is
+    there), :meth:`collect` ``(worker)`` (replies in submit order; a chunk with a lead is collected twice,
+    its LEAD then its END), :meth:`take_respawned`, :meth:`close`."""
+
+    def __init__(self, transport: Transport, supervision: Supervision):
+        self.transport = transport
+        self.specs = transport.specs
+        self.supervision = supervision
+        self.pending: list[deque[Pending]] = [deque() for _ in self.specs]
+        self.budget = None if supervision.restart is None else RestartBudget(supervision.restart)
+        self.step_times = StepTimes()
+        #: Worker -> reset observations of all its envs, for workers respawned since :meth:`take_respawned`.
+        self.respawned: dict[int, dict[str, np.ndarray]] = {}
+
+    @property
+    def pids(self) -> list[int]:
+        return self.transport.pids
+
+    @property
+    def worker_nodes(self) -> list[str | None]:
+        return self.transport.worker_nodes
+
+    @property
+    def restart_records(self) -> list[RestartRecord]:
+        """Every restart so far, oldest first."""
+        return [] if self.budget is None else list(self.budget.records)
+
+    @property
+    def restarts(self) -> int:
+        """Workers respawned so far."""
+        return len(self.restart_records)
+
+    # --- start-up -------------------------------------------------------------------------------
+    def start(self) -> tuple[Any, Any]:
+        """Launch every worker (they build in parallel), wait for all; returns the spaces of worker 0. When
+        one fails, the workers still building are stopped at once (they could not take a close request
+        before their build ends, so a close grace would only delay the error) and the others closed."""
+        spaces = []
+        try:
+            for w in range(len(self.specs)):
+                self._launch(w)
+            for w in range(len(self.specs)):
+                spaces.append(self._init_or_stop(w))
+        except BaseException:
+            for w in range(len(spaces), len(self.specs)):
+                self.transport.discard(w)
+            self.close()
+            raise
+        return spaces[0]
+
+    def _launch(self, worker: int) -> None:
+        self.transport.launch(worker)
+        self.transport.started[worker] = time.monotonic()
+
+    def _init_or_stop(self, worker: int) -> tuple[Any, Any]:
+        """:meth:`_await_init`; a worker that dies or hangs in it is stopped at once (no close grace)."""
+        try:
+            return self._await_init(worker)
+        except (WorkerDiedError, WorkerHungError):
+            self.transport.discard(worker)
+            raise
+
+    def _await_init(self, worker: int) -> tuple[Any, Any]:
+        """Wait (from its launch) until ``worker`` built its backend, then serve its set-up request."""
+        payload = unwrap(self._wait_and_read(worker, Command.INIT, self.transport.started[worker]), worker)
+        spaces, first = self.transport.setup(worker, payload)
+        if first is not None:
+            self._call(worker, first)
+        return spaces
+
+    def _watch(self, worker: int, command: Command, since: float | None = None) -> ReplyWatch:
+        """The watch of ``worker``'s reply to ``command``: its deadline, and inside a chunk its stall limit."""
+        seconds, name = self.supervision.deadline(command)
+        stall = self.step_times.stall_limit(self.supervision.stall_timeout_s) if command == Command.CHUNK else None
+        progress = None if stall is None else self.transport.progress(worker)
+        return ReplyWatch(worker, self.specs[worker].env_ids, command, seconds, name, since=since,
+                          progress=progress, stall_s=stall, who=self.transport.who(worker))
+
+    def _wait_and_read(self, worker: int, command: Command, since: float | None = None,
+                       watch: ReplyWatch | None = None) -> Reply:
+        """Wait for ``worker``'s oldest reply (in the one wait loop) and read it."""
+        watch = watch or self._watch(worker, command, since)
+        wait_for_replies(self.transport.poll, {worker: watch})
+        return self.transport.receive(worker, command)
+
+    def _call(self, worker: int, request: Request) -> Any:
+        """Send ``request`` and wait for its payload (start-up and restart, outside the pending queue)."""
+        self.transport.send(worker, request)
+        return unwrap(self._wait_and_read(worker, request.command), worker)
+
+    # --- requests -------------------------------------------------------------------------------
+    def submit(self, worker: int, request: Request) -> None:
+        """Queue ``request`` (a :class:`~.protocol.Reset` or :class:`~.protocol.Chunk`) on ``worker``."""
+        with get_profiler().section(IPC, worker=worker, command=str(request.command)):
+            self.transport.send(worker, request)
+        self.pending[worker].extend(Pending(request, part) for part in reply_parts(request))
+
+    def _oldest(self, worker: int) -> Pending:
+        """The oldest pending request of ``worker``, its watch started on the first wait for it."""
+        if not self.pending[worker]:
+            raise RuntimeError(f"worker {worker} has no pending request to collect")
+        entry = self.pending[worker][0]
+        if entry.watch is None:
+            entry.watch = self._watch(worker, entry.request.command)
+        return entry
+
+    def ready(self, workers: Sequence[int], timeout_s: float | None) -> list[int]:
+        """Of ``workers`` (each with a pending request), those whose oldest reply :meth:`collect` can take
+        without waiting: it arrived, or the worker died or hung (``collect`` then raises, or respawns it).
+        Waits up to ``timeout_s`` seconds for the first one (``None``: until there is one); ``[]`` on timeout.
+        Each reply's deadline and stall limit count from the first wait for it, here or in :meth:`collect`."""
+        entries = {w: self._oldest(w) for w in workers}
+        settled = [w for w, e in entries.items() if e.reply is not None or e.hung is not None]
+        if settled:
+            return settled
+        try:
+            return sorted(wait_for_replies(self.transport.poll, {w: e.watch for w, e in entries.items()}, timeout_s))
+        except WorkerHungError as exc:
+            entries[exc.worker].hung = exc
+            return [exc.worker]
+
+    def collect(self, worker: int, out: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray] | None]:
+        """Payload and observations of the oldest reply ``worker`` owes: a chunk's result and its boundary
+        observations, a reset's infos and observations, a lead chunk's :class:`~.chunk.ChunkLead` and its
+        lead observations, or its END result and ``None`` (the lead's observations were the chunk's).
+
+        With ``out`` (key -> array with one row per env of the request) the observations are copied
+        straight into it (one copy from shared memory) and ``out`` is returned."""
+        entry = self._oldest(worker)
+        if entry.reply is None:
+            try:
+                with get_profiler().section(WAIT, worker=worker, command=str(entry.request.command)):
+                    if entry.hung is not None:
+                        raise entry.hung
+                    entry.reply = self._wait_and_read(worker, entry.request.command, watch=entry.watch)
+            except (WorkerDiedError, WorkerHungError) as exc:
+                self.transport.discard(worker)
+                if self.budget is None:
+                    raise
+                self._recover(worker, exc)
+        self.pending[worker].popleft()
+        payload = unwrap(entry.reply, worker)
+        get_profiler().merge(entry.reply.spans)
+        data, obs = (payload, None) if entry.part == END else payload
+        if isinstance(data, ChunkResult):
+            self.step_times.add(data)
+        if entry.part == END:
+            return data, None
+        if obs is None:
+            with get_profiler().section(IPC, worker=worker, command="read_obs"):
+                obs = self.transport.read_obs(worker, entry.request.rows, out)
+        elif out is not None:
+            for key, arr in out.items():
+                arr[...] = obs[key]
+            obs = out
+        return data, obs
+
+    def take_respawned(self) -> dict[int, dict[str, np.ndarray]]:
+        """Workers respawned since the last call -> reset observations of all their envs."""
+        respawned, self.respawned = self.respawned, {}
+        return respawned
+
+    # --- restarts -------------------------------------------------------------------------------
+    def _recover(self, worker: int, cause: WorkerDiedError | WorkerHungError) -> None:
+        """Respawn the stopped ``worker`` within the restart budget (which raises once it is spent); a
+        respawn that dies or hangs itself is charged and retried."""
+        while True:
+            pending = list({id(e.request): e.request for e in self.pending[worker]}.values())
+            backoff = self.budget.charge(worker, self.specs[worker].env_ids, pending, cause)
+            time.sleep(backoff)
+            try:
+                self._respawn(worker)
+                return
+            except (WorkerDiedError, WorkerHungError) as exc:
+                self.transport.discard(worker)
+                cause = exc
+
+    def _respawn(self, worker: int) -> None:
+        """Start ``worker`` afresh, reset all its envs, answer its pending requests with placeholders."""
+        self._launch(worker)
+        self._await_init(worker)
+        spec = self.specs[worker]
+        rows = tuple(range(spec.num_envs))
+        infos, obs = self._call(worker, Reset(rows))
+        obs = obs if obs is not None else self.transport.read_obs(worker, rows)
+        self.respawned[worker] = obs
+        #: Local rows whose episode a placeholder result of this respawn ended already: a later chunk pending
+        #: on them (the lookahead schedule's next chunk) steps nothing and ends nothing (issue 33, N3).
+        cut = np.zeros(spec.num_envs, dtype=bool)
+        for entry in self.pending[worker]:
+            sel = list(entry.request.rows)
+            entry.reply = Ok(placeholder(entry.request, entry.part, spec, [infos[r] for r in sel],
+                                         {k: v[sel] for k, v in obs.items()}, ends=~cut[sel]))
+            if isinstance(entry.request, Chunk) and entry.part != LEAD:
+                cut[sel] = True
+            entry.hung = None
+
+    def close(self) -> None:
+        """Stop every worker and free every resource. Idempotent."""
+        self.transport.close()
+
+
+def placeholder(request: Request, part: str, spec: WorkerSpec, infos: list[dict], obs: dict,
+                ends: np.ndarray | None = None) -> Any:
+    """The payload a respawned worker's pending reply ``part`` of ``request`` is answered with (module
+    docs). A lead chunk's LEAD: every row's episode ended before the lead (its lead observation is the
+    reset one, no committed action runs); its END: the placeholder result without observations. A chunk's
+    result ends (``truncated`` at its first step) the episodes of the rows ``ends`` selects (bool ``[n]``;
+    default: every row): the rows whose episode no earlier placeholder ended."""
+    infos = [{**i, "worker_restarted": True} for i in infos]
+    if not isinstance(request, Chunk):
+        return (infos, obs)
+    n, steps = len(request.rows), request.steps
+    env_ids = spec.env_ids[list(request.rows)]
+    if part == LEAD:
+        return (ChunkLead(env_ids, request.lead_steps, np.ones(n, dtype=bool), np.zeros(n, dtype=bool)), obs)
+    truncated = np.zeros((n, steps), dtype=bool)
+    truncated[:, 0] = True if ends is None else ends
+    result = ChunkResult(
+        env_ids=env_ids,
+        obs=None,
+        rewards=np.zeros((n, steps)),
+        terminated=np.zeros((n, steps), dtype=bool),
+        truncated=truncated,
+        applied=np.zeros((n, steps), dtype=bool),
+        infos=infos,
+        global_steps=np.zeros(n, dtype=np.int64),
+        sim_seconds=np.zeros(n),
+        env_wall_seconds=np.zeros(n),
+    )
+    return result if part == END else (result, obs)
+
+
+__all__ = ["ChunkProgress", "ReplyWatch", "RestartBudget", "RestartPolicy", "RestartRecord", "StepTimes", "Supervision",
+           "Supervisor", "WATCH_PERIOD_S", "check_inline_deadlines", "placeholder", "reply_parts", "wait_for_replies"]

@@ -120,7 +120,7 @@ def gather_boundary_obs(engine: Any, out: Mapping[str, np.ndarray]) -> None:
     """Write every env's latest boundary observation into ``out`` (key -> ``[num_envs, *shape]``, rows in
     global env id order), from the engine's per-stage batches."""
     for k in range(engine.pipeline_stages):
-        ids = engine.stage_envs(k)
+        ids = engine.plan.stage_envs(k)
         for key, value in engine.stage_obs(k).items():
             out[key][ids] = value
 

@@ -35,7 +35,7 @@ from .chunk import ChunkResult, ChunkRun
 from .protocol import Attach, Chunk, Failure, Ok, Reply, Request, Reset
 from .serve import serve
 from .shm import ACTIONS_KEY, SharedBuffers, check_observation_space, stack_as_space
-from .supervision import ChunkProgress
+from .waiting import ChunkProgress
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class WorkerSpec:
     factory: bytes
     num_envs: int
     seed: int
-    #: ``RolloutProfile.to_dict()``; ``pipeline_stages`` = stages sharing this worker's physics.
+    #: ``RolloutProfile.to_dict()`` (its ``stages_sharing_physics``: stages sharing this worker's physics).
     profile: dict
     auto_reset: bool
     tracing: bool = False

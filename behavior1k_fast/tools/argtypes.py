@@ -165,6 +165,20 @@ def check_device(name: str) -> None:
         raise ValueError(f"--device {name}: this machine shows {torch.cuda.device_count()} CUDA device(s)")
 
 
+def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None,
+                  check: Callable[[argparse.Namespace], Any]) -> argparse.Namespace:
+    """``parser``'s options from ``argv`` once ``check(args)`` passed: a script's two phases (module docs) in
+    one call. ``check`` raises ``ValueError``, ``TypeError`` or ``OSError`` for input it refuses, which is then
+    ``parser.error``'s one line and exit code 2; it may set resolved values on ``args``."""
+    args = parser.parse_args(argv)
+    try:
+        with usage_errors():
+            check(args)
+    except UsageError as exc:
+        parser.error(str(exc))
+    return args
+
+
 def fail(command: str, error: Any) -> int:
     """Print ``error`` (an exception or a message) as the one-line error of ``command``; the exit code of a
     usage error."""

@@ -2,7 +2,9 @@
 
 Each sub-command lives in its own module with ``register(subparsers)`` (adds its parser and sets ``func``)
 and ``run(args) -> int``; the modules import their heavy dependencies only when run. Every user error is
-one line on stderr and exit code 2, before any heavy work (:mod:`.argtypes`). ``--help`` shows each
+one line on stderr and exit code 2, before any heavy work (:mod:`.argtypes`). A result file that cannot be
+written (a full disk: :class:`~.measure.files.ResultWriteError`, raised once the command printed what it
+measured) is one line too, exit code :data:`~.measure.files.EXIT_WRITE_FAILED` (74). ``--help`` shows each
 command's description as plain text (the docstring's reST markup removed) and the examples of
 :data:`EXAMPLES`.
 """
@@ -15,7 +17,8 @@ import sys
 
 from ..core import __version__
 from . import bench, doctor, selftest, tune, validate
-from .argtypes import Parser, UsageError, fail
+from .argtypes import Parser, UsageError, fail, one_line
+from .measure.files import EXIT_WRITE_FAILED, ResultWriteError
 
 COMMANDS = (doctor, bench, validate, tune, selftest)
 #: Command lines shown under ``--help`` (each parses: tests/unit/test_cli.py).
@@ -69,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UsageError as exc:
         return fail(args.command, exc)
+    except ResultWriteError as exc:
+        print(f"behavior1k-fast {args.command}: error: {one_line(exc)} (the results above were measured but "
+              f"not saved)", file=sys.stderr)
+        return EXIT_WRITE_FAILED
 
 
 if __name__ == "__main__":

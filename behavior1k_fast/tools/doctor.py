@@ -21,6 +21,7 @@ BEHAVIOR-1K checkout against ``patches/`` instead (:mod:`.upstream_check`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -62,7 +63,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--clean", action="store_true",
                         help="remove the shared-memory segments (/dev/shm/b1kf_*) of processes that are gone")
-    add_ray_arguments(parser)
+    _add_ray_arguments(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -101,11 +102,12 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
     else:  # plan what needs no omnigibson import (process settings, patches the profile turns off)
         offline = [p for p in registry.patches if p.module is None or not p.wanted(profile)]
         planned = PatchRegistry(offline, simulator=registry.simulator).plan(profile, process="simulator")
-    outcomes = {o.name: (o.state, o.reason) for o in planned.outcomes}
+    outcomes = {o.name: o for o in planned.outcomes}
     rows = []
     for patch in registry.patches:
-        if patch.name in outcomes:
-            state, reason = outcomes[patch.name]
+        targets, outcome = patch.describe_targets(), outcomes.get(patch.name)
+        if outcome is not None:  # its targets as it binds them on this layout
+            state, reason, targets = outcome.state, outcome.reason, outcome.targets
         elif omnigibson["installed"]:
             state, reason = FAILED, f"omnigibson does not import: {omnigibson['error']}"
         else:
@@ -115,7 +117,7 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
                 "name": patch.name,
                 "state": state,
                 "reason": reason,
-                "targets": list(patch.describe_targets()),
+                "targets": list(targets),
                 "upstream_file": patch.upstream_file,
                 "process_setting": patch.module is None,
                 "applies_in": registry.where(patch),
@@ -126,9 +128,11 @@ def _patches(profile: RolloutProfile, omnigibson: dict[str, Any]) -> list[dict[s
 
 def _threads(profile: RolloutProfile) -> dict[str, Any]:
     """Launch settings: Kit command-line arguments (thread caps, descriptor sets), the ``argv[0]`` fix, the
-    render-quality settings; the intra-op pools. ``above_cores``: each Kit thread cap larger than the cores
-    this process may use, as ``{knob, setting, value, usable_cores}`` (Kit starts that many workers per
-    simulator process: on a small machine they only contend)."""
+    render-quality settings; the intra-op pools. ``above_cores``: each Kit thread cap the profile sets above
+    the cores this process may use, as ``{knob, setting, value, usable_cores}`` (Kit starts that many workers per
+    simulator process: on a small machine they only contend). The default profile's caps are not flagged: they
+    are the values the fast path is measured with (on simulator hosts), and a profile must mean the same launch
+    on every machine; ``default_caps_above_cores`` lists them for the record."""
     from ..patching.omnigibson.runtime import (INTRA_OP_ENV_VARS, KIT_THREAD_SETTINGS, launch_kit_args,
                                                render_quality_settings)
 
@@ -139,9 +143,11 @@ def _threads(profile: RolloutProfile) -> dict[str, Any]:
         for knob, setting in KIT_THREAD_SETTINGS.items()
         if getattr(profile, knob) is not None and getattr(profile, knob) > usable
     ]
+    defaults = {f.name: f.default for f in dataclasses.fields(RolloutProfile)}
     return {
         "kit_args": launch_kit_args(profile),
-        "above_cores": above,
+        "above_cores": [cap for cap in above if cap["value"] != defaults[cap["knob"]]],
+        "default_caps_above_cores": [cap["knob"] for cap in above if cap["value"] == defaults[cap["knob"]]],
         "keep_launch_argv0": profile.keep_launch_argv0,
         "render_settings": render_quality_settings(profile),
         "intra_op_threads": profile.intra_op_threads,
@@ -159,6 +165,49 @@ def _gpus() -> dict[str, Any]:
     """``nvidia-smi`` rows ``name, memory, driver``; ``available`` False when the tool is absent or fails."""
     devices, note = gpus.nvidia_smi_gpus()
     return {"available": devices is not None, "devices": devices or [], "note": note}
+
+
+def _isaac_sim_version() -> tuple[str | None, str]:
+    """``(version, where it was read)``: the ``isaacsim`` package, else ``$ISAAC_PATH/VERSION`` (a launcher
+    install); ``(None, why)``."""
+    version = _version("isaacsim")
+    if version is not None:
+        return version, "isaacsim package"
+    isaac_path = os.environ.get("ISAAC_PATH")
+    if isaac_path:
+        try:
+            with open(os.path.join(isaac_path, "VERSION")) as file:
+                return file.read().strip().split("-")[0], "$ISAAC_PATH/VERSION"
+        except OSError as exc:
+            return None, f"$ISAAC_PATH/VERSION unreadable: {exc}"
+    return None, "not installed (no isaacsim package, ISAAC_PATH unset)"
+
+
+def _driver(smi_rows: list[str] | None) -> dict[str, Any]:
+    """The NVIDIA driver (NVML, else ``nvidia-smi``), the Isaac Sim version, and every known-bad pair
+    (:data:`~behavior1k_fast.core.gpus.KNOWN_BAD_DRIVERS`) they form, with its source."""
+    version, source = gpus.driver_version(smi_rows)
+    isaac, isaac_source = _isaac_sim_version()
+    bad = gpus.known_bad_driver(isaac, version)
+    return {
+        "version": version, "source": source, "isaac_sim": isaac, "isaac_sim_source": isaac_source,
+        "known_bad": [{"problem": b.problem, "source": b.source} for b in bad],
+        "checked_pairs": [f"Isaac Sim {b.isaac_sim} on {b.driver_branch}.x ({b.source})" for b in gpus.KNOWN_BAD_DRIVERS],
+    }
+
+
+def _render_driver(state: dict[str, Any]) -> list[str]:
+    """The driver part of the text report."""
+    driver = f"{state['version']} ({state['source']})" if state["version"] else f"unknown ({state['source']})"
+    isaac = (f"{state['isaac_sim']} ({state['isaac_sim_source']})" if state["isaac_sim"]
+             else state["isaac_sim_source"])
+    lines = [f"Driver: {driver}; Isaac Sim: {isaac}"]
+    lines += [f"  WARNING: {bad['problem']} (source: {bad['source']}): use another driver branch"
+              for bad in state["known_bad"]]
+    if not state["known_bad"]:
+        checked = "checked" if state["version"] and state["isaac_sim"] else "not checked (needs both versions)"
+        lines.append(f"  known-bad pairs {checked}: {'; '.join(state['checked_pairs'])}")
+    return lines
 
 
 def _gpu_binding(profile: RolloutProfile, devices: list[str] | None, note: str = "") -> dict[str, Any]:
@@ -189,10 +238,11 @@ def autoapply_state() -> dict[str, Any]:
     hook did in this process, and whether new processes of this environment apply a profile at start-up
     (``active``: the value names a profile that loads and the ``.pth`` is installed)."""
     value = os.environ.get(autoapply.ENV_VAR)
+    error = None
     try:
         profile, meaning = autoapply.profile_for(value or "")
     except ValueError as exc:
-        profile, meaning = None, f"bad value: {exc}"
+        profile, meaning, error = None, f"bad value: {exc}", str(exc)
     record = autoapply.startup()
     if record is None:
         here = "did not run (variable off, or the .pth not installed)"
@@ -209,10 +259,11 @@ def autoapply_state() -> dict[str, Any]:
         "pth": pth,
         "this_process": here,
         "active": profile is not None and bool(pth),
+        "error": error,
     }
 
 
-def shared_memory_state(clean: bool) -> dict[str, Any]:
+def _shared_memory_state(clean: bool) -> dict[str, Any]:
     """Segments of this package whose owner process is gone (``[name, bytes]``), removed first when
     ``clean``."""
     from ..rollout.shm import remove_stale_segments, stale_segments
@@ -244,14 +295,19 @@ def _schedule(profile: RolloutProfile) -> dict[str, Any]:
     return out
 
 
-def render_schedule(state: dict[str, Any]) -> list[str]:
+def _count(n: int, one: str, many: str = "") -> str:
+    """``n`` and the noun, singular for 1 (``1 process``, ``2 envs``)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _render_schedule(state: dict[str, Any]) -> list[str]:
     """The schedule part of the text report."""
     head = (f"Schedule: {state['schedule']}, K={state['pipeline_stages']} {state['partition']} partition, "
-            f"{state['num_env_processes']} processes x {state['envs_per_process']} envs")
+            f"{_count(state['num_env_processes'], 'process', 'processes')} x {_count(state['envs_per_process'], 'env')}")
     if state["error"]:
         return [head, f"  the engine would refuse this layout: {state['error']}"]
     lines = [head, f"  {state['pipeline_stages']} stage(s) of {state['processes_per_stage']} process(es); the "
-                   f"policy's batch: {state['stage_batch']} envs"]
+                   f"policy's batch: {_count(state['stage_batch'], 'env')}"]
     lines.append(f"  the other {state['stages_per_process'] - 1} stage(s) of a process hold their last action while "
                  "one steps (shared physics)" if state["holds"] else "  every env steps at every global step")
     if state["schedule"] == "lookahead":
@@ -263,7 +319,7 @@ def render_schedule(state: dict[str, Any]) -> list[str]:
 
 def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     """The doctor report as a JSON-ready dict; ``ok`` is False when the exit code is 1. ``clean``: remove
-    stale shared-memory segments first (:func:`shared_memory_state`)."""
+    stale shared-memory segments first (:func:`_shared_memory_state`)."""
     from ..core import __version__
 
     omnigibson = _omnigibson_state()
@@ -271,7 +327,16 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
     gpu = _gpus()
     binding = _gpu_binding(profile, gpu["devices"] if gpu["available"] else None, gpu["note"])
     schedule = _schedule(profile)
-    ok = omnigibson["error"] is None and not any(p["state"] == FAILED for p in patches) and not binding["error"]
+    driver = _driver(gpu["devices"] if gpu["available"] else None)
+    auto = autoapply_state()
+    failed = [p["name"] for p in patches if p["state"] == FAILED]
+    problems = [
+        *(["OmniGibson does not import"] if omnigibson["error"] else []),
+        *([f"requested patch(es) cannot apply: {', '.join(failed)}"] if failed else []),
+        *(["the GPU binding cannot hold"] if binding["error"] else []),
+        *([auto["error"]] if auto["error"] else []),
+        *(f"{bad['problem']} ({bad['source']})" for bad in driver["known_bad"]),
+    ]
     return {
         "behavior1k_fast": __version__,
         "python": platform.python_version(),
@@ -284,9 +349,11 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
         "cpu": _cpu(),
         "gpu": gpu,
         "gpu_binding": binding,
-        "autoapply": autoapply_state(),
-        "shared_memory": shared_memory_state(clean),
-        "ok": ok,
+        "driver": driver,
+        "autoapply": auto,
+        "shared_memory": _shared_memory_state(clean),
+        "problems": problems,
+        "ok": not problems,
     }
 
 
@@ -315,6 +382,9 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  {'':<21} {cap['setting'].rsplit('/', 1)[-1]}={cap['value']} is more than the {cap['usable_cores']} "
               f"usable cores here: set {cap['knob']}: {cap['usable_cores']} (or lower) in the profile"
               for cap in threads["above_cores"]]
+    if threads["default_caps_above_cores"]:
+        lines.append(f"  {'':<21} (the default caps of {', '.join(threads['default_caps_above_cores'])} are above "
+                     "the usable cores here; they are the measured fast path for simulator hosts)")
     lines += [f"  {'Kit argv[0] fix':<21} "
               f"{'on (where _launch_app clears sys.argv)' if threads['keep_launch_argv0'] else 'off (upstream as is)'}",
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
@@ -323,6 +393,7 @@ def render_text(report: dict[str, Any]) -> str:
     cpu, gpu = report["cpu"], report["gpu"]
     lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
     lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))
+    lines += _render_driver(report["driver"])
     binding = report["gpu_binding"]
     if binding["gpu_ids"] is not None:
         lines += ["", f"GPU binding (gpu_ids={list(binding['gpu_ids'])}):"]
@@ -332,11 +403,10 @@ def render_text(report: dict[str, Any]) -> str:
             env = " ".join(f"{k}={v}" for k, v in row["env"].items())
             kit = " ".join(f"--{k}={v}" for k, v in row["kit_settings"].items())
             lines.append(f"  worker {row['worker']} -> GPU {row['gpu']}: {env}; Kit {kit}")
-    lines += ["", *render_schedule(report["schedule"])]
+    lines += ["", *_render_schedule(report["schedule"])]
     lines += ["", *render_autoapply(report["autoapply"])]
-    lines += ["", *render_shared_memory(report["shared_memory"])]
-    lines += ["", "OK" if report["ok"] else
-              "NOT OK: a requested patch cannot apply, OmniGibson does not import or the GPU binding cannot hold"]
+    lines += ["", *_render_shared_memory(report["shared_memory"])]
+    lines += ["", "OK" if report["ok"] else f"NOT OK: {'; '.join(report['problems'])}"]
     return "\n".join(lines)
 
 
@@ -352,7 +422,7 @@ def render_autoapply(state: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_shared_memory(state: dict[str, Any]) -> list[str]:
+def _render_shared_memory(state: dict[str, Any]) -> list[str]:
     """The shared-memory part of the text report."""
     def total(rows: list) -> str:
         return f"{len(rows)} ({sum(size for _, size in rows) / 2**20:.1f} MiB)"
@@ -378,20 +448,26 @@ def run(args: argparse.Namespace) -> int:
     # A profile auto-applied at this process's start-up would make its own patches look like upstream
     # features ("upstream already has them"): plan against upstream's code instead.
     REGISTRY.revert()
+    if "omnigibson" not in sys.modules and importlib.util.find_spec("omnigibson") is not None:
+        # importing OmniGibson (and torch, and through the CPU hook without CUDA) takes 10-20 s
+        print("behavior1k-fast doctor: importing omnigibson to plan its patches (10-20 s) ...", file=sys.stderr,
+              flush=True)
     report = collect(profile, clean=args.clean)
     placed = True
     if ray_request is not None:
         report["ray"] = ray_placement(ray_request)
         placed = report["ray"]["error"] is None
-    text = render_text(report) + ("" if ray_request is None else "\n\n" + render_ray_text(report["ray"]))
-    print(json.dumps(report, indent=2) if args.json else text)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_text(report) + ("" if ray_request is None else "\n\n" + _render_ray_text(report["ray"])))
     return 0 if report["ok"] and placed else 1
 
 
 # --- Ray placement (--ray) ----------------------------------------------------------------------------
 
 
-def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ray", metavar="ADDRESS",
         help="also print where each env worker would start on the Ray cluster at ADDRESS ('auto': the local one)",
@@ -482,7 +558,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
 
 
-def render_ray_text(ray_report: dict[str, Any]) -> str:
+def _render_ray_text(ray_report: dict[str, Any]) -> str:
     """The ``--ray`` section for a person."""
     head = f"Ray placement on {ray_report['address']} ({ray_report['placement']!r}):"
     if ray_report["error"] is not None:

@@ -14,11 +14,17 @@ RLinf's embodied configs nest the same knobs where its code reads them:
 Both env splits get the env keys, since RLinf builds a ``BehaviorProcessPool`` for each and checks that both
 ``total_num_envs`` divide by the stage count. The other profile keys (the patches' knobs) have no RLinf key: they
 reach RLinf's env workers through ``BEHAVIOR1K_FAST`` (a preset or a profile YAML).
+
+Two layout keys of a profile have no RLinf counterpart, so RLinf cannot run every layout the engine runs
+(:func:`rlinf_unsupported` says why): RLinf's pipeline stages are env subsets of every env process (the
+engine's ``partition: hybrid``), and its rollout steps the stages in turn, each round waiting for its envs
+(the engine's ``schedule: barrier``); the engine's ``process`` partition and its ``async`` and ``lookahead``
+schedules are its own.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..core.profile import RolloutProfile
 
@@ -41,3 +47,30 @@ def rlinf_overrides(profile: RolloutProfile | Mapping[str, Any] | None) -> dict[
         "env": {split: dict(env) for split in RLINF_ENV_SPLITS},
         "actor": {"model": {"num_action_chunks": profile.chunk_size}},
     }
+
+
+def rlinf_unsupported(profile: RolloutProfile | Mapping[str, Any] | None) -> list[str]:
+    """Why RLinf cannot run ``profile``'s layout as the engine does (module docs), one reason per key; empty
+    when :func:`rlinf_overrides` says all of it."""
+    profile = RolloutProfile.coerce(profile)
+    reasons = []
+    if profile.pipeline_stages > 1 and profile.partition != "hybrid":
+        reasons.append(f"partition {profile.partition!r}: RLinf's stages are env subsets of every env process "
+                       f"(partition 'hybrid')")
+    if profile.schedule != "barrier":
+        reasons.append(f"schedule {profile.schedule!r}: RLinf steps its stages in turn, each waiting for its envs "
+                       f"(schedule 'barrier')")
+    return reasons
+
+
+def _leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def rlinf_dotted(profile: RolloutProfile | Mapping[str, Any] | None) -> list[str]:
+    """:func:`rlinf_overrides` as Hydra's dotted overrides: ``["rollout.pipeline_stage_num=2", ...]``."""
+    return [f"{key}={value}" for key, value in _leaves(rlinf_overrides(profile))]

@@ -86,7 +86,7 @@ def _step(name: str, body: Callable[[], tuple[str, str, dict[str, Any]]]) -> dic
             **details}
 
 
-def doctor_step() -> tuple[str, str, dict[str, Any]]:
+def _doctor_step() -> tuple[str, str, dict[str, Any]]:
     from . import doctor
 
     report = doctor.collect(RolloutProfile())
@@ -97,7 +97,7 @@ def doctor_step() -> tuple[str, str, dict[str, Any]]:
     return (PASSED if report["ok"] else FAILED), summary, {"doctor": report}
 
 
-def parse_junit(path: Path) -> list[dict[str, str]]:
+def _parse_junit(path: Path) -> list[dict[str, str]]:
     """``[{"test", "outcome", "message"}]`` per test case of a pytest JUnit XML file."""
     cases = []
     for case in ElementTree.parse(path).iter("testcase"):
@@ -120,7 +120,7 @@ def seam_step(tests: Path, timeout_s: float) -> tuple[str, str, dict[str, Any]]:
         command = [sys.executable, "-m", "pytest", "-m", "isaacsim", "-q", "-p", "no:cacheprovider",
                    f"--junitxml={xml}", str(tests)]
         done = subprocess.run(command, cwd=tests.parents[2], capture_output=True, text=True, timeout=timeout_s)
-        cases = parse_junit(xml) if xml.exists() else []
+        cases = _parse_junit(xml) if xml.exists() else []
     counts = {o: sum(c["outcome"] == o for c in cases) for o in (PASSED, FAILED, SKIPPED)}
     details = {"command": command, "exit_code": done.returncode, "tests": cases,
                "output_tail": (done.stdout + done.stderr)[-4000:]}
@@ -134,7 +134,7 @@ def seam_step(tests: Path, timeout_s: float) -> tuple[str, str, dict[str, Any]]:
     return (PASSED if counts[PASSED] else SKIPPED), summary, details
 
 
-def validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: int, seed: int
+def _validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: int, seed: int
                   ) -> tuple[str, str, dict[str, Any]]:
     from ..backends.omnigibson.config import cut_episodes
     from . import validate
@@ -148,19 +148,19 @@ def validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: int
     return (PASSED if report.passed else FAILED), summary, {"validate": report.to_dict(), "text": report.format()}
 
 
-def bench_profiles(chunk_size: int) -> dict[str, RolloutProfile]:
+def _bench_profiles(chunk_size: int) -> dict[str, RolloutProfile]:
     """The two layouts of the bench step: stock and every optimisation, one worker of :data:`NUM_ENVS` envs."""
     layout = dict(num_env_processes=1, total_num_envs=NUM_ENVS, chunk_size=chunk_size)
     return {"stock": RolloutProfile.stock(**layout), "fast": RolloutProfile(**layout, pipeline_stages=2)}
 
 
-def bench_step(factory: Any, rounds: int, chunk_size: int, seed: int, executor: str
+def _bench_step(factory: Any, rounds: int, chunk_size: int, seed: int, executor: str
                ) -> tuple[str, str, dict[str, Any]]:
     from ..rollout import RolloutEngine
     from .measure.resources import ResourceMonitor
 
     rows = {}
-    for name, profile in bench_profiles(chunk_size).items():
+    for name, profile in _bench_profiles(chunk_size).items():
         rng = np.random.default_rng(seed)
         with RolloutEngine(factory, profile, executor=executor, seed=seed) as engine:
             low, high = engine.action_space.low, engine.action_space.high
@@ -199,10 +199,10 @@ def run_selftest(config: dict, *, chunks: int = 4, chunk_size: int = 8, episode_
     episode_steps = episode_steps or max(1, chunks * chunk_size // 2)
     factory = make_factory("omnigibson", config=config)
     steps = [
-        _step("doctor", doctor_step),
+        _step("doctor", _doctor_step),
         _step("seam checks", lambda: seam_step(seam_tests, seam_timeout_s)),
-        _step("validate", lambda: validate_step(config, chunks, chunk_size, episode_steps, seed)),
-        _step("bench", lambda: bench_step(factory, rounds, chunk_size, seed, executor)),
+        _step("validate", lambda: _validate_step(config, chunks, chunk_size, episode_steps, seed)),
+        _step("bench", lambda: _bench_step(factory, rounds, chunk_size, seed, executor)),
     ]
     passed = all(step["status"] == PASSED for step in steps)
     report = {
@@ -215,11 +215,11 @@ def run_selftest(config: dict, *, chunks: int = 4, chunk_size: int = 8, episode_
         "steps": steps,
         "passed": passed,
     }
-    report["summary"] = summary_lines(report)
+    report["summary"] = _summary_lines(report)
     return report
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
+def _summary_lines(report: dict[str, Any]) -> list[str]:
     """The readable part of the report: one line per step."""
     versions = ", ".join(f"{name} {report['versions'].get(name) or '-'}" for name in ("omnigibson", "isaacsim", "torch"))
     lines = [f"behavior1k-fast selftest: {'PASSED' if report['passed'] else 'FAILED'} (behavior1k_fast "
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
             args.backend_config = str(EXAMPLE_CONFIG)
         config = backend_options(args)["config"]
         factory = make_factory("omnigibson", config=config)
-        for profile in bench_profiles(args.chunk_size).values():
+        for profile in _bench_profiles(args.chunk_size).values():
             check_backend_build(factory, NUM_ENVS, 0, profile)
         check_writable_file("--out", args.out)
     report = run_selftest(config, chunks=args.chunks, chunk_size=args.chunk_size, episode_steps=args.episode_steps,

@@ -25,8 +25,8 @@ in its own spawned process (one Isaac Sim per process, patches applied there bef
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -72,8 +72,10 @@ class Thresholds:
 
 
 @dataclass
-class Trajectory:
-    """What one side recorded: per chunk ``[n, N]`` step arrays and boundary observations."""
+class SideRecord:
+    """What one side (stock or fast) recorded: per chunk ``[n, N]`` step arrays and boundary observations.
+    (Named ``Trajectory`` before; the rollout layer's :class:`~behavior1k_fast.rollout.Trajectory` is the
+    trainer's record of a rollout.)"""
 
     rewards: list[np.ndarray] = field(default_factory=list)
     terminated: list[np.ndarray] = field(default_factory=list)
@@ -141,7 +143,7 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-def random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int, seed: int) -> np.ndarray:
+def _random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int, seed: int) -> np.ndarray:
     """Fixed-seed uniform actions in the action bounds: float64 ``[chunks, num_envs, chunk_size, dim]``."""
     low = np.asarray(action_space.low, dtype=np.float64).reshape(-1)
     high = np.asarray(action_space.high, dtype=np.float64).reshape(-1)
@@ -149,15 +151,15 @@ def random_chunks(action_space: Any, chunks: int, num_envs: int, chunk_size: int
     return rng.uniform(low, high, size=(chunks, num_envs, chunk_size, low.size))
 
 
-def expert_chunks(factory: Callable[..., Any], num_envs: int, chunks: int, chunk_size: int, seed: int) -> np.ndarray:
-    """The reference simulator's run: :func:`random_chunks` with the scripted expert's actions for the even
+def _expert_chunks(factory: Callable[..., Any], num_envs: int, chunks: int, chunk_size: int, seed: int) -> np.ndarray:
+    """The reference simulator's run: :func:`_random_chunks` with the scripted expert's actions for the even
     envs, found in a physics-only rehearsal of the run on ``factory(num_envs, seed, ...)`` (the same steps,
     masks and boundary resets as :func:`~behavior1k_fast.rollout.chunk.run_chunk` with auto-reset)."""
     from ..backends.reference.expert import expert_actions
 
     backend = factory(num_envs, seed, RolloutProfile(chunk_size=chunk_size, obs_modalities=("proprio",)))
     try:
-        actions = random_chunks(backend.action_space, chunks, num_envs, chunk_size, seed)
+        actions = _random_chunks(backend.action_space, chunks, num_envs, chunk_size, seed)
         backend.reset(get_obs=False)
         for chunk in actions:
             active = np.arange(num_envs)
@@ -185,10 +187,10 @@ def record(
     actions: np.ndarray | None,
     chunks: int,
     wrap: Callable[[Any], Any] | None = None,
-) -> Trajectory:
+) -> SideRecord:
     """Step ``chunks`` chunks on ``factory(num_envs, seed, profile)`` (through ``wrap`` if given).
 
-    ``actions=None`` draws them with :func:`random_chunks` from the backend's action space and ``seed``.
+    ``actions=None`` draws them with :func:`_random_chunks` from the backend's action space and ``seed``.
     """
     from ..rollout.chunk import stack_obs, step_chunk
 
@@ -197,8 +199,8 @@ def record(
         backend = wrap(backend)
     try:
         if actions is None:
-            actions = random_chunks(backend.action_space, chunks, num_envs, profile.chunk_size, seed)
-        traj = Trajectory()
+            actions = _random_chunks(backend.action_space, chunks, num_envs, profile.chunk_size, seed)
+        traj = SideRecord()
         obs, _ = backend.reset()
         traj.obs.append(stack_obs(obs, list(obs[0])))
         for c in range(chunks):
@@ -214,88 +216,106 @@ def record(
         backend.close()
 
 
-def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
+def _psnr_db(a: np.ndarray, b: np.ndarray) -> float:
     """PSNR of two uint8 images in dB (inf when identical)."""
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     return math.inf if mse == 0 else 10.0 * math.log10(255.0**2 / mse)
 
 
+@dataclass
+class _ObsErrors:
+    """The largest disagreement of the boundary observations, by kind."""
+
+    proprio: float = 0.0
+    state: float = 0.0
+    frames: int = 0
+    frame_diff: float = 0.0
+    min_psnr: float = math.inf
+
+
+def _obs_errors(stock: SideRecord, fast: SideRecord) -> _ObsErrors:
+    """Compare every boundary observation key both sides have: rgb frames (max abs diff, PSNR), proprio and
+    the other state (max abs error)."""
+    out = _ObsErrors()
+    for obs_s, obs_f in zip(stock.obs, fast.obs):
+        for key in sorted(set(obs_s) & set(obs_f)):
+            a, b = np.asarray(obs_s[key]), np.asarray(obs_f[key])
+            if key.endswith("::rgb"):
+                out.frames += a.shape[0]
+                out.frame_diff = max(out.frame_diff, float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
+                out.min_psnr = min([out.min_psnr] + [_psnr_db(x, y) for x, y in zip(a, b)])
+                continue
+            err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+            if key == "proprio" or key.endswith("::proprio"):
+                out.proprio = max(out.proprio, err)
+            else:
+                out.state = max(out.state, err)
+    return out
+
+
+def _episode_shortfall(ends: int, terminations: int, t: Thresholds) -> str | None:
+    """Why the run ended too few episodes to test the end-of-episode path (in all, or by termination), or
+    ``None``."""
+    advice = "the end-of-episode path is untested; run more chunks, shorten the episodes in the backend config, " \
+             "or lower the minimums"
+    if ends < t.min_episode_ends:
+        return (f"the run ended {ends} episodes ({terminations} by termination), fewer than min_episode_ends = "
+                f"{t.min_episode_ends}: {advice}")
+    if terminations < t.min_terminations:
+        return (f"the run ended {ends} episodes but {terminations} by termination, fewer than min_terminations = "
+                f"{t.min_terminations} (timeouts alone do not exercise a task's termination): {advice}")
+    return None
+
+
+def _failures(reward_delta: float, agreement: float, obs: _ObsErrors, sim: tuple[float, float], ends: int,
+              terminations: int, t: Thresholds) -> list[str]:
+    """Every measure past its threshold, one line each."""
+    failures = []
+    if reward_delta > t.reward_atol:
+        failures.append(f"max |delta reward| = {reward_delta:.3g} > reward_atol = {t.reward_atol:g}")
+    if agreement < 1.0:
+        failures.append(f"terminations/truncations/masked steps agree on {agreement:.2%} of steps")
+    if obs.proprio > t.state_atol:
+        failures.append(f"proprio max abs error = {obs.proprio:.3g} > state_atol = {t.state_atol:g}")
+    if obs.state > t.state_atol:
+        failures.append(f"other state max abs error = {obs.state:.3g} > state_atol = {t.state_atol:g}")
+    if obs.frames == 0:
+        failures.append("no rgb boundary frames to compare (no '<camera>::rgb' key on both sides)")
+    elif t.min_psnr_db is None and obs.frame_diff > 0:
+        failures.append(f"boundary frames differ (max abs diff {obs.frame_diff:g}); exact agreement required")
+    elif t.min_psnr_db is not None and obs.min_psnr < t.min_psnr_db:
+        failures.append(f"boundary frame PSNR {obs.min_psnr:.1f} dB < min_psnr_db = {t.min_psnr_db:.1f} dB")
+    if not math.isclose(*sim, rel_tol=t.sim_time_rtol, abs_tol=0.0):
+        failures.append(f"simulated seconds per action differ: stock {sim[0]:.6g}, fast {sim[1]:.6g}")
+    shortfall = _episode_shortfall(ends, terminations, t)
+    return failures + ([shortfall] if shortfall else [])
+
+
 def compare(
-    stock: Trajectory, fast: Trajectory, thresholds: Thresholds, **meta: Any
+    stock: SideRecord, fast: SideRecord, thresholds: Thresholds, **meta: Any
 ) -> ValidationReport:
-    """Measure the disagreement of two trajectories and list what is past ``thresholds``."""
+    """Measure the disagreement of two sides' records and list what is past ``thresholds``."""
     (rs, rf), (ts, tf), (us, uf), (as_, af) = (
         (np.stack(getattr(stock, name)), np.stack(getattr(fast, name)))
         for name in ("rewards", "terminated", "truncated", "applied")
     )
     reward_delta = float(np.max(np.abs(rs - rf))) if rs.size else 0.0
     agree = (ts == tf) & (us == uf) & (as_ == af)
-    termination_agreement = float(agree.mean()) if agree.size else 1.0
-
-    proprio_err = state_err = frame_diff = 0.0
-    min_psnr = math.inf
-    frames = 0
-    for obs_s, obs_f in zip(stock.obs, fast.obs):
-        for key in sorted(set(obs_s) & set(obs_f)):
-            a, b = np.asarray(obs_s[key]), np.asarray(obs_f[key])
-            if key.endswith("::rgb"):
-                frames += a.shape[0]
-                frame_diff = max(frame_diff, float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
-                min_psnr = min([min_psnr] + [psnr_db(x, y) for x, y in zip(a, b)])
-                continue
-            err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
-            if key == "proprio" or key.endswith("::proprio"):
-                proprio_err = max(proprio_err, err)
-            else:
-                state_err = max(state_err, err)
-    sim_s = float(np.mean(stock.sim_seconds_per_action))
-    sim_f = float(np.mean(fast.sim_seconds_per_action))
-
-    t = thresholds
-    failures = []
-    if reward_delta > t.reward_atol:
-        failures.append(f"max |delta reward| = {reward_delta:.3g} > reward_atol = {t.reward_atol:g}")
-    if termination_agreement < 1.0:
-        failures.append(f"terminations/truncations/masked steps agree on {termination_agreement:.2%} of steps")
-    if proprio_err > t.state_atol:
-        failures.append(f"proprio max abs error = {proprio_err:.3g} > state_atol = {t.state_atol:g}")
-    if state_err > t.state_atol:
-        failures.append(f"other state max abs error = {state_err:.3g} > state_atol = {t.state_atol:g}")
-    if frames == 0:
-        failures.append("no rgb boundary frames to compare (no '<camera>::rgb' key on both sides)")
-    elif t.min_psnr_db is None and frame_diff > 0:
-        failures.append(f"boundary frames differ (max abs diff {frame_diff:g}); exact agreement required")
-    elif t.min_psnr_db is not None and min_psnr < t.min_psnr_db:
-        failures.append(f"boundary frame PSNR {min_psnr:.1f} dB < min_psnr_db = {t.min_psnr_db:.1f} dB")
-    if not math.isclose(sim_s, sim_f, rel_tol=t.sim_time_rtol, abs_tol=0.0):
-        failures.append(f"simulated seconds per action differ: stock {sim_s:.6g}, fast {sim_f:.6g}")
+    agreement = float(agree.mean()) if agree.size else 1.0
+    obs = _obs_errors(stock, fast)
+    sim = (float(np.mean(stock.sim_seconds_per_action)), float(np.mean(fast.sim_seconds_per_action)))
     ends, terminations = int((ts | us).sum()), int(ts.sum())
-    if ends < t.min_episode_ends or terminations < t.min_terminations:
-        failures.append(
-            f"the run ended {ends} episodes ({terminations} by termination), fewer than min_episode_ends = "
-            f"{t.min_episode_ends} (min_terminations = {t.min_terminations}): the end-of-episode path is "
-            "untested; run more chunks, shorten the episodes in the backend config, or lower the minimums"
-        )
     return ValidationReport(
-        max_abs_reward_delta=reward_delta,
-        termination_agreement=termination_agreement,
-        episodes_ended=ends,
-        terminations=terminations,
-        truncations=int((us & ~ts).sum()),
-        proprio_max_abs_error=proprio_err,
-        state_max_abs_error=state_err,
-        frames_compared=frames,
-        frame_max_abs_diff=frame_diff,
-        frame_min_psnr_db=min_psnr,
-        sim_seconds_per_action_stock=sim_s,
-        sim_seconds_per_action_fast=sim_f,
-        thresholds=thresholds,
-        failures=failures,
+        max_abs_reward_delta=reward_delta, termination_agreement=agreement, episodes_ended=ends,
+        terminations=terminations, truncations=int((us & ~ts).sum()), proprio_max_abs_error=obs.proprio,
+        state_max_abs_error=obs.state, frames_compared=obs.frames, frame_max_abs_diff=obs.frame_diff,
+        frame_min_psnr_db=obs.min_psnr, sim_seconds_per_action_stock=sim[0], sim_seconds_per_action_fast=sim[1],
+        thresholds=thresholds, failures=_failures(reward_delta, agreement, obs, sim, ends, terminations, thresholds),
         **meta,
     )
 
 
-def check_size(num_envs: int, chunks: int, chunk_size: int, seed: int) -> tuple[int, int, int, int]:
+def _check_size(num_envs: int, chunks: int, chunk_size: int, seed: int) -> tuple[int, int, int, int]:
     """The run's size as ints, once it fits this machine (``core.checks.MachineLimits``): the envs of one
     side, and the actions of every chunk (drawn up front)."""
     limits = MachineLimits.here()
@@ -316,28 +336,37 @@ def validate(
     thresholds: Thresholds | None = None,
     backend_options: dict[str, Any] | None = None,
     fault: Callable[[Any], Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ValidationReport:
     """Run stock and fast side by side and compare them (actions and the reference horizon: module docs).
 
     ``fault`` wraps the fast side's backend (fault injection: a deliberately broken step must fail here).
+    ``progress`` is told, in a few words, each part of the run as it starts (the command line prints them).
     """
+    say = progress or (lambda message: None)
     from ..backends import BACKENDS, isolate_sides, make_factory
     from ..rollout.bootstrap import call_with_profile
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    num_envs, chunks, chunk_size, seed = check_size(num_envs, chunks, chunk_size, seed)
+    num_envs, chunks, chunk_size, seed = _check_size(num_envs, chunks, chunk_size, seed)
     if fault is not None and isolate_sides(backend):
         raise ValueError(f"fault injection runs in-process only; backend={backend!r} isolates each side")
     thresholds = thresholds or Thresholds(**DEFAULT_THRESHOLDS[backend])
     factory = make_factory(backend, **run_backend_options(backend, backend_options, chunks, chunk_size))
-    actions = expert_chunks(factory, num_envs, chunks, chunk_size, seed) if backend == "reference" else None
-    stock_profile = RolloutProfile.stock(chunk_size=chunk_size)
-    fast_profile = RolloutProfile(chunk_size=chunk_size)
-    sides = [
-        call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, actions, chunks, wrap)
-        for profile, wrap in ((stock_profile, None), (fast_profile, fault))
-    ]
+    size = f"{num_envs} envs x {chunks} chunks x {chunk_size} actions"
+    actions = None
+    if backend == "reference":
+        say(f"finding the scripted expert's actions (a physics-only rehearsal, {size})")
+        actions = _expert_chunks(factory, num_envs, chunks, chunk_size, seed)
+    sides = []
+    for name, profile, wrap in (("stock", RolloutProfile.stock(chunk_size=chunk_size), None),
+                                ("fast", RolloutProfile(chunk_size=chunk_size), fault)):
+        where = "in its own process" if isolate_sides(backend) else "here"
+        say(f"recording the {name} side ({size}, {where})")
+        sides.append(call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, actions,
+                                       chunks, wrap))
+    say("comparing the sides")
     return compare(*sides, thresholds, backend=backend, num_envs=num_envs, chunks=chunks,
                    chunk_size=chunk_size, seed=seed)
 
@@ -393,10 +422,11 @@ def run(args: argparse.Namespace) -> int:
     from ..core.contract import check_backend_build
     from .argtypes import check_writable_file, usage_errors
     from .backend_args import backend_options, check_image_memory
+    from .measure.files import write_json
 
     with usage_errors():
         check_installed(args.backend)
-        check_size(args.num_envs, args.chunks, args.chunk_size, args.seed)
+        _check_size(args.num_envs, args.chunks, args.chunk_size, args.seed)
         check_image_memory(args, args.num_envs)
         limits = dict(DEFAULT_THRESHOLDS[args.backend])
         for key, value in (("reward_atol", args.reward_atol), ("state_atol", args.state_atol),
@@ -413,9 +443,22 @@ def run(args: argparse.Namespace) -> int:
             check_writable_file("--json", args.json)
     report = validate(backend=args.backend, num_envs=args.num_envs, chunks=args.chunks,
                       chunk_size=args.chunk_size, seed=args.seed, thresholds=thresholds,
-                      backend_options=options)
+                      backend_options=options, progress=_tell)
     print(report.format())
     if args.json is not None:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(report.to_dict(), fh, indent=2, default=float)
+        write_json(report.to_dict(), args.json)
     return 0 if report.passed else 1
+
+
+def _tell(message: str) -> None:
+    """One progress line on stderr (stdout holds the report)."""
+    print(f"validate: {message} ...", file=sys.stderr, flush=True)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Trajectory":  # renamed: the rollout layer's Trajectory is the one of that name
+        import warnings
+
+        warnings.warn("behavior1k_fast.tools.validate.Trajectory is now SideRecord", DeprecationWarning, stacklevel=2)
+        return SideRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -103,6 +103,10 @@ BAD_PROFILES = {
     "unknown key": ("pipeline_stage: 2\n", "unknown profile key 'pipeline_stage'"),
     "yaml syntax": ("pipeline_stage_num: [2\n", "does not load"),
     "bad value": ("pipeline_stage_num: 0\n", "pipeline_stages must be"),
+    # 8 levels of 9 aliases: 450 bytes that expand to 9**8 values (a message that formats them never ends)
+    "alias bomb": ("chunk_size: [&a0 [x, x, x, x, x, x, x, x, x], " + ", ".join(
+        f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)) + "]\n",
+        "YAML holds more than 100000 values once its aliases are expanded"),
 }
 
 
@@ -136,9 +140,52 @@ def test_strict_mode_makes_a_bad_value_fatal_at_start_up(hook_python, tmp_path, 
     assert line.endswith("; exiting (BEHAVIOR1K_FAST_STRICT is set)")
 
 
+@pytest.mark.parametrize("strict", ["false", "NO", "Off", "0"])
+def test_strict_mode_false_no_or_off_lets_a_bad_value_start(hook_python, tmp_path, strict):
+    value, expected = bad_value(tmp_path, "missing file")
+    done = run_child(hook_python, tmp_path, value, ["-c", "print('ran')"], strict=strict)
+    assert done.returncode == 0 and done.stdout == "ran\n"
+    (line,) = done.stderr.splitlines()
+    assert expected in line and line.endswith("; nothing applied")
+
+
+def test_a_strict_setting_that_is_neither_on_nor_off_is_one_fatal_line_even_with_a_good_value(hook_python, tmp_path):
+    done = run_child(hook_python, tmp_path, "1", ["-c", "print('ran')"], strict="maybe")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("behavior1k_fast: BEHAVIOR1K_FAST_STRICT='maybe' is neither on (1/true/yes/on) nor off")
+    assert line.endswith("; exiting (BEHAVIOR1K_FAST_STRICT is set)")
+
+
 def test_strict_mode_lets_a_good_value_start(hook_python, tmp_path):
     done = run_child(hook_python, tmp_path, "1", ["-c", "print('ran')"], strict="1")
     assert done.returncode == 0 and done.stdout == "ran\n" and done.stderr == ""
+
+
+STRICT_DRIVER = (
+    "import os, sys\n"
+    "from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError\n"
+    "from tests.rollout.pointmass import PointMassFactory\n"
+    "os.environ.update(BEHAVIOR1K_FAST=sys.argv[1], BEHAVIOR1K_FAST_STRICT=sys.argv[2])  # for the workers only\n"
+    "try:\n"
+    "    RolloutEngine(PointMassFactory(), {'num_env_subprocess': 1, 'total_num_envs': 2, 'num_action_chunks': 4})\n"
+    "except WorkerDiedError as exc:\n"
+    "    print(exc)\n"
+)
+
+
+@pytest.mark.parametrize("case, strict", [("missing file", "1"), ("yaml syntax", "yes"), ("missing file", "maybe")])
+def test_a_worker_ended_by_strict_mode_names_the_refusal_in_the_worker_died_error(hook_python, tmp_path, case,
+                                                                                   strict):
+    value, expected = bad_value(tmp_path, case)
+    if strict == "maybe":
+        expected = "BEHAVIOR1K_FAST_STRICT='maybe' is neither on (1/true/yes/on) nor off"
+    done = run_child(hook_python, tmp_path, None, ["-c", STRICT_DRIVER, value, strict])
+    assert done.returncode == 0, done.stderr
+    (message,) = done.stdout.splitlines()
+    assert message.startswith("worker 0 (envs [0, 1]) died while running 'init': pid ")
+    assert " exit code 2 (ended at start-up by the auto-apply hook under BEHAVIOR1K_FAST_STRICT: " in message
+    assert expected in message
 
 
 @pytest.fixture(scope="module")

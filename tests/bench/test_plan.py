@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from behavior1k_fast.core.profile import auto_lead_cap
+
 from behavior1k_fast import backends
 from behavior1k_fast.tools.bench import ablation, register
 from behavior1k_fast.tools.measure.calibration import Calibration
@@ -127,7 +129,7 @@ def test_the_core_rule_sets_the_layout_and_rows_the_layout_cannot_hold_are_left_
     assert set(plan.left_out) == {"process_serial", "process_overlap", "process_async", "lookahead_process",
                                   "peer_double_buffer"}
     assert "process partition needs pipeline_stages=2" in plan.left_out["process_overlap"]
-    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_stock"] and plan.budget_rows == []
+    assert [p.name for p in plan.peers] == ["peer_chunk", "peer_lookahead", "peer_stock"] and plan.budget_rows == []
     assert not plan.peers[-1].fair and "outside the process budget" in plan.peers[-1].label
 
 
@@ -144,8 +146,11 @@ def test_the_widest_layout_of_the_budget_gets_engine_rows_and_peers_of_its_own(m
     assert budget["process_overlap@P16xE1"].prev == "skip_obs@P16xE1"
     assert all(r.profile.num_env_processes == 16 and r.profile.total_num_envs == 16 for r in budget.values())
     peers = {p.name: p for p in plan.peers}
-    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_chunk@P16xE1", "peer_double_buffer@P16xE1",
-                          "peer_stock"}
+    assert set(peers) == {"peer_chunk", "peer_double_buffer", "peer_lookahead", "peer_chunk@P16xE1",
+                          "peer_double_buffer@P16xE1", "peer_lookahead@P16xE1", "peer_stock"}
+    # the user-level lookahead takes the longest lead the engine's auto lead may pick
+    lookahead = peers["peer_lookahead@P16xE1"]
+    assert (lookahead.processes, lookahead.lead_steps, lookahead.fair) == (16, auto_lead_cap(32), True)
     double = peers["peer_double_buffer@P16xE1"]
     assert (double.processes, double.envs_per_process, double.buffers, double.fair) == (16, 1, 2, True)
     slim = plan.rows[2].profile  # the skip-obs row: the peers' profile (slim + on-demand observation)
@@ -222,22 +227,11 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
 
     def fake_calibrate(factory, profile, config, max_processes):
         calls.append(("calibrate", factory, profile))
-        curve = [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0} for b in (1, 2, 3, 4)]
-        return (lambda obs: None), Calibration(
-            env_ms_per_stage_chunk=1.0, target_model_ms=1.0, model_width=64, model_depth=1, model_parameters=100_000,
-            model_tokens_per_sample=10, model_dtype="float32", forward_ms_at_stage_batch=1.0, stage_batch=2,
-            policy_device="cpu", policy_threads=1, t_model_by_batch=curve)
+        return _stand_in_calibrate(factory, profile, config, max_processes)
 
     def fake_run(factory, row, policy, config, trace_path=None):
         calls.append((row.name, factory, row.profile))
-        ms = 10.0 / (1 + len(calls))  # each run faster than the last
-        p = row.profile
-        return RowMeasure(
-            name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
-            pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
-            own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
-            t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
-            driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)
+        return _stand_in_run(factory, row, policy, config, ms=10.0 / (1 + len(calls)))  # each faster than the last
 
     monkeypatch.setattr(ablation, "calibrate", fake_calibrate)
     monkeypatch.setattr(ablation, "run_engine_row", fake_run)
@@ -261,3 +255,106 @@ def test_omnigibson_backend_runs_the_same_ablation(tmp_path, monkeypatch):
     assert result["complete"] and result["config"]["backend"] == "omnigibson"
     assert [s["processes"] for s in result["scaling"]] == [1, 2]
     assert (tmp_path / "results" / "bench_og.png").exists()
+
+
+def _stand_in_calibrate(factory, profile, config, max_processes):
+    curve = [{"batch": b, "ms": 1.0 * b, "ms_per_sample": 1.0} for b in (1, 2, 3, 4)]
+    return (lambda obs: None), Calibration(
+        env_ms_per_stage_chunk=1.0, target_model_ms=1.0, model_width=64, model_depth=1, model_parameters=100_000,
+        model_tokens_per_sample=10, model_dtype="float32", forward_ms_at_stage_batch=1.0, stage_batch=2,
+        policy_device="cpu", policy_threads=1, t_model_by_batch=curve)
+
+
+def _stand_in_run(factory, row, policy, config, trace_path=None, ms=10.0):
+    """What a run of ``row`` would measure, at ``ms`` per step."""
+    p = row.profile
+    return RowMeasure(
+        name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
+        pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
+        own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
+        t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
+        driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)
+
+
+def test_a_full_results_disk_after_the_first_row_prints_that_row_and_exits_74(tmp_path, monkeypatch, capsys):
+    """The JSON rewritten after the first row meets a full disk: the row measured is printed, then one error
+    line naming the file and the cause; no traceback, no truncated or temporary file."""
+    import errno
+    import os
+
+    from behavior1k_fast.tools.cli import main
+    from behavior1k_fast.tools.measure.files import EXIT_WRITE_FAILED
+
+    runs = []
+
+    def run_then_fill_the_disk(*args, **kwargs):
+        runs.append(args[1].name)
+        monkeypatch.setattr(os, "fsync", full_disk)
+        return _stand_in_run(*args, **kwargs)
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ablation, "calibrate", _stand_in_calibrate)
+    monkeypatch.setattr(ablation, "run_engine_row", run_then_fill_the_disk)
+    out = tmp_path / "results"
+    code = main(["bench", "--quick", "--device", "cpu", "--no-peers", "--out-dir", str(out), "--tag", "full"])
+    printed = capsys.readouterr()
+    assert code == EXIT_WRITE_FAILED and runs == ["stock"]
+    lines = printed.out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("row "))
+    measured = lines[header + 2:]  # the one row measured, then (on a small machine) the rows left out
+    assert measured[0].startswith("stock ") and all(line.startswith("left out") for line in measured[1:])
+    assert "Traceback" not in printed.err
+    error = printed.err.strip().splitlines()[-1]
+    assert error == (f"behavior1k-fast bench: error: cannot write {out / 'bench_full.json'}: No space left on device "
+                     f"(the results above were measured but not saved)")
+    assert list(out.iterdir()) == []
+
+
+def test_the_process_budget_bounds_the_scaling_sweep(capsys):
+    """``--max-processes 1 --scaling 3`` would run 3 processes: refused, as ``--processes 2`` is."""
+    from behavior1k_fast.tools.cli import main
+
+    with pytest.raises(ValueError, match=r"scaling process count 3 is above the process budget max_processes=1"):
+        ablation.BenchConfig(processes=1, envs_per_process=2, pipeline_stages=1, max_processes=1, scaling=(1, 3))
+    assert main(["bench", "--quick", "--device", "cpu", "--max-processes", "1", "--scaling", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "scaling process count 3 is above the process budget" in err
+    assert ablation.BenchConfig(processes=1, envs_per_process=2, pipeline_stages=1, max_processes=1,
+                                scaling=(1,)).scaling == (1,)
+
+
+def test_the_stock_profile_rows_run_once_and_every_other_row_repeats(tmp_path, monkeypatch):
+    """The stock row and the stock peer dominate a run's time and are 10-30x off the rest: one run each."""
+    import types
+
+    from behavior1k_fast.tools.bench import peers
+
+    calls = []
+
+    def calibrate(*args, **kwargs):
+        _, calibration = _stand_in_calibrate(*args, **kwargs)
+        return types.SimpleNamespace(observation_space=None, action_space=None), calibration
+
+    def run_row(factory, row, policy, config, trace_path=None):
+        calls.append(row.name)
+        return _stand_in_run(factory, row, policy, config)
+
+    def run_peer(factory, peer, policy, spaces, config):
+        calls.append(peer.name)
+        return _stand_in_run(factory, ablation.Row(peer.name, peer.label, peer.profile), policy, config)
+
+    monkeypatch.setattr(ablation, "calibrate", calibrate)
+    monkeypatch.setattr(ablation, "run_engine_row", run_row)
+    monkeypatch.setattr(peers, "run_peer_row", run_peer)
+    args = _parse("--device", "cpu", "--processes", "2", "--envs-per-process", "2", "--max-processes", "2",
+                  "--repeats", "3", "--rounds", "1", "--out-dir", str(tmp_path), "--tag", "once")
+    assert args.func(args) == 0
+    counts = {name: calls.count(name) for name in calls}
+    assert counts.pop("stock") == 1 and counts.pop("peer_stock") == 1
+    assert counts and set(counts.values()) == {3}, counts
+    result = json.loads((tmp_path / "bench_once.json").read_text())
+    stock = next(r for r in result["rows"] if r["name"] == "stock")
+    assert len(stock["repeat_ms_per_step"]) == 1
+    assert all(len(r["repeat_ms_per_step"]) == 3 for r in result["rows"] if r["name"] != "stock")

@@ -67,12 +67,21 @@ def test_a_run_that_ends_too_few_episodes_fails():
     short = v.validate(num_envs=2, chunks=1, chunk_size=8, backend_options={"resolution": 32, "horizon": 500})
     assert short.episodes_ended == 0 and not short.passed
     assert short.failures == [
-        "the run ended 0 episodes (0 by termination), fewer than min_episode_ends = 2 (min_terminations = 1): the "
+        "the run ended 0 episodes (0 by termination), fewer than min_episode_ends = 2: the "
         "end-of-episode path is untested; run more chunks, shorten the episodes in the backend config, or lower "
         "the minimums"
     ]
+
+
+def test_a_run_short_of_terminations_names_terminations_as_the_shortfall():
+    """Enough episode ends, all of them timeouts: the message names min_terminations, not the ends it met."""
     timeouts_only = v.validate(**{**SMALL, "thresholds": None})
     assert (timeouts_only.episodes_ended, timeouts_only.terminations) == (2, 0) and not timeouts_only.passed
+    assert timeouts_only.failures == [
+        "the run ended 2 episodes but 0 by termination, fewer than min_terminations = 1 (timeouts alone do not "
+        "exercise a task's termination): the end-of-episode path is untested; run more chunks, shorten the "
+        "episodes in the backend config, or lower the minimums"
+    ]
 
 
 def test_the_episode_horizon_defaults_to_the_run_length_unless_the_config_sets_one():
@@ -116,7 +125,7 @@ def test_a_wrong_boundary_frame_fails():
 
 
 def _trajectory(frame, proprio):
-    t = v.Trajectory()
+    t = v.SideRecord()
     for arr in (t.rewards, t.terminated, t.truncated, t.applied):
         arr.append(np.zeros((1, 4), dtype=float if arr is t.rewards else bool))
     t.obs.append({"cam::rgb": frame[None], "robot0::proprio": proprio[None]})
@@ -169,9 +178,41 @@ def test_cli_exit_code_and_json(tmp_path, capsys):
     args = parser.parse_args(["validate", "--resolution", "32", "--chunks", "1", "--chunk-size", "4",
                               "--min-terminations", "0", "--json", str(out)])
     assert args.func(args) == 0
-    assert "PASS" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "PASS" in printed.out
+    # what runs is said as it starts, on stderr (the report alone on stdout)
+    assert [line.split(" (")[0] for line in printed.err.splitlines()] == [
+        "validate: finding the scripted expert's actions", "validate: recording the stock side",
+        "validate: recording the fast side", "validate: comparing the sides ..."]
     data = json.loads(out.read_text())
     assert data["passed"] and data["chunks"] == 1 and data["truncations"] == 2
+
+
+def test_a_json_report_that_cannot_be_written_is_one_line_and_exit_74_after_the_report(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """A full disk while the report is written: the verdict printed, one error line, the old file kept whole."""
+    import errno
+    import os
+
+    from behavior1k_fast.tools.cli import main
+    from behavior1k_fast.tools.measure import files
+
+    out = tmp_path / "validate.json"
+    out.write_text('{"old": true}\n')
+
+    def full_disk(fd):  # the bytes reach the disk at the flush, which a full disk refuses
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    code = main(["validate", "--resolution", "32", "--chunks", "1", "--chunk-size", "4", "--min-terminations", "0",
+                 "--json", str(out)])
+    printed = capsys.readouterr()
+    assert code == files.EXIT_WRITE_FAILED == 74
+    assert "PASS" in printed.out and "Traceback" not in printed.err
+    error = printed.err.splitlines()[-1]
+    assert error.startswith("behavior1k-fast validate: error: cannot write ") and "No space left on device" in error
+    assert json.loads(out.read_text()) == {"old": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["validate.json"]  # no temporary file left
 
 
 def test_a_side_recorded_in_its_own_process_matches_in_process():

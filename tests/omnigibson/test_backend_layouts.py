@@ -163,3 +163,26 @@ def test_bench_row_runs_on_each_layout(line, seam_og, tmp_path):
     assert measures.own_actions == 4 * 2 * CHUNK and measures.pipeline_stages == 2
     assert [len(r.applied) for r in robots(seam_og[1])] == [2 * CHUNK] * 4
 
+
+
+@pytest.mark.parametrize("tiled", [False, True], ids=["per-camera", "tiled"])
+def test_validate_holds_with_tiled_rendering_on_and_off(line, patched, seam_og, monkeypatch, tiled):
+    """main's ``Environment`` with tiled rendering on (one tiled read per step, the seam's stand-in for main's
+    ``TiledVisionSensor``: each tile shows its env and the simulated time) and off: stock and fast agree frame by
+    frame. The single-scene lines have no tiled rendering."""
+    from behavior1k_fast import backends
+    from behavior1k_fast.tools import validate
+
+    sim, env_cls = seam_og
+    if not multi_scene(env_cls):
+        assert not hasattr(env_cls, "tiled")
+        return
+    patched("env_step_obs", "multi_scene_step")
+    monkeypatch.setattr(backends, "isolate_sides", lambda backend: False)
+    monkeypatch.setattr(env_cls, "tiled", tiled)
+    env_cls.terminate_at = {0: 3, 1: 2}
+    report = validate.validate(backend="omnigibson", backend_options={"config": CONFIG}, num_envs=2, chunks=2,
+                               chunk_size=CHUNK)
+    assert report.passed, report.format()
+    assert report.frames_compared == 2 * 3 and report.episodes_ended == 4
+    assert all((env._tiled_sensor is not None) is tiled for env in env_cls.built)

@@ -57,18 +57,25 @@ def cell(outcome: dict) -> str:
     return ALREADY if "already" in outcome["reason"] else NOT_NEEDED
 
 
+#: README patch-table column -> the line it is (tests/upstream_lines.py names).
+README_COLUMNS = {"1.1.1": "1.1.1", "v3.7": "v3.7", "main/3.9": "main", "backend": "backend", "Isaac 6": "isaac6"}
+
+
 def readme_table() -> dict[str, dict[str, str]]:
-    """Patch -> line -> the first words of its cell in README's patch table (``1.1.1``, ``v3.7``, ``main``)."""
+    """Patch -> line -> the first words of its cell in README's patch table (one column per line of
+    :data:`README_COLUMNS`, after the knob column)."""
     text = (REPO / "README.md").read_text().splitlines()
     start = next(i for i, line in enumerate(text) if line.startswith("| Patch ("))
-    lines = [c.strip() for c in text[start].strip("|").split("|")][-3:]
+    header = [c.strip() for c in text[start].strip("|").split("|")]
+    assert header[3:] == list(README_COLUMNS), header
+    lines = [README_COLUMNS[c] for c in header[3:]]
     table: dict[str, dict[str, str]] = {}
     for row in text[start + 2 :]:
         if not row.startswith("|"):
             break
         cells = [c.strip() for c in row.strip("|").split("|")]
         words = {line: next(w for w in (APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST) if c.startswith(w))
-                 for line, c in zip(lines, cells[-3:])}
+                 for line, c in zip(lines, cells[3:])}
         for name in re.findall(r"`(\w+)`", cells[0]):
             table[name] = words
     return table

@@ -73,7 +73,7 @@ def test_the_example_profile_is_the_slimmed_2_env_layout():
 
     profile = RolloutProfile.from_yaml(PROFILE)
     plan = PartitionPlan.from_profile(profile)
-    assert (plan.num_processes, plan.envs_per_process, plan.pipeline_stages, plan.stages_per_process) == (1, 2, 2, 2)
+    assert (plan.num_env_processes, plan.envs_per_process, plan.pipeline_stages, plan.stages_sharing_physics) == (1, 2, 2, 2)
     assert profile.obs_modalities == ("rgb", "proprio") and profile.skip_intermediate_obs
     assert profile.remove_headless_viewports
 

@@ -169,19 +169,22 @@ class KitStarted(Exception):
     """Raised by the stand-in ``SimulationApp``: the launch stops where Kit would start."""
 
 
-def kit_start_argv(simulator, monkeypatch, tmp_path):
-    """``launch() -> argv``: runs ``simulator``'s own ``_launch_app`` up to the Kit start and returns the
-    ``sys.argv`` its ``SimulationApp`` would read. Stand-ins: the Isaac Sim install folders (``ISAAC_PATH`` with
-    a ``VERSION`` the line's ``m.KIT_FILES`` knows, ``EXP_PATH``), ``import isaacsim``, the kit-file copy, the
-    log suppression, main's asset check and Warp cache folder, and ``SimulationApp`` itself (through
-    ``omnigibson.lazy``, where upstream reaches it), which raises :class:`KitStarted`."""
+def kit_start_argv(module, monkeypatch, tmp_path, function: str = "_launch_app"):
+    """``launch() -> argv``: runs the launch function ``function`` of ``module`` (a line's own ``_launch_app``
+    of ``omnigibson.simulator``, or ``launch_kit_app`` of the render-backend layout's kit backend) up to the Kit
+    start and returns the ``sys.argv`` its ``SimulationApp`` would read. Stand-ins: the Isaac Sim install folders
+    (``ISAAC_PATH`` with a ``VERSION`` the module's ``m.KIT_FILES`` knows, the newest, ``EXP_PATH``),
+    ``import isaacsim``, the kit-file copy, the log suppression, main's asset check and Warp cache folder, and
+    ``SimulationApp`` itself (through ``omnigibson.lazy``, where upstream reaches it), which raises
+    :class:`KitStarted`."""
     from omnigibson.macros import gm
 
-    path = kit_app_path(inspect.getsource(simulator._launch_app))
+    launch_fn = getattr(module, function)
+    path = kit_app_path(inspect.getsource(launch_fn))
     isaac, exp = tmp_path / "isaac", tmp_path / "exp"
     isaac.mkdir(exist_ok=True)
     exp.mkdir(exist_ok=True)
-    (isaac / "VERSION").write_text(".".join(map(str, max(simulator.m.KIT_FILES))) + "-rc.1")
+    (isaac / "VERSION").write_text(".".join(map(str, max(module.m.KIT_FILES))) + "-rc.1")
     for var, value in (("ISAAC_PATH", str(isaac)), ("EXP_PATH", str(exp)), ("OMNI_KIT_ACCEPT_EULA", "YES"),
                        ("MDL_USER_PATH", "")):
         monkeypatch.setenv(var, value)  # upstream sets the last two itself: restored after the test
@@ -202,17 +205,17 @@ def kit_start_argv(simulator, monkeypatch, tmp_path):
     def copy(source, target):
         open(target, "w").close()
 
-    monkeypatch.setattr(simulator, "shutil", types.SimpleNamespace(copy=copy, copyfile=copy))
-    for name in ("suppress_omni_log", "SuppressLogsUntilError"):
-        monkeypatch.setattr(simulator, name, contextlib.nullcontext, raising=False)
-    if hasattr(simulator, "ensure_omnigibson_robot_assets_version"):  # main
-        monkeypatch.setattr(simulator, "ensure_omnigibson_robot_assets_version", lambda: None)
-    if hasattr(simulator, "wp"):  # main (cbd13c78): Warp's kernel cache folder
-        monkeypatch.setattr(simulator, "wp", types.SimpleNamespace(config=types.SimpleNamespace()))
+    monkeypatch.setattr(module, "shutil", types.SimpleNamespace(copy=copy, copyfile=copy))
+    for name in ("suppress_omni_log", "SuppressLogsUntilError", "suppress_kit_log"):
+        monkeypatch.setattr(module, name, contextlib.nullcontext, raising=False)
+    if hasattr(module, "ensure_omnigibson_robot_assets_version"):  # main
+        monkeypatch.setattr(module, "ensure_omnigibson_robot_assets_version", lambda: None)
+    if hasattr(module, "wp"):  # main (cbd13c78), the kit backend: Warp's kernel cache folder
+        monkeypatch.setattr(module, "wp", types.SimpleNamespace(config=types.SimpleNamespace()))
 
     def launch() -> list:
         with pytest.raises(KitStarted):
-            simulator._launch_app()
+            getattr(module, function)()
         return seen.pop()
 
     return launch
@@ -413,9 +416,11 @@ LAUNCHER = """
 def test_kit_args_nest_reach_the_app_and_are_read_back(og, tmp_path, settings):
     """Two launch patches' arguments both reach ``SimulationApp`` (hooks nest, outer last), ``lazy`` and
     ``sys.argv`` are the caller's again after the launch, and the values Kit ended up with are read back."""
+    from behavior1k_fast.patching.omnigibson.layout import KitLauncher
     from behavior1k_fast.patching.omnigibson.runtime import effective_kit_settings, launch_with_kit_args
 
     module = kernel_module(tmp_path, f"b1k_launcher_{tmp_path.name}", LAUNCHER)
+    launcher = KitLauncher(module, "_launch_app")
     lazy = types.SimpleNamespace(isaacsim=types.SimpleNamespace(SimulationApp=lambda config: list(sys.argv)),
                                  carb=sys.modules["omnigibson.lazy"].carb)
     module.lazy = lazy
@@ -423,9 +428,9 @@ def test_kit_args_nest_reach_the_app_and_are_read_back(og, tmp_path, settings):
     argv = list(sys.argv)
 
     def inner():
-        return launch_with_kit_args(module, ["--/a=1"], ["/a"], module._launch_app)
+        return launch_with_kit_args(launcher, ["--/a=1"], ["/a"], module._launch_app)
 
-    app_argv = launch_with_kit_args(module, ["--/b=2", "--/c=3"], ["/b"], inner)
+    app_argv = launch_with_kit_args(launcher, ["--/b=2", "--/c=3"], ["/b"], inner)
     assert app_argv == [argv[0], "--portable-root", "/appdata", "--/a=1", "--/b=2", "--/c=3"]
     assert sys.argv == argv and module.lazy is lazy
     assert {k: effective_kit_settings()[k] for k in ("/a", "/b")} == {"/a": 1, "/b": 2}

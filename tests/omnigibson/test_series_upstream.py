@@ -46,7 +46,7 @@ def series_line(name: str, where) -> Line:
     shutil.copytree(line_tree(name), tree)  # the verbatim files, not the links
     for patch in sorted((PATCH_ROOT / SERIES[name]).glob("*.patch")):
         subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
-    return Line(f"{name}+{SERIES[name]}", tree / "OmniGibson" / "omnigibson", stand_ins_of=name)
+    return Line(f"{name}+{SERIES[name]}", tree / "OmniGibson" / "omnigibson", stand_ins_of=(name,))
 
 
 @pytest.mark.parametrize("name", sorted(SERIES))

@@ -341,3 +341,73 @@ def test_viewer_camera_patch_skip_leaves_launch_untouched(line, monkeypatch):
     assert registry.apply(RolloutProfile())["viewer_camera_off"].state == SKIPPED
     assert simulator.__dict__["_launch_app"] is launch_app
     registry.revert()
+
+
+# --- tiled rendering keeps what it needs ----------------------------------------------------------------------
+def _tiled_sensor_needs() -> tuple[set, set]:
+    """From main's real ``sensors/tiled_sensor.py``: the ``lazy.<...>`` chains it calls into Kit (the tiled render
+    product, annotators, the stage, Warp) and the members it reads on each ``VisionSensor``."""
+    import ast
+
+    from ..upstream_lines import missing_reason, package_folder
+
+    if missing_reason("main"):
+        pytest.skip(missing_reason("main"))
+    tree = ast.parse((package_folder("main") / "sensors" / "tiled_sensor.py").read_text())
+    chains, members = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "lazy":
+                chains.add(".".join(reversed(parts)))
+            if isinstance(inner, ast.Name) and inner.id == "sensor" and len(parts) == 1:
+                members.add(node.attr)
+    return chains, members
+
+
+def test_no_patch_touches_the_viewport_extension_or_what_a_tiled_render_product_needs(line, registry, monkeypatch,
+                                                                                      tmp_path):
+    """Headless tiled render products need Kit's ``omni.kit.viewport.window`` extension (Isaac Lab PR #5375):
+    no patch (every one asked for) binds in main's tiled sensor or on a Kit call it makes, no Kit launch argument
+    touches an extension or viewport, and no patch module names that extension or disables any extension."""
+    import pathlib
+
+    import behavior1k_fast.patching as patching
+    from behavior1k_fast.patching.omnigibson.gpu import kit_gpu_settings
+    from behavior1k_fast.patching.omnigibson.runtime import launch_kit_args
+
+    chains, members = _tiled_sensor_needs()
+    assert "omni.replicator.core.create.render_product_tiled" in chains
+    assert {"modalities", "image_width", "image_height", "prim_path"} <= members
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    profile = RolloutProfile(numba_cache_dir=str(tmp_path), gpu_ids=[0], texture_streaming_budget=0.2,
+                             rtx_reflections=False)
+    report = registry.apply(profile)
+    targets = [t for o in report.outcomes if o.state == APPLIED for t in o.targets]
+    assert targets and not any("tiled" in t or "viewport.window" in t or "render_product" in t for t in targets)
+    assert not any(t.endswith(chain) for t in targets for chain in chains)
+    args = launch_kit_args(profile) + [f"--{path}={value}" for path, value in kit_gpu_settings(0).items()]
+    assert not any(word in arg for arg in args for word in ("viewport", "exts", "extension"))
+    sources = [p.read_text() for p in pathlib.Path(patching.__file__).parent.rglob("*.py")]
+    assert not any("omni.kit.viewport.window" in text or "disable_extension" in text for text in sources)
+
+
+def test_a_patched_headless_camera_gives_the_tiled_sensor_what_it_reads(patched, isaac, headless):
+    """Where ``headless_viewport`` applies (1.1.1, v3.7; main has #2117), a camera without a viewport still answers
+    every member main's tiled sensor reads, and main's env_base's tiled-rendering set-up (viewer visibility off,
+    the render product) works on it."""
+    chains, members = _tiled_sensor_needs()
+    if not patched("headless_viewport"):
+        return
+    camera = make_camera(isaac, width=64, height=48)
+    camera._post_load()
+    sizes = {"image_width", "image_height", "prim_path"}
+    assert sizes <= members
+    assert {member: getattr(camera, member) for member in sizes} == {"image_width": 64, "image_height": 48,
+                                                                    "prim_path": CAMERA_PATH}
+    assert camera._modalities == {"rgb"}
+    camera.viewer_visibility = False  # env_base with gm.ENABLE_TILED_RENDERING
+    assert camera._render_product is not None and camera._viewport is None

@@ -118,7 +118,58 @@ def test_line_comes_from_setup_py_without_env_base(tmp_path):
         folder = tmp_path / version / "OmniGibson"
         (folder / "omnigibson").mkdir(parents=True)
         (folder / "setup.py").write_text(f'setup(name="omnigibson", version="{version}")\n')
-        assert upstream_check.detect_line(folder) == (line, f"setup.py: version {version.rsplit('.', 1)[0]}")
+        assert upstream_check.detect_line(folder) == (line, f"setup.py: version {version}")
+
+
+@pytest.mark.parametrize("name, line, release", [
+    ("backend-7423c692", "backend", None),
+    ("backend-1b618dc0", "backend", None),
+    ("isaac6-2af465a2", "isaac6", {"version": "3.9.0", "from": "omnigibson_6_0_0.kit"}),
+    ("main-1294717b", "main", {"version": "3.9.1", "from": "omnigibson_5_1_0.kit"}),
+])
+def test_the_new_sets_are_named_by_their_own_files(name, line, release, capsys):
+    """The backend set by its kit backend's ``launch_kit_app``, the Isaac Sim 6.0 set by its 6.0 kit file (its
+    release from that file), the 3.9.1 set by its kit files' version: the 3.9.x release line takes the main
+    series. These sets hold a few files each, so the series reports the files they lack."""
+    code, out, err = doctor(capsys, upstream_set(name), "--json")
+    report = json.loads(out)
+    assert err == "" and report["line"] == line and report["release"] == release
+    assert report["series"] == "patches/main"
+    assert "file absent" in states(report) and code == 1 and not report["ok"]
+    if name == "main-1294717b":
+        assert report["evidence"] == "omnigibson_5_1_0.kit: version 3.9.1" and report["runtime"] == []
+    else:
+        assert {p["name"]: (p["state"], p["reason"]) for p in report["runtime"]} == upstream_check.RUNTIME_ON_LINE[line]
+    _, text, _ = doctor(capsys, upstream_set(name))
+    assert f"line {line} (" in text.splitlines()[0] and text.rstrip().endswith("NOT OK")
+    if line == "isaac6":
+        assert "a reliability fix on Isaac Sim 6.0" in text and "IsaacSim issue #701" in text
+
+
+@pytest.mark.parametrize("line", ["backend", "isaac6"])
+def test_the_new_lines_report_each_main_patch_on_their_own_simulator(line, capsys):
+    """The line's tree (its sets over main's files): the env, wrapper and controller patches apply to main's
+    files there; the simulator patches are made against cbd13c78's text and name the hunk the line's
+    simulator rejects (on the backend line the launch is in launch_kit_app, which the runtime patches bind)."""
+    code, out, _ = doctor(capsys, upstream_set(line), "--json")
+    report = json.loads(out)
+    by_number = {p["patch"][:4]: p for p in report["patches"]}
+    assert code == 1 and report["line"] == line
+    assert {n for n, p in by_number.items() if p["state"] == "applies"} == {"0002", "0003", "0004", "0007"}
+    assert by_number["0005"]["detail"].startswith("hunk 1/2 of OmniGibson/omnigibson/simulator.py")
+    runtime = {p["name"]: p["reason"] for p in report["runtime"]}
+    launcher = "render_backends.kit_backend.launch_kit_app" if line == "backend" else "simulator._launch_app"
+    assert runtime["kit_thread_caps"] == f"installed on omnigibson.{launcher}"
+
+
+def test_a_3_9_checkout_takes_the_main_series_and_says_its_release(tmp_path, capsys):
+    """The main line's tree with the 3.9.1 kit file beside its simulator: line main, release 3.9.1."""
+    tree = copy_of("main", tmp_path)
+    shutil.copyfile(upstream_set("main-1294717b") / "OmniGibson/omnigibson/omnigibson_5_1_0.kit",
+                    tree / "OmniGibson/omnigibson/omnigibson_5_1_0.kit")
+    code, out, _ = doctor(capsys, tree)
+    assert code == 0 and out.splitlines()[0].endswith(", release 3.9.1 (omnigibson_5_1_0.kit)")
+    assert "Series patches/main, checked" in out
 
 
 def test_unknown_line_exits_1_without_a_series(tmp_path, capsys):
@@ -133,7 +184,8 @@ def test_a_path_that_is_no_behavior1k_tree_exits_2_with_one_line(make, tmp_path,
     path = make(tmp_path)
     code, out, err = doctor(capsys, path)
     assert code == 2 and out == ""
-    assert err.count("\n") == 1 and f"bad --upstream: {str(path)!r} holds neither OmniGibson/omnigibson/" in err
+    assert err.count("\n") == 1
+    assert err.startswith(f"behavior1k-fast doctor: error: bad --upstream: {str(path)!r} holds neither OmniGibson/omnigibson/")
 
 
 def test_a_checkout_with_part_of_the_series_reports_each_part(tmp_path, capsys):
@@ -148,4 +200,5 @@ def test_a_checkout_with_part_of_the_series_reports_each_part(tmp_path, capsys):
 def test_without_the_patch_series_it_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(upstream_check, "PATCHES_DIR", tmp_path / "no-patches")
     code, out, err = doctor(capsys, tmp_path)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "needs the patch series in" in err
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("behavior1k-fast doctor: error: --upstream needs the patch series in")

@@ -3,6 +3,7 @@ and reports the environment variables its process sees."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -16,11 +17,17 @@ from .pointmass import PointMassFactory
 WHERE = ("init", "reset", "chunk")
 #: What it does: block forever, die of SIGSEGV, exit at once (no cleanup), raise.
 HOW = ("hang", "segv", "exit", "raise")
+#: A further fault, not in :data:`HOW`: say so on stdout, then block in native code that holds the GIL (a
+#: simulator stuck in C++), where no Python thread of the process runs any more.
+HOLD_GIL = "hold-gil"
 
 
 def misbehave(how: str) -> None:
     if how == "hang":
         time.sleep(3600)  # until the driver stops this process
+    elif how == HOLD_GIL:
+        print(HOLD_GIL, flush=True)
+        ctypes.PyDLL(None).sleep(3600)  # libc's sleep through PyDLL: the GIL stays held
     elif how == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif how == "exit":

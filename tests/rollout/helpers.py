@@ -54,9 +54,10 @@ def assert_same_trajectories(a, b):
             np.testing.assert_array_equal(a[env][key], b[env][key], err_msg=f"env {env} {key}")
 
 
-def our_segments():
-    """Shared-memory segments this test process created."""
-    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == os.getpid())
+def our_segments(owner=None):
+    """Shared-memory segments that process ``owner`` (default: this test process) created."""
+    owner = os.getpid() if owner is None else owner
+    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == owner)
 
 
 def assert_gone(pids, timeout=10.0):

@@ -27,14 +27,14 @@ class PointMassFactory:
     fail_in_factory: bool = False
     fail_at_step: int | None = None
 
-    def timing(self, stages: int, mode: str):
+    def timing(self, stages_sharing_physics: int, mode: str):
         base = Frequencies(self.action_hz, self.action_hz, self.physics_hz)
-        return rescale_for_stages(base, stages, mode)
+        return rescale_for_stages(base, stages_sharing_physics, mode)
 
     def __call__(self, num_envs: int, seed: int, profile) -> "PointMassVectorEnv":
         if self.fail_in_factory:
             raise RuntimeError("factory failed on purpose")
-        return PointMassVectorEnv(num_envs, seed, self, self.timing(profile.pipeline_stages, profile.physics_rescale))
+        return PointMassVectorEnv(num_envs, seed, self, self.timing(profile.stages_sharing_physics, profile.physics_rescale))
 
 
 class PointMassVectorEnv:

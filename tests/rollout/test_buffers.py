@@ -68,20 +68,59 @@ def test_only_dict_of_box_spaces():
         SharedBuffers.create(spaces.Dict({"task": spaces.Discrete(3)}), 2)
 
 
-def test_only_segments_of_owners_that_are_gone_are_stale(tmp_path):
+def dead_pid():
+    """The pid of a process that is gone."""
     import subprocess
     import sys
 
-    from behavior1k_fast.rollout.shm import remove_stale_segments, segment_owner, stale_segments
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
-    dead = int(gone.stdout)
-    names = [f"b1kf_{dead}_0123456789ab", f"b1kf_{os.getpid()}_0123456789ab", f"b1kf_x{dead}_ab", "other_1_ab",
-             f"b1kf_{dead}"]
+
+def test_only_segments_of_owners_that_are_gone_are_stale(tmp_path):
+    from behavior1k_fast.rollout.shm import SHM_PREFIX, remove_stale_segments, segment_owner, stale_segments
+
+    dead = dead_pid()
+    names = [f"{SHM_PREFIX}{dead}_0123456789ab", f"{SHM_PREFIX}{os.getpid()}_0123456789ab", f"{SHM_PREFIX}x{dead}_ab",
+             "other_1_ab", f"{SHM_PREFIX}{dead}"]
     for name in names:
         (tmp_path / name).write_bytes(b"x" * 10)
     assert segment_owner(names[0]) == dead and segment_owner(names[2]) is None and segment_owner(names[4]) is None
     assert stale_segments(str(tmp_path)) == [(names[0], 10)]
     assert remove_stale_segments(str(tmp_path)) == [(names[0], 10)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_a_test_run_has_its_own_segment_namespace_that_no_other_engine_on_the_host_cleans(tmp_path):
+    import subprocess
+    import sys
+
+    from behavior1k_fast.rollout.shm import SHM_PREFIX, SHM_PREFIX_ENV, remove_stale_segments, segment_owner
+
+    assert SHM_PREFIX == f"b1kf_t{os.getpid()}_" == os.environ[SHM_PREFIX_ENV]  # tests/conftest.py, per run
+    dead = dead_pid()
+    ours, default, other_run = f"{SHM_PREFIX}{dead}_ab", f"b1kf_{dead}_ab", f"b1kf_t1{os.getpid()}_{dead}_ab"
+    for name in (ours, default, other_run):
+        (tmp_path / name).write_bytes(b"x")
+    assert segment_owner(default) is None and segment_owner(other_run) is None
+    # an engine of the default namespace (a user's, elsewhere on the host) removes only its own dead segments
+    clean = ("import sys; from behavior1k_fast.rollout.shm import SHM_PREFIX, remove_stale_segments; "
+             "print(SHM_PREFIX, [n for n, _ in remove_stale_segments(sys.argv[1])])")
+    env = {k: v for k, v in os.environ.items() if k != SHM_PREFIX_ENV}
+    done = subprocess.run([sys.executable, "-c", clean, str(tmp_path)], capture_output=True, text=True, env=env,
+                          check=True)
+    assert done.stdout.split(" ", 1) == ["b1kf_", f"['{default}']\n"]
+    assert remove_stale_segments(str(tmp_path)) == [(ours, 1)]
+    assert [p.name for p in tmp_path.iterdir()] == [other_run]
+
+
+@pytest.mark.parametrize("value", ["", "b1kf", "x_", "b1kf_1_", "b1kf_a/b_", "b1kf_a"])
+def test_a_bad_segment_namespace_is_one_line_naming_the_variable(value):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import behavior1k_fast.rollout.shm"], capture_output=True,
+                          text=True, env={**os.environ, "BEHAVIOR1K_FAST_SHM_PREFIX": value})
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (f"ValueError: BEHAVIOR1K_FAST_SHM_PREFIX={value!r}: expected b1kf_ or "
+                                            f"b1kf_<name>_, the name a letter then letters and digits")

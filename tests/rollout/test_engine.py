@@ -5,7 +5,7 @@ import psutil
 import pytest
 
 from behavior1k_fast import RolloutProfile
-from behavior1k_fast.rollout import RolloutEngine
+from behavior1k_fast.rollout import ClosedError, RolloutEngine
 
 from .helpers import CHUNK, assert_same_trajectories, our_segments, policy, record, traced
 from .pointmass import PointMassFactory
@@ -138,3 +138,51 @@ def test_rollout_flags_must_be_bools():
             with pytest.raises(TypeError, match=f"{name} must be a bool, got 'no'"):
                 e.rollout(policy, 1, **{name: "no"})
         assert e.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # still usable
+
+
+def test_the_engine_has_the_users_face_only():
+    """The engine's public names (class and instance) are the user's: about 20, none of the driver face
+    (issue 29: 32 before); the driver's names stay reachable as deprecated aliases."""
+    import warnings
+
+    import numpy as np
+
+    from behavior1k_fast.rollout.driver import EngineDriver
+
+    profile = RolloutProfile(num_env_processes=1, total_num_envs=2, chunk_size=2)
+    with RolloutEngine(PointMassFactory(), profile, executor="inline") as engine:
+        names = {n for n in dir(engine) if not n.startswith("_")}
+        driver_only = {"forward", "send", "ready", "receive", "receive_lead", "new_batch", "set_stage_obs",
+                       "take_respawned", "accounting", "stage_busy", "stage_envs"}
+        assert not names & driver_only and len(names) <= 21, sorted(names)
+        assert {"rollout", "submit", "collect", "reset", "close", "state", "stage_obs"} <= names
+        assert {"forward", "send", "collect", "receive_lead", "stage_obs", "require"} <= set(dir(EngineDriver))
+        engine.reset()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert engine.stage_envs(0).tolist() == engine.plan.stage_envs(0).tolist()
+            assert engine.new_batch(1)["proprio"].shape[0] == 1
+        assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
+        assert np.isfinite(engine.stage_obs(0)["proprio"]).all()
+
+
+def test_after_a_failure_inside_rollout_the_closed_error_says_why():
+    """Issue 33: the engine closes on any failure inside ``rollout()``; every later call says why."""
+
+    def broken(obs):
+        raise RuntimeError("a policy bug on purpose\nsecond line")
+
+    profile = RolloutProfile(num_env_processes=1, total_num_envs=2, chunk_size=2)
+    engine = RolloutEngine(PointMassFactory(), profile, executor="inline")
+    with pytest.raises(RuntimeError, match="a policy bug"):
+        engine.rollout(broken, 2)
+    with pytest.raises(ClosedError, match=r"^the rollout engine is closed \(closed after RuntimeError inside "
+                                          r"rollout\(\): a policy bug on purpose\)$"):
+        engine.reset()
+    engine.close()  # the first reason stays
+    with pytest.raises(ClosedError, match="after RuntimeError inside rollout"):
+        engine.rollout(policy, 1)
+    other = RolloutEngine(PointMassFactory(), profile, executor="inline")
+    other.close()
+    with pytest.raises(ClosedError, match=r"closed by close\(\)"):
+        other.submit(0, np.zeros((2, 2, 2), np.float32))

@@ -1,6 +1,7 @@
 """The fault matrix: every way a worker, a policy or the driver itself can fail, each followed by the same
 check: the failure is reported as it should be, and no process and no shared-memory segment is left."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from behavior1k_fast.rollout import (
     WorkerHungError,
 )
 
-from .faulty import HOW, WHERE, FaultyFactory
+from .faulty import HOLD_GIL, HOW, WHERE, FaultyFactory
 from .helpers import CHUNK, assert_gone, make_policy, our_segments, policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -116,7 +117,7 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     import numpy as np
     from behavior1k_fast.rollout import RolloutEngine, serve
-    from tests.rollout.faulty import FaultyFactory
+    from tests.rollout.faulty import HOLD_GIL, FaultyFactory
     from tests.rollout.helpers import policy
 
     def announce(*words):
@@ -125,7 +126,9 @@ DRIVER = textwrap.dedent(
     if __name__ == "__main__":
         mode = sys.argv[1]
         hang = mode == "double-ctrl-c"
-        engine = RolloutEngine(FaultyFactory(seeds=(1,) if hang else ()), {{"num_env_subprocess": 2,
+        how = HOLD_GIL if mode == "sigkill-holding-gil" else "hang"
+        faulty = (1,) if hang or how == HOLD_GIL else ()
+        engine = RolloutEngine(FaultyFactory(how=how, seeds=faulty), {{"num_env_subprocess": 2,
                                "total_num_envs": 4, "pipeline_stage_num": 2, "num_action_chunks": 4}},
                                timeout_s=None, stall_timeout_s=None)
         engine.reset()
@@ -159,8 +162,10 @@ def run_driver(tmp_path, mode, *signals_after):
     script.write_text(DRIVER.format(root=ROOT))
     proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    pids, workers = [], []
     try:
         owner, *pids = [int(p) for p in proc.stdout.readline().split()]
+        workers = [psutil.Process(pid) for pid in pids]
         for line, sig, group in signals_after:
             while proc.stdout.readline().strip() != line:
                 pass
@@ -172,13 +177,16 @@ def run_driver(tmp_path, mode, *signals_after):
     finally:
         if proc.poll() is None:
             proc.kill()
+        for worker in workers:  # a case that failed leaves no worker running (psutil: never a reused pid)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
     assert len(pids) == 2, stderr
     return owner, pids, proc.returncode, stderr
 
 
 def assert_driver_left_nothing(owner, pids):
     assert_gone(pids)
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
+    assert our_segments(owner) == []
 
 
 def test_double_ctrl_c_while_close_waits_for_a_busy_worker(tmp_path):
@@ -204,13 +212,23 @@ def test_workers_of_a_killed_driver_exit_quietly(tmp_path):
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
+def test_a_worker_holding_the_gil_in_native_code_dies_with_its_killed_driver_and_its_segments_go(tmp_path):
+    """The driver SIGKILLed while worker 1 sleeps in a C call that holds the GIL (a simulator stuck in
+    C++): the owner watchdog thread cannot run there; the kernel ends the worker with its parent
+    (PR_SET_PDEATHSIG), and the resource tracker then unlinks the driver's segments."""
+    owner, pids, code, stderr = run_driver(tmp_path, "sigkill-holding-gil", (HOLD_GIL, signal.SIGKILL, False))
+    assert code == -signal.SIGKILL
+    assert_driver_left_nothing(owner, pids)
+    assert "Traceback" not in stderr, stderr
+
+
 def killed_with_its_group(tmp_path):
     """A driver SIGKILLed with its whole process group (its resource tracker too, as a cluster scheduler
     kills a job): its pid and the segments it left."""
     owner, pids, code, _ = run_driver(tmp_path, "sigkill", ("busy", signal.SIGKILL, True))
     assert code == -signal.SIGKILL
     assert_gone(pids)
-    left = sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_"))
+    left = our_segments(owner)
     assert left  # nothing of the dead driver's own removes them
     return owner, pids, left
 
@@ -282,9 +300,9 @@ def test_a_closed_vector_env_raises_closed_error_and_starts_no_workers(nothing_l
 def test_a_factory_hanging_in_init_in_every_worker_fails_within_the_startup_deadline(nothing_left, monkeypatch):
     import time
 
-    from behavior1k_fast.rollout import executors
+    from behavior1k_fast.rollout.transports import process
 
-    monkeypatch.setattr(executors, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
+    monkeypatch.setattr(process, "CLOSE_GRACE_S", 600.0)  # a grace for workers still building would show
     start = time.monotonic()
     with pytest.raises(WorkerHungError, match=r"worker 0 \(envs \[0, 1\]\) hung in 'init'.*startup_timeout_s=2"):
         RolloutEngine(FaultyFactory(where="init", how="hang", seeds=(0, 1)), PROFILE, **dict(FAST, startup_timeout_s=2.0))
@@ -336,3 +354,28 @@ def test_a_second_thread_rollout_fails_at_once_and_the_first_completes(nothing_l
     assert outcome["stats"].own_actions.sum() == 2 * 4 * CHUNK  # the first rollout was not disturbed
     assert engine.rollout(policy, 1).own_actions.sum() == 4 * CHUNK  # and the engine is free again
     engine.close()
+
+
+@pytest.mark.deadline(120)
+def test_workers_started_and_restarted_from_a_thread_that_ended_go_on_serving(nothing_left):
+    """The kernel ends a worker with the thread that started it (PR_SET_PDEATHSIG): the engine starts its
+    workers from a thread that lasts, so an engine built, and a worker respawned, in a trainer's short-lived
+    thread keeps working after that thread is gone."""
+    built = {}
+
+    def build_and_restart():
+        engine = RolloutEngine(FaultyFactory(seeds=()), PROFILE, **FAST, restart_workers=True)
+        engine.reset()
+        os.kill(engine.worker_pids[1], signal.SIGKILL)
+        engine.rollout(policy, 1, reset=False)  # respawns worker 1 from this thread
+        assert engine.restarts == 1
+        built["engine"] = engine
+
+    thread = threading.Thread(target=build_and_restart, name="short-lived")
+    thread.start()
+    thread.join()
+    engine = built["engine"]
+    with engine:
+        pids = engine.worker_pids
+        engine.rollout(policy, 3)
+        assert engine.restarts == 1 and engine.worker_pids == pids

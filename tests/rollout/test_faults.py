@@ -174,7 +174,7 @@ def test_workers_never_outlive_their_owner(how, tmp_path):
     assert_gone(pids)  # "exit": interpreter-exit finalizer; "kill": the workers' owner watchdog
     if how == "exit":
         assert proc.returncode == 0, proc.stderr
-        assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"b1kf_{owner}_")]
+        assert our_segments(owner) == []
         assert "leaked" not in proc.stderr, proc.stderr
 
 

@@ -186,3 +186,29 @@ def test_a_closed_vector_env_starts_no_new_engine(env):
             call()
         engines.append(env.engine)
     assert all(e is engines[0] for e in engines) and env.engine.state is EngineState.CLOSED
+
+
+def test_a_masked_array_of_actions_is_refused_as_the_engine_refuses_it(env):
+    obs, _ = env.reset(seed=0)
+    actions = np.ma.masked_array(policy(obs), mask=np.zeros((4, CHUNK, 2), bool))
+    actions.mask[0, 0, 0] = True
+    with pytest.raises(TypeError, match="actions must be a plain numpy array .*got a masked array"):
+        env.step(actions)
+    assert env.step(actions.filled(0.0))[0]["proprio"].shape == (4, 4)  # still usable
+
+
+def test_bfloat16_torch_actions_step_as_their_float32_values_as_a_policy_output_does(env):
+    torch = pytest.importorskip("torch")
+    obs, _ = env.reset(seed=0)
+    actions = torch.tensor(policy(obs)).to(torch.bfloat16)
+    obs_t, rewards_t, *_ = env.step(actions)
+    env.reset(seed=0)
+    obs_a, rewards_a, *_ = env.step(actions.float().numpy())
+    np.testing.assert_array_equal(obs_t["proprio"], obs_a["proprio"])
+    np.testing.assert_array_equal(rewards_t, rewards_a)
+
+
+def test_a_lookahead_profile_is_refused_before_any_worker_starts():
+    lookahead = profile(stages=1).replace(schedule="lookahead", lookahead_steps=1)
+    with pytest.raises(ValueError, match="EngineVectorEnv steps one whole chunk per step.*schedule='lookahead'"):
+        EngineVectorEnv(FACTORY, lookahead, executor="process")

@@ -7,15 +7,17 @@ import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
+from behavior1k_fast.core.profile import auto_lead_cap
 from behavior1k_fast.core.tracing import SLICE_WAIT, WAIT
 from behavior1k_fast.rollout import (
     ClosedError,
+    EngineState,
     RolloutEngine,
     TrajectoryRecorder,
     WorkerDiedError,
     WorkerHungError,
 )
-from behavior1k_fast.rollout.policy import COMMITTED_KEY
+from behavior1k_fast.rollout import COMMITTED_KEY, CommittedActions
 from behavior1k_fast.rollout.schedules.lookahead import Lookahead
 
 from .faulty import FaultyFactory
@@ -162,19 +164,19 @@ def test_auto_lead_runs_with_one_policy_input_shape_and_reports_the_lead_it_chos
 
     with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile("auto"), executor="inline") as engine:
         stats = engine.rollout(policy, 6)
-    assert widths == {(N - 1, 2)}
-    assert 0 <= stats.lookahead_steps <= N - 1 and stats.own_actions.sum() > 0
+    assert widths == {(auto_lead_cap(N), 2)}
+    assert 0 <= stats.lookahead_steps <= auto_lead_cap(N) and stats.own_actions.sum() > 0
 
 
 @pytest.mark.parametrize("step_s, hidden_s, lead", [
     ([0.010, 0.020], 0.045, 3),   # the slowest worker's step: 3 * 20 ms >= 45 ms
     ([0.010], 0.040, 4),          # exactly 4 steps hide it
-    ([0.010], 1.0, N - 1),        # more than a chunk: the longest lead
+    ([0.010], 1.0, 4),            # more than the cap hides (a quarter of 16 steps): the cap
     ([0.010], 0.0, 0),            # nothing to hide
-    ([0.0], 0.5, N - 1),          # no step time measured (placeholders only): the longest lead
+    ([0.0], 0.5, 4),              # no step time measured (placeholders only): the cap
 ])
-def test_the_auto_lead_is_the_smallest_that_hides_the_policy_and_the_transfer(step_s, hidden_s, lead):
-    with RolloutEngine(PointMassFactory(), profile("auto"), executor="inline") as engine:
+def test_the_auto_lead_is_the_smallest_that_hides_the_policy_and_the_transfer_up_to_the_cap(step_s, hidden_s, lead):
+    with RolloutEngine(PointMassFactory(), lookahead_profile(P, E, 16, "auto"), executor="inline") as engine:
         schedule = Lookahead(engine, blind_policy, 1, None)
         assert schedule.auto_lead(np.array(step_s), hidden_s) == lead
 
@@ -222,6 +224,72 @@ def test_a_worker_respawned_after_its_lead_resets_its_envs_and_the_others_keep_t
             np.testing.assert_array_equal(faulty[env][key], clean[env][key], err_msg=f"env {env} {key}")
     for env in range(E, 2 * E):  # worker 1: chunk 1's END and chunk 2 were placeholders, chunk 3 from a reset
         run = faulty[env]
-        assert not run["applied"][2].any() and run["truncated"][1:3, 0].all()
+        assert not run["applied"][2].any() and run["truncated"][1, 0] and not run["truncated"][2].any()
         assert not run["committed"][3].any()  # chosen from the respawn's reset: nothing committed runs
         assert run["applied"][3].any()
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_respawn_between_a_lead_and_its_end_ends_each_cut_episode_once(stages):
+    """Issue 33 (N3): the chunk pending after the cut one (sent at the lead) is a placeholder too, which
+    must not end the respawn's fresh episode again: one ``worker_restarted`` episode per env and restart,
+    in the recorder and in ``stats.episodes``, as the barrier schedule counts it."""
+    layout = profile(4) if stages == 1 else profile(4, pipeline_stages=stages, partition="process")
+    with RolloutEngine(FaultyFactory(how="exit", **MID_LEAD), layout,
+                       restart_workers={"max_restarts": 5, "backoff_s": 0.0}, **FAST) as engine:
+        stats, batch = TrajectoryRecorder(engine).rollout(blind_policy, 5)
+    episodes = batch.episodes
+    assert len(stats.restarts) >= 1 and {r.worker for r in stats.restarts} == {1}
+    cut = episodes.env[episodes.worker_restarted]
+    assert sorted(cut.tolist()) == sorted(list(range(E, 2 * E)) * len(stats.restarts))
+    np.testing.assert_array_equal(np.bincount(episodes.env, minlength=P * E), stats.episodes)
+
+
+def test_lookahead_on_a_layout_the_profile_refuses_is_refused_up_front_and_the_engine_stays_usable():
+    """Issue 33 (N7): hybrid K = 2 has no lookahead (the profile's reason), asked for in ``rollout``."""
+    layout = RolloutProfile(num_env_processes=2, total_num_envs=4, chunk_size=N, pipeline_stages=2)
+    with RolloutEngine(PointMassFactory(), layout, executor="inline") as engine:
+        with pytest.raises(ValueError, match=r"schedule='lookahead' needs pipeline_stages=1 or partition='process'"):
+            engine.rollout(blind_policy, 6, schedule="lookahead")
+        assert engine.state is EngineState.NOT_RESET
+        assert engine.rollout(blind_policy, 2).own_actions.sum() == 4 * 2 * N
+
+
+def boundary_proprio(engine):
+    """Each env's proprio as its (inline) backend holds it now: what a boundary observation shows."""
+    backends = [w.backend for w in engine._executor.transport.workers]
+    return np.concatenate([np.concatenate([b.pos, b.vel], axis=1) for b in backends]).astype(np.float32)
+
+
+@pytest.mark.parametrize("lead", [2, 4])
+def test_a_lookahead_rollout_ends_at_a_chunk_boundary_for_the_bootstrap_and_the_next_rollout(lead):
+    """The last chunk of a rollout runs with lead 0 (module docs): the batch's last observations (a trainer's
+    bootstrap input) and the next rollout's first choice are the envs' states after the chunk, not lead
+    observations ``lead`` steps before it (issue 33: the mutation that sent it with the lead passed)."""
+    with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(lead), executor="inline") as engine:
+        recorder = TrajectoryRecorder(engine)
+        _, batch = recorder.rollout(engine_policy, 3)
+        now = boundary_proprio(engine)
+        np.testing.assert_array_equal(batch.last_obs["proprio"], now)
+        np.testing.assert_array_equal(engine.stage_obs(0)["proprio"], now)
+        _, after = recorder.rollout(engine_policy, 1, reset=False)
+        np.testing.assert_array_equal(after.obs["proprio"][0], now)
+        assert not after.committed[0].any()  # nothing committed across rollouts
+
+
+@pytest.mark.parametrize("lead", [3, "auto"])
+def test_the_policy_input_holds_the_committed_actions_that_committed_actions_describes(lead):
+    """``CommittedActions`` (exported from ``behavior1k_fast.rollout``) is what a lookahead policy gets."""
+    seen = []
+
+    def spy(obs):
+        seen.append(obs[COMMITTED_KEY])
+        return engine_policy(obs)
+
+    with RolloutEngine(PointMassFactory(episode_lengths=LENGTHS), profile(lead), executor="inline") as engine:
+        engine.rollout(spy, 3)
+        spec = CommittedActions.from_profile(engine.profile, engine.action_dim, engine.action_dtype)
+    assert spec.key == COMMITTED_KEY and spec.width == (3 if lead == 3 else auto_lead_cap(N)) and spec.features == spec.width * 2
+    assert {(c.shape, c.dtype) for c in seen} == {(spec.shape(P * E), spec.dtype)}
+    with pytest.raises(TypeError, match="profile must be a RolloutProfile"):
+        CommittedActions.from_profile({"schedule": "lookahead"}, 2)

@@ -2,6 +2,7 @@
 peers' spaces."""
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -200,3 +201,45 @@ def test_spans_without_a_worker_lead_between_two_forwards_give_no_round():
     spans = [s for s in _lookahead_spans(3) if not (s[0] == "ipc" and s[5]["command"] == "write_obs")]
     assert lookahead_rounds(spans) == []
     assert lookahead_rounds(_lookahead_spans(0)) == []
+
+
+def test_a_result_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from behavior1k_fast.tools.measure.files import ResultWriteError, write_json, write_text
+
+    path = tmp_path / "deep" / "result.json"
+    assert write_json({"a": 1}, path) == path and json.loads(path.read_text()) == {"a": 1}  # folders made
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(ResultWriteError) as err:
+        write_text(path, "x" * 10_000)
+    assert str(err.value) == f"cannot write {path}: No space left on device"
+    assert err.value.errno == errno.ENOSPC and isinstance(err.value, OSError)
+    assert json.loads(path.read_text()) == {"a": 1}  # the old file, whole
+    assert os.listdir(path.parent) == ["result.json"]  # the temporary file went
+
+
+def test_a_result_file_in_a_folder_that_cannot_exist_is_a_result_write_error(tmp_path):
+    from behavior1k_fast.tools.measure.files import ResultWriteError, write_text
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ResultWriteError, match="cannot write .*file/out.yaml"):
+        write_text(tmp_path / "file" / "out.yaml", "a: 1\n")
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_a_quick_run_does_not_replace_the_committed_full_run_without_force(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(measure_config, "record_dir", lambda: str(tmp_path))
+    assert cli.main([command, "--quick", "--device", "cpu", "--record"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--record --quick would replace the committed full-run results" in err
+    assert "--force-record" in err and list(tmp_path.iterdir()) == []
+    options = run_options(_parse("--quick", "--device", "cpu", "--record", "--force-record"))
+    assert options["out_dir"] == str(tmp_path)
+    with pytest.raises(ValueError, match="--force-record only goes with --record --quick"):
+        run_options(_parse("--device", "cpu", "--force-record"))

@@ -137,26 +137,69 @@ def test_rank_orders_by_predicted_throughput():
     assert rates == sorted(rates, reverse=True) and len(ranked) == len(layouts)
 
 
+def layout_run(layout, env_steps_per_s, predicted_error, corrected_error, rank, order, default=False):
+    """A :class:`~behavior1k_fast.tools.tune.LayoutRun` measured at ``env_steps_per_s`` (4 envs, 10 rounds of
+    N = 10) whose predictions err by the given fractions."""
+    from behavior1k_fast.tools.measure.record import RowMeasure
+
+    wall = 400 / env_steps_per_s
+    measured = RowMeasure(name=layout.name, label=layout.name, processes=layout.processes,
+                          envs_per_process=layout.envs_per_process, pipeline_stages=layout.pipeline_stages,
+                          chunks_per_round=1, chunk_size=10, rounds=10, own_actions=400, wall_s=wall, model_s=0.1,
+                          t_model_ms=1.0, t_env_ms=None, t_env_source="none", cpu_seconds=1.0,
+                          peak_rss_mib_per_env_process=100.0, driver_peak_rss_mib=100.0)
+    ms = measured.ms_per_step
+    return tune.LayoutRun(layout, ms * (1 + predicted_error), 4e3 / (ms * (1 + predicted_error)),
+                          ms * (1 + corrected_error), measured, is_default=default, predicted_rank=rank,
+                          run_order=order)
+
+
 def test_summary_names_the_measured_winner_and_compares_the_pick():
-    runs = [
-        {"name": "a", "predicted_rank": 1, "run_order": 1, "measured_env_steps_per_s": 90.0, "is_default": False,
-         "prediction_error": 0.1, "corrected_error": 0.1},
-        {"name": "b", "predicted_rank": 2, "run_order": 2, "measured_env_steps_per_s": 100.0, "is_default": False,
-         "prediction_error": -0.2, "corrected_error": -0.05},
-        {"name": "c", "predicted_rank": 5, "run_order": None, "measured_env_steps_per_s": 60.0, "is_default": True,
-         "prediction_error": 0.0, "corrected_error": 0.0},
-    ]
+    runs = [layout_run(Layout(2, 2, 2), 90.0, 0.1, 0.1, 1, 1), layout_run(Layout(1, 4, 2), 100.0, -0.2, -0.05, 2, 2),
+            layout_run(Layout(2, 2, 1), 60.0, 0.0, 0.0, 5, None, default=True)]
+    a, b, _ = (r.name for r in runs)
     out = summarize(runs, exhaustive=True, top=1)
     # the pick is what tune without --exhaustive writes: the best measured of the first --top it selected
-    assert out["winner"]["name"] == "b" and out["pick"]["name"] == "a"
-    assert summarize(runs, exhaustive=True, top=2)["pick"]["name"] == "b"
-    assert out["mean_abs_corrected_error"] == pytest.approx(0.05)
-    assert out["pick_over_default"] == [pytest.approx(1.5)]
-    assert out["exhaustive"]["pick_vs_best"] == pytest.approx(0.9)
-    assert out["exhaustive"]["pick_within_5_percent"] is False
-    assert out["exhaustive"]["pick_over_default_at_least_1_2x"] is True
-    assert out["mean_abs_prediction_error"] == pytest.approx(0.1)
-    assert "exhaustive" not in summarize(runs, exhaustive=False, top=1)
+    assert out.winner.name == b and out.pick.name == a
+    assert summarize(runs, exhaustive=True, top=2).pick.name == b
+    assert out.mean_abs_corrected_error == pytest.approx(0.05)
+    assert out.pick_over_default == [pytest.approx(1.5)]
+    assert out.exhaustive["pick_vs_best"] == pytest.approx(0.9)
+    assert out.exhaustive["pick_within_5_percent"] is False
+    assert out.exhaustive["pick_over_default_at_least_1_2x"] is True
+    assert out.mean_abs_prediction_error == pytest.approx(0.1)
+    assert summarize(runs, exhaustive=False, top=1).exhaustive is None
+    data = out.to_dict()
+    assert data["winner"]["name"] == b and data["winner"]["measured_env_steps_per_s"] == pytest.approx(100.0)
+    assert data["winner"]["prediction_error"] == pytest.approx(-0.2) and "exhaustive" in data
+    assert "exhaustive" not in summarize(runs, exhaustive=False, top=1).to_dict()
+
+
+def test_an_rlinf_file_holds_the_best_layout_rlinf_can_run_with_its_own_speed():
+    """A lookahead winner RLinf cannot express is named as such; the file gets the best barrier hybrid run."""
+    from behavior1k_fast.tools.rlinf_keys import rlinf_unsupported
+
+    lookahead = layout_run(Layout(1, 2, 1, "hybrid", "lookahead"), 120.0, 0.0, 0.0, 1, 1)
+    staged = layout_run(Layout(2, 1, 2, "process", "barrier"), 110.0, 0.0, 0.0, 2, 2)
+    barrier = layout_run(Layout(1, 2, 2, "hybrid", "barrier"), 95.0, 0.0, 0.0, 3, 3)
+    default = layout_run(Layout(2, 1, 1), 80.0, 0.0, 0.0, 4, None, default=True)
+    result = tune.TuneResult(machine={}, config={}, load_before=None, cores_free=2.0, left_out={}, defaults={})
+    result.runs = [lookahead, staged, barrier, default]
+    result.summary = summarize(result.runs, exhaustive=False, top=3)
+    base = RolloutProfile(chunk_size=10)
+    choice = tune._rlinf_choice(result, base)
+    assert choice.winner is lookahead and choice.run is barrier
+    assert choice.reasons and "schedule 'lookahead'" in choice.reasons[0]
+    assert rlinf_unsupported(staged.layout.profile(base)) and not rlinf_unsupported(barrier.layout.profile(base))
+    header = choice.header("ci")
+    assert header.splitlines()[0] == f"# behavior1k-fast tune: {barrier.name}, 95 env-steps/s measured on ci"
+    assert f"not the measured winner {lookahead.name} (120 env-steps/s): RLinf cannot run it" in header
+    assert "RLinf cannot run the winner" in choice.format() and "95 env-steps/s measured (79% of the winner)" in choice.format()
+    assert choice.to_dict()["winner_runs_in_rlinf"] is False
+    result.runs = [barrier, default]
+    result.summary = summarize(result.runs, exhaustive=False, top=3)
+    plain = tune._rlinf_choice(result, base)
+    assert plain.run is barrier and plain.reasons == () and "not the measured winner" not in plain.header("ci")
 
 
 def test_feedback_corrects_a_family_by_its_measured_ratio_and_others_by_all_runs():
@@ -170,7 +213,7 @@ def test_feedback_corrects_a_family_by_its_measured_ratio_and_others_by_all_runs
     feedback.add(process, predicted_ms=10.0, measured_ms=9.0)
     assert feedback.factor(process) == pytest.approx(0.9)
     assert feedback.factor(Layout(2, 2, 1)) == pytest.approx(1.2)  # one stage: median of all three
-    assert tune.family(Layout(2, 2, 1, "hybrid", "async")) == ("one stage", "async")
+    assert tune._family(Layout(2, 2, 1, "hybrid", "async")) == ("one stage", "async")
 
 
 @pytest.mark.parametrize("layout", [Layout(2, 4, 2, "hybrid", "async"), Layout(4, 1, 2, "process", "barrier")])
@@ -265,10 +308,44 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
 
     from behavior1k_fast.tools.rlinf_keys import rlinf_overrides
 
-    assert yaml.safe_load((tmp_path / "tune_ci.rlinf.yaml").read_text()) == rlinf_overrides(profile)
+    # the RLinf file holds the layout its JSON names (the winner where RLinf can run it), with its speed
+    chosen = next(r for r in runs if r["name"] == result["rlinf"]["layout"])
+    rlinf_text = (tmp_path / "tune_ci.rlinf.yaml").read_text()
+    assert yaml.safe_load(rlinf_text) == rlinf_overrides(Layout(chosen["processes"], chosen["envs_per_process"],
+                                                                chosen["pipeline_stages"], chosen["partition"],
+                                                                chosen["schedule"]).profile(RolloutProfile(chunk_size=profile.chunk_size)))
+    assert chosen["schedule"] == "barrier" and f"{chosen['measured_env_steps_per_s']:.0f} env-steps/s" in rlinf_text
+    assert result["rlinf"]["winner_runs_in_rlinf"] == (chosen["name"] == winner["name"])
     curve = result["calibration"]["t_model_by_batch"]
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
-    assert winner["name"] in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert winner["name"] in out and "RLinf keys: rollout.pipeline_stage_num=" in out
+    assert f"{tmp_path / 'tune_ci.rlinf.yaml'}" in out.splitlines()[-1]  # the "wrote" line names every file
+
+
+@pytest.mark.slow
+def test_a_full_results_disk_prints_the_measurement_then_one_line_and_exit_74(tmp_path, monkeypatch, capsys):
+    """``tune --format rlinf`` on a disk that refuses every write: the table is printed, the error is one line
+    naming the file, and no empty or temporary file is left."""
+    import errno
+    import os
+
+    from behavior1k_fast.tools.measure.files import EXIT_WRITE_FAILED
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    code = main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "1", "--top", "1",
+                 "--rounds", "1", "--out-dir", str(tmp_path), "--tag", "full", "--format", "rlinf"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_WRITE_FAILED
+    assert "| layout | run |" in out and "winner (measured):" in out and "RLinf keys: " in out
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"behavior1k-fast tune: error: cannot write {tmp_path / 'tune_full.yaml'}: No space left on device (the "
+        f"results above were measured but not saved)")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_lead_hides_the_forward_up_to_all_but_one_step_of_the_chunk():
@@ -317,3 +394,17 @@ def test_the_env_probe_steps_its_processes_side_by_side_and_samples_every_worker
     samples = tune.measure_env_chunks(factory, base, 2, 2, 2, policy, config)
     assert len(samples) == 3 * 2 * 2  # rounds x stages x workers
     assert all(s > 0 for s in samples)
+
+
+def test_the_rlinf_file_given_as_a_profile_is_refused_with_the_flat_yaml_named(tmp_path):
+    import yaml
+
+    from behavior1k_fast.tools.rlinf_keys import rlinf_overrides
+
+    nested = tmp_path / "tune_ci.rlinf.yaml"
+    nested.write_text(yaml.safe_dump(rlinf_overrides(RolloutProfile(pipeline_stages=2, total_num_envs=4)), sort_keys=False))
+    with pytest.raises(ValueError) as err:
+        RolloutProfile.from_yaml(nested)
+    message = str(err.value)
+    assert "unknown profile key 'rollout'" in message and "RLinf's nested config keys" in message
+    assert "BEHAVIOR1K_FAST, take the flat YAML (tune's tune_<tag>.yaml)" in message and "\n" not in message

@@ -12,6 +12,7 @@ import pytest
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.patching import DISABLED, PENDING, PatchOutcome, PatchReport, autoapply
 from behavior1k_fast.patching import omnigibson as patching
+from behavior1k_fast.patching import registry
 from behavior1k_fast.tools import doctor
 
 
@@ -115,7 +116,27 @@ def fresh_startup(monkeypatch):
     patching.revert()
 
 
+@pytest.mark.parametrize("value, on", [(None, False), ("", False), ("0", False), ("false", False), ("No", False),
+                                       (" OFF ", False), ("1", True), ("true", True), ("Yes", True), ("ON", True)])
+def test_strict_reads_0_false_no_off_as_off_and_1_true_yes_on_as_on_in_any_case(value, on, monkeypatch):
+    if value is None:
+        monkeypatch.delenv(autoapply.STRICT_VAR, raising=False)
+    else:
+        monkeypatch.setenv(autoapply.STRICT_VAR, value)
+    assert autoapply.strict() is on
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "ture"])
+def test_strict_refuses_any_other_value_in_one_line_naming_it(value, monkeypatch):
+    monkeypatch.setenv(autoapply.STRICT_VAR, value)
+    with pytest.raises(ValueError, match=rf"^BEHAVIOR1K_FAST_STRICT='{value}' is neither on \(1/true/yes/on\) nor "
+                                         r"off \(0/false/no/off or empty\), in any case$"):
+        autoapply.strict()
+
+
 def test_at_startup_applies_once_per_value(monkeypatch, fresh_startup, tmp_path):
+    # hermetic: the OmniGibson patches wait for `import omnigibson` whether or not it is installed here
+    monkeypatch.setattr(registry, "_installed", lambda top: True)
     monkeypatch.setenv("BEHAVIOR1K_FAST", "rlinf")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     record = autoapply.at_startup()

@@ -14,6 +14,7 @@ from behavior1k_fast.core.checks import (
     check_optional_positive_int,
     check_positive_int,
     check_seconds,
+    shown,
 )
 
 
@@ -91,3 +92,13 @@ def test_machine_limits_come_from_cores_and_memory():
         small.check_memory("a table", 5 * 2**30)
     here = MachineLimits.here()
     assert here.cores >= 1 and here.memory_bytes > 2**28 and here is MachineLimits.here()
+
+
+def test_a_value_in_a_message_is_shown_cut_short_at_any_size():
+    assert shown(4) == "4" and shown("rgb") == "'rgb'" and shown([1, 2]) == "[1, 2]"
+    nested = [[list(range(1000))] * 1000] * 1000  # 10**9 leaves, shared: repr would never end
+    assert shown(nested).startswith("[[[0, 1, 2,") and len(shown(nested)) <= 200
+    assert len(shown("x" * 10**6)) <= 200
+    with pytest.raises(TypeError, match=r"^n must be an int, got \[\[\[0, 1,") as info:
+        check_int("n", nested)
+    assert len(str(info.value)) < 250

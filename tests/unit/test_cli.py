@@ -84,6 +84,7 @@ def no_heavy_work(monkeypatch):
 def files(tmp_path):
     (tmp_path / "typo.yaml").write_text("resolutoin: 32\n")
     (tmp_path / "broken.yaml").write_text("resolution: [32\n")
+    (tmp_path / "abc.yaml").write_text("resolution: abc\n")
     (tmp_path / "not_a_dir").write_text("")
     return tmp_path
 
@@ -109,6 +110,9 @@ BAD_INPUT = [
      "unknown reference config key 'resolutoin'; did you mean 'resolution'?"),
     (["bench", "--backend-config", "{files}/broken.yaml"], "broken.yaml': invalid YAML at line 2, column 1"),
     (["bench", "--backend-config", "{files}/absent.yaml"], "absent.yaml': No such file or directory"),
+    (["bench", "--backend-config", "{files}/abc.yaml"], "resolution must be a (height, width) pair, got 'abc'"),
+    (["tune", "--backend-config", "{files}/abc.yaml"], "resolution must be a (height, width) pair, got 'abc'"),
+    (["validate", "--backend-config", "{files}/abc.yaml"], "resolution must be a (height, width) pair, got 'abc'"),
     (["bench", "--out-dir", "{files}/not_a_dir"], "--out-dir='{files}/not_a_dir' is not a writable directory"),
     (["bench", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),
     (["tune", "--resolution", "7"], "--resolution 7: the benchmark policy cuts each rgb image into 16x16 patches"),

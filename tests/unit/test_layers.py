@@ -101,3 +101,48 @@ def test_the_checker_sees_function_local_and_relative_imports():
     tools = GRAPH[f"{PACKAGE}.tools.validate"]
     assert f"{PACKAGE}.rollout.bootstrap" in tools and f"{PACKAGE}.backends" in tools
     assert f"{PACKAGE}.core.contract" in GRAPH[f"{PACKAGE}.rollout.bootstrap"]
+
+
+def test_importing_the_rollout_layer_imports_no_simulator_patch_set():
+    """The engine never imports a backend, nor a simulator's patch set: the inline transport restores the
+    patch set its workers' factories name, found by name (issue 29), and the package root imports the
+    OmniGibson set's ``apply`` / ``revert`` / ``status`` on first use."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "BEHAVIOR1K_FAST"}  # no start-up hook
+    env["PYTHONPATH"] = str(ROOT.parent)
+    probe = ("import sys, behavior1k_fast.rollout, behavior1k_fast.rollout.transports; "
+             "print([m for m in sys.modules if 'patching.omnigibson' in m])")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    late = subprocess.run([sys.executable, "-c", "import behavior1k_fast, sys; print(behavior1k_fast.apply.__module__)"],
+                          env=env, capture_output=True, text=True, check=True)
+    assert late.stdout.strip() == f"{PACKAGE}.patching.omnigibson"
+
+
+@pytest.mark.parametrize("module, names", [
+    ("executors", ["Supervisor", "make_executor", "ProcessTransport", "InlineTransport", "EXECUTORS", "placeholder"]),
+    ("transport", ["Transport", "RESTART_HINT"]),
+])
+def test_the_moved_rollout_modules_still_import_with_a_deprecation_warning(module, names):
+    """Issue 29 moved them (``supervision``, ``transports/``); the old paths keep working, and say where."""
+    import importlib
+    import sys
+
+    from behavior1k_fast.rollout import supervision, transports
+
+    sys.modules.pop(f"{PACKAGE}.rollout.{module}", None)
+    with pytest.warns(DeprecationWarning, match=f"{PACKAGE}.rollout.{module} is deprecated"):
+        old = importlib.import_module(f"{PACKAGE}.rollout.{module}")
+    for name in names:
+        assert getattr(old, name) is getattr(supervision, name, None) or getattr(old, name) is getattr(transports, name)
+
+
+def test_the_schedules_old_surface_name_is_the_driver_with_a_warning():
+    from behavior1k_fast.rollout import schedules
+    from behavior1k_fast.rollout.driver import EngineDriver
+
+    with pytest.warns(DeprecationWarning, match="EngineDriver"):
+        assert schedules.EngineSurface is EngineDriver

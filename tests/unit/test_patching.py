@@ -20,7 +20,6 @@ from behavior1k_fast.patching import (
     Patch,
     PatchError,
     PatchRegistry,
-    resolve,
 )
 from behavior1k_fast.patching import omnigibson as patching
 from behavior1k_fast.core.profile import RolloutProfile
@@ -145,6 +144,39 @@ def test_apply_report_and_behaviour(upstream):
     reg.revert()
 
 
+class MovedTarget(Patch):
+    """Declares ``Sensor.read`` but, on this layout, binds ``Sensor.make`` (its target moved)."""
+
+    name = "moved_target"
+    module = "fakeog.area"
+    targets = ("Sensor.read",)
+    knobs = ()
+
+    def wanted(self, profile):
+        return True
+
+    def bound_targets(self, module):
+        return (f"{module.__name__}.Sensor.make",)
+
+    def install(self, module, profile, ctx):
+        ctx.wrap(module.Sensor, "make", lambda wrapped, instance, args, kwargs: "moved-" + wrapped())
+
+
+def test_the_report_says_what_each_patch_was_installed_on(upstream):
+    """``apply()``'s and ``status()``'s outcome names the target the patch bound on the loaded layout, and
+    ``plan()`` the one it would bind; a patch that does not override ``bound_targets`` names its declared ones."""
+    importlib.import_module("fakeog.area")
+    reg = PatchRegistry([DoubleRead(), MovedTarget()])
+    planned = reg.plan(FAST)["moved_target"]
+    assert planned.reason == "needed: would be installed on fakeog.area.Sensor.make"
+    report = reg.apply(FAST)
+    for outcome in (report["moved_target"], reg.status()["moved_target"]):
+        assert outcome.reason == "installed on fakeog.area.Sensor.make"
+        assert outcome.targets == ("fakeog.area.Sensor.make",)
+    assert report["double_read"].reason == "installed on fakeog.area.Sensor.read"
+    reg.revert()
+
+
 def test_apply_twice_is_apply_once_and_revert_restores_identity(upstream, monkeypatch):
     monkeypatch.delenv("B1KF_TEST_THREADS", raising=False)
     area = importlib.import_module("fakeog.area")
@@ -249,14 +281,6 @@ def test_bad_profile_argument_is_a_type_error():
 def test_duplicate_patch_name_is_rejected():
     with pytest.raises(ValueError, match="already registered"):
         PatchRegistry([DoubleRead(), DoubleRead()])
-
-
-def test_resolve_names_missing_targets(upstream):
-    area = importlib.import_module("fakeog.area")
-    owner, attr = resolve(area, "Sensor.read")
-    assert owner is area.Sensor and attr == "read"
-    with pytest.raises(AttributeError, match="fakeog.area.Sensor.nope does not exist"):
-        resolve(area, "Sensor.nope")
 
 
 def _child_applies(profile_dict, patch_set, queue):

@@ -1,6 +1,8 @@
 """No module under ``behavior1k_fast/rollout/`` reads a ``_``-prefixed attribute of anything but ``self`` /
 ``cls``: the schedules, transports and supervisor talk through public surfaces (issue 19), so a private can
-change without breaking another module, and a dependency through an ``Any``-typed attribute is visible."""
+change without breaking another module, and a dependency through an ``Any``-typed attribute is visible.
+A schedule imports nothing of the rollout layer but the driver face (``rollout/driver.py``, issue 29), and
+the engine's own public names are the user's face."""
 
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ MODULES = sorted(ROLLOUT.rglob("*.py"))
 
 def test_the_check_covers_the_rollout_layer_and_its_schedules():
     names = {p.relative_to(ROLLOUT).as_posix() for p in MODULES}
-    assert {"engine.py", "executors.py", "schedules/barrier.py", "schedules/asynchronous.py"} <= names
+    assert {"engine.py", "driver.py", "supervision.py", "transports/process.py", "schedules/barrier.py",
+            "schedules/asynchronous.py"} <= names
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROLLOUT).as_posix())
@@ -54,3 +57,39 @@ def test_no_rollout_module_reads_another_objects_private_attribute(path):
 ])
 def test_the_checker_flags_private_reads_through_any_receiver_but_self_and_cls(source, expected):
     assert private_reads(source) == expected
+
+
+SCHEDULES = sorted((ROLLOUT / "schedules").glob("*.py"))
+
+
+def rollout_imports(source: str, package: str) -> set[str]:
+    """The ``behavior1k_fast.rollout`` modules ``source`` (a module of ``package``) imports, anywhere in its
+    text, by their dotted names relative to the rollout layer (``"driver"``, ``"schedules.base"``)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            target = ".".join((base[: len(base) - node.level + 1] if node.level else []) + [node.module or ""])
+            targets = [target.strip(".")]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target.startswith("behavior1k_fast.rollout."):
+                found.add(target[len("behavior1k_fast.rollout."):])
+    return found
+
+
+def test_the_import_reader_resolves_relative_imports_of_a_schedule():
+    source = "from ..driver import EngineDriver\nfrom .base import Schedule\nfrom ...core.profile import X\n"
+    assert rollout_imports(source, "behavior1k_fast.rollout.schedules") == {"driver", "schedules.base"}
+    assert rollout_imports("from ..engine import RolloutEngine", "behavior1k_fast.rollout.schedules") == {"engine"}
+
+
+@pytest.mark.parametrize("path", SCHEDULES, ids=lambda p: p.name)
+def test_a_schedule_imports_only_the_driver_face_of_the_rollout_layer(path):
+    imported = rollout_imports(path.read_text(), "behavior1k_fast.rollout.schedules")
+    others = sorted(m for m in imported if m != "driver" and not m.startswith("schedules"))
+    assert not others, f"schedules/{path.name} imports {others}; a schedule is built on rollout/driver.py only"
+

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from behavior1k_fast.core.profile import KNOWN_MODALITIES, RolloutProfile
+from behavior1k_fast.core.profile import KNOWN_MODALITIES, YAML_MAX_NODES, RolloutProfile, parse_yaml
 
 
 def test_defaults_are_the_fast_path():
@@ -127,3 +127,46 @@ def test_from_yaml_tells_a_missing_file_from_yaml_text_and_names_the_line_of_a_s
     with pytest.raises(ValueError, match="profile YAML text: invalid YAML at line 2, column 13: mapping values"):
         RolloutProfile.from_yaml("chunk_size: 8\n  bad indent: 1\n")
     assert RolloutProfile.from_yaml("{chunk_size: 8}").chunk_size == 8
+
+
+def alias_bomb(levels: int, width: int = 9) -> str:
+    """A profile whose one field is ``levels`` lists of ``width`` aliases of the list before: a few hundred
+    bytes that expand to ``width ** levels`` values."""
+    lists = [f"&a0 [{', '.join(['x'] * width)}]"]
+    lists += [f"&a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return f"chunk_size: [{', '.join(lists)}]\n"
+
+
+def test_a_yaml_alias_bomb_is_a_one_line_error_naming_the_file_before_anything_expands_it(tmp_path):
+    bomb = alias_bomb(8)
+    assert len(bomb) < 500
+    with pytest.raises(ValueError, match="profile YAML text: YAML holds more than .* once its aliases are expanded"):
+        parse_yaml(bomb, "profile YAML text")
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb)
+    with pytest.raises(ValueError, match=f"{path}: YAML holds more than {YAML_MAX_NODES} values") as info:
+        RolloutProfile.from_yaml(path)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_yaml_aliases_within_the_bound_load_and_an_alias_inside_its_own_node_is_refused():
+    assert parse_yaml("a: &m [rgb, proprio]\nb: *m\n", "t") == {"a": ["rgb", "proprio"], "b": ["rgb", "proprio"]}
+    with pytest.raises(ValueError, match="t: YAML holds more than .* an alias inside the node it names"):
+        parse_yaml("a: &m [1, *m]\n", "t")
+    with pytest.raises(ValueError, match="t: YAML nested deeper than"):
+        parse_yaml("[" * 5000 + "]" * 5000, "t")
+
+
+def test_a_huge_value_is_cut_short_in_the_error_message():
+    with pytest.raises(TypeError, match=r"^chunk_size must be an int >= 1, got \[\[0, 0, ") as info:
+        RolloutProfile.from_dict({"chunk_size": [[0] * 1000] * 1000})
+    assert len(str(info.value)) < 300
+    with pytest.raises(TypeError, match=r"must hold a mapping of profile keys .*got list \['x', ") as info:
+        RolloutProfile.from_yaml("[" + ", ".join(["x"] * 10000) + "]")
+    assert len(str(info.value)) < 400
+
+
+def test_the_auto_lead_is_capped_at_a_quarter_of_the_chunk_and_at_least_one_step():
+    from behavior1k_fast.core.profile import auto_lead_cap
+
+    assert [auto_lead_cap(n) for n in (1, 2, 4, 7, 8, 32)] == [0, 1, 1, 1, 2, 8]

@@ -29,7 +29,7 @@ from ...core.checks import check_int, check_positive_int
 from ...core.contract import check_actions, check_env_indices
 from ...core.profile import RolloutProfile
 from ...patching.omnigibson.layout import is_multi_scene, steps_per_env
-from .config import rescale_env_config, slim_config
+from .config import check_env_config, rescale_env_config, slim_config
 
 SEPARATOR = "::"
 
@@ -195,12 +195,13 @@ class OmniGibsonBackendFactory:
     patch_set: ClassVar[str] = "behavior1k_fast.patching.omnigibson"
 
     def build_config(self, profile: RolloutProfile, num_envs: int | None = None) -> dict:
-        """The env config the worker builds: slimmed, rescaled for ``profile.pipeline_stages``, no auto-reset,
-        without ``env.num_envs`` (ValueError when it differs from ``num_envs``)."""
-        config = dict(self.config)  # slim_config and rescale_env_config return deep copies
+        """The env config the worker builds: slimmed, rescaled for ``profile.stages_sharing_physics``, no
+        auto-reset, without ``env.num_envs`` (ValueError when it differs from ``num_envs``; TypeError for a config
+        of another shape: :func:`~.config.check_env_config`)."""
+        config = dict(check_env_config(self.config))  # slim_config and rescale_env_config return deep copies
         if profile.obs_modalities is not None:
             config = slim_config(config, profile.obs_modalities).config
-        config, _ = rescale_env_config(config, profile.pipeline_stages, profile.physics_rescale, self.headless)
+        config, _ = rescale_env_config(config, profile.stages_sharing_physics, profile.physics_rescale, self.headless)
         env = config.setdefault("env", {})
         asked = env.pop("num_envs", None)
         if asked is not None and num_envs is not None and asked != num_envs:

@@ -1,5 +1,7 @@
 """OmniGibson env configs for the fast path: only the consumed modalities, frequencies rescaled for K stages.
 
+- :func:`check_env_config` checks the shape OmniGibson reads (its sections are mappings, ``robots`` a list
+  of them), naming the key and value of the first that is not.
 - :func:`slim_config` turns a stock OmniGibson env config into one that produces only the consumed
   modalities (robot ``obs_modalities`` and ``sensor_config`` overrides, no external sensors, no wrapper
   that adds modalities) and lists what it removed.
@@ -16,6 +18,7 @@ per own action are those of :mod:`behavior1k_fast.core.frequencies`.
 from __future__ import annotations
 
 import copy
+import reprlib
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -29,6 +32,34 @@ from ...patching.omnigibson.layout import class_in
 UPSTREAM_ROBOT_MODALITIES = ("rgb", "proprio")
 #: Wrappers that add modalities to every camera (``learning/wrappers``).
 MODALITY_ADDING_WRAPPERS = ("DefaultWrapper", "RichObservationWrapper")
+
+
+#: Sections of an env config that hold one mapping each (or null); ``robots`` holds a list of mappings.
+MAPPING_SECTIONS = ("env", "render", "scene", "task", "wrapper")
+
+
+def _shown(value: Any) -> str:
+    """``value`` in a message: its type and a shortened repr; ``None`` (an empty YAML document) as such."""
+    return "nothing (an empty document)" if value is None else f"{type(value).__name__} {reprlib.repr(value)}"
+
+
+def check_env_config(config: Any) -> Mapping[str, Any]:
+    """``config`` once it has the shape OmniGibson reads (module docs); TypeError naming the key and value
+    otherwise (the value shortened)."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"the env config must be a mapping of sections (env, scene, robots, task, ...), got "
+                        f"{_shown(config)}")
+    for key in MAPPING_SECTIONS:
+        value = config.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"env config key {key!r} must be a mapping of its settings, got {_shown(value)}")
+    robots = config.get("robots")
+    if robots is not None and not isinstance(robots, (list, tuple)):
+        raise TypeError(f"env config key 'robots' must be a list of robot configs, got {_shown(robots)}")
+    for i, robot in enumerate(robots or ()):
+        if not isinstance(robot, Mapping):
+            raise TypeError(f"env config key robots[{i}] must be a mapping of robot settings, got {_shown(robot)}")
+    return config
 
 
 @dataclass(frozen=True)
@@ -151,13 +182,14 @@ def env_frequencies(config: Mapping[str, Any], headless: bool = True) -> Frequen
 
 
 def rescale_env_config(
-    config: Mapping[str, Any], stages: int, mode: str = "divide_physics", headless: bool = True
+    config: Mapping[str, Any], stages_sharing_physics: int, mode: str = "divide_physics", headless: bool = True
 ) -> tuple[dict, StageTiming]:
-    """A copy of ``config`` with frequencies for ``stages`` pipeline stages under ``mode``, and the timing.
+    """A copy of ``config`` with frequencies for ``stages_sharing_physics`` stages sharing its physics
+    (``RolloutProfile.stages_sharing_physics``) under ``mode``, and the timing.
 
     ``timing.sim_seconds_per_own_action`` is the simulated time each env experiences per own action;
-    an impossible ``stages`` raises ValueError listing the valid stage counts."""
-    timing = rescale_for_stages(env_frequencies(config, headless), stages, mode)
+    an impossible ``stages_sharing_physics`` raises ValueError listing the valid stage counts."""
+    timing = rescale_for_stages(env_frequencies(config, headless), stages_sharing_physics, mode)
     out = copy.deepcopy(dict(config))
     env = out.setdefault("env", {})
     freqs = timing.frequencies

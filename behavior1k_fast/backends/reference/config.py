@@ -25,8 +25,9 @@ behavior_like`, with values from published figures:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ...core.checks import check_int
+from ...core.checks import check_int, shown
 from ...core.frequencies import Frequencies
 
 #: Cameras every env carries: the robot's head camera and one camera on each wrist.
@@ -45,6 +46,15 @@ SETTLE_DROP = 0.05
 BEHAVIOR_SETTLE_STEPS = 125
 #: ``contact_iterations`` of :meth:`ReferenceConfig.behavior_like` (module docs).
 BEHAVIOR_CONTACT_ITERATIONS = 13
+
+
+def check_resolution(value: Any) -> tuple[int, int]:
+    """``value`` (the ``resolution`` key) as a ``(height, width)`` pair of ints in ``[1, MAX_RESOLUTION]``
+    pixels; ``TypeError`` / ``ValueError`` naming the key and the value otherwise."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"resolution must be a (height, width) pair, got {shown(value)}")
+    return tuple(check_int(f"resolution {side} (pixels)", v, 1, MAX_RESOLUTION)
+                 for side, v in zip(("height", "width"), value))
 
 
 def _omnigibson_default_frequencies() -> Frequencies:
@@ -75,12 +85,7 @@ class ReferenceConfig:
     contact_iterations: int = 0
 
     def __post_init__(self) -> None:
-        res = self.resolution
-        if not isinstance(res, (tuple, list)) or len(res) != 2:
-            raise TypeError(f"resolution must be a (height, width) pair, got {res!r}")
-        for name, value in zip(("height", "width"), res):
-            check_int(f"resolution {name} (pixels)", value, 1, MAX_RESOLUTION)
-        object.__setattr__(self, "resolution", tuple(int(v) for v in res))
+        object.__setattr__(self, "resolution", check_resolution(self.resolution))
         if not isinstance(self.frequencies, Frequencies):
             raise TypeError(f"frequencies must be a behavior1k_fast.core.frequencies.Frequencies, got {self.frequencies!r}")
         if not self.frequencies.headless:

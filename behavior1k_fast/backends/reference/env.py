@@ -124,7 +124,7 @@ class ReferenceVectorEnv:
         self.profile = profile
         self.config = config
         self.timing: StageTiming = rescale_for_stages(
-            config.frequencies, profile.pipeline_stages, profile.physics_rescale
+            config.frequencies, profile.stages_sharing_physics, profile.physics_rescale
         )
         self.frequencies: Frequencies = self.timing.frequencies
         self.vision_modalities, self.proprio = resolve_modalities(profile.obs_modalities)
@@ -396,4 +396,4 @@ class ReferenceFactory:
         check_positive_int("num_envs", num_envs)
         check_int("seed", seed, 0)
         resolve_modalities(profile.obs_modalities)
-        rescale_for_stages(self.config.frequencies, profile.pipeline_stages, profile.physics_rescale)
+        rescale_for_stages(self.config.frequencies, profile.stages_sharing_physics, profile.physics_rescale)

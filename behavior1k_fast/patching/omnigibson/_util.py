@@ -9,8 +9,8 @@ import inspect
 import sys
 from typing import Any, Callable, Iterator
 
-from ..registry import Knobs, Patch, PatchContext, UpstreamLayoutError
-from .layout import source_of
+from ..registry import Knobs, Patch, PatchContext
+from .layout import KitLauncher, kit_launch_reason, kit_launcher, rtx_reason
 
 
 def simulator() -> Any:
@@ -48,29 +48,38 @@ def instance_override(obj: Any, attr: str, value: Any) -> Iterator[None]:
 
 
 class LaunchAppPatch(Patch):
-    """A change around ``omnigibson.simulator._launch_app`` (the Isaac Sim / Kit app start).
+    """A change around the Kit app launch: ``omnigibson.simulator._launch_app``, or on the render/physics-backend
+    layout ``launch_kit_app`` of the kit render backend's module (:func:`~.layout.kit_launcher`; the simulator
+    module is what the registry waits for, as it imports the render backends). Where the layout launches no
+    Kit app, or (``rtx``) cameras do not render through Kit, the patch is not applicable there.
 
     Subclasses implement :meth:`launch`, which must call ``start()`` once and return its app."""
 
     module = "omnigibson.simulator"
     targets = ("_launch_app",)
     upstream_file = "omnigibson/simulator.py"
+    #: Whether the change is to Kit's RTX renderer (not applicable where cameras render through another backend).
+    rtx: bool = False
 
     def skip_reason(self, module: Any) -> str | None:
-        launch = getattr(module, "_launch_app", None)
-        if not callable(launch):
-            raise UpstreamLayoutError(f"{module.__name__}._launch_app is missing: unsupported OmniGibson layout")
-        return self.upstream_has_it(module, source_of(launch))
+        launcher = kit_launcher(module)
+        reason = kit_launch_reason(module) or (rtx_reason(module) if self.rtx else None)
+        return reason or self.upstream_has_it(launcher)
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        """Why upstream's launch already does this (feature detection), or ``None``."""
+    def bound_targets(self, module: Any) -> tuple[str, ...]:
+        return (kit_launcher(module).qualname,)
+
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        """Why upstream's launch (``launcher``) already does this (feature detection), or ``None``."""
         return None
 
     def install(self, module: Any, profile: Knobs, ctx: PatchContext) -> None:
+        launcher = kit_launcher(module)
+
         def launch_app(wrapped, instance, args, kwargs):
-            return self.launch(module, profile, lambda: wrapped(*args, **kwargs))
+            return self.launch(launcher, profile, lambda: wrapped(*args, **kwargs))
 
-        ctx.wrap(module, "_launch_app", launch_app)
+        ctx.wrap(launcher.module, launcher.function, launch_app)
 
-    def launch(self, module: Any, profile: Knobs, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: Knobs, start: Callable[[], Any]) -> Any:
         raise NotImplementedError

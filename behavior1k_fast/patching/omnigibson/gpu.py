@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ...core.gpus import CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID, binding_env, physical_gpu
 from ..registry import Knobs, Patch, PatchContext
+from .layout import KitLauncher
 from .runtime import KitArgsPatch, launch_with_kit_args
 
 #: Kit setting paths of the renderer and physics device.
@@ -64,7 +65,7 @@ class KitRendererGpuPatch(KitArgsPatch):
     def wanted(self, profile: Knobs) -> bool:
         return profile.gpu_ids is not None
 
-    def launch(self, module: Any, profile: Knobs, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: Knobs, start: Callable[[], Any]) -> Any:
         settings = kit_gpu_settings(physical_gpu(0, os.environ))  # gpu_binding left one visible GPU
         args = [f"--{path}={value}" for path, value in settings.items()]
-        return launch_with_kit_args(module, args, settings, start)
+        return launch_with_kit_args(launcher, args, settings, start)

@@ -1,9 +1,21 @@
 """Which OmniGibson layout is loaded: the one home of feature detection for the patch set and the backend.
 
-Two upstream layouts exist:
+Two upstream env layouts exist:
 
 - single-scene (PyPI 1.1.1, v3.7.x): one ``Environment`` per env, a ``VectorEnvironment`` steps N of them;
 - multi-scene (main, #2329): one ``Environment`` owns ``num_envs`` scenes and has no ``_post_step``.
+
+And two launch layouts (:func:`kit_launcher`):
+
+- the simulator's own ``_launch_app`` builds the Kit app (1.1.1, v3.7, main, the Isaac Sim 6.0 work);
+- the render/physics-backend refactor: ``simulator`` picks its backends from ``RENDER_BACKENDS`` /
+  ``PHYSICS_BACKENDS`` (``gm.RENDER_BACKEND``, ``gm.PHYSICS_BACKEND``), its ``_launch_app`` only hands off to
+  ``PhysicsBackend.create_app()``, and Kit is built by ``launch_kit_app()`` in the module of the ``"kit"``
+  render backend (``omnigibson.render_backends.kit_backend``); camera capture goes through
+  ``og.sim.render_backend``. Where that layout launches no Kit app or renders with something other than
+  Kit, the launch and RTX patches are "not applicable on this layout" (:func:`kit_launch_reason`,
+  :func:`rtx_reason`), decided from ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` when the patch is applied
+  (set them before ``apply()`` or the import that applies it).
 
 Everything here reads the loaded classes (never a version number) and imports no simulator. The lookups
 (:func:`class_in`, :func:`raw_member`) raise :class:`~behavior1k_fast.patching.registry.UpstreamLayoutError`,
@@ -13,6 +25,8 @@ which the registry reports as "unsupported upstream layout".
 from __future__ import annotations
 
 import inspect
+import sys
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..registry import UpstreamLayoutError
@@ -83,3 +97,82 @@ def multi_scene_reason(env_base: Any) -> str | None:
     """:data:`MULTI_SCENE_REASON` when ``env_base`` (the ``omnigibson.envs.env_base`` module) holds main's
     multi-scene ``Environment``, else ``None``."""
     return MULTI_SCENE_REASON if is_multi_scene(getattr(env_base, "Environment", None)) else None
+
+
+#: The prefix of every reason a patch gives where its target does not exist on the loaded layout.
+NOT_APPLICABLE = "not applicable on this layout"
+#: The render backend whose module builds the Kit app on the render/physics-backend layout.
+KIT_RENDER_BACKEND = "kit"
+#: The physics backend that runs inside Kit (its ``create_app()`` calls ``launch_kit_app()``).
+KIT_PHYSICS_BACKEND = "physx"
+
+
+def is_render_backend_layout(simulator: Any) -> bool:
+    """Whether ``simulator`` (the ``omnigibson.simulator`` module) is the render/physics-backend refactor's: it
+    picks its render backend from the ``RENDER_BACKENDS`` registry and its ``_launch_app`` hands the launch to
+    the physics backend's ``create_app()`` (feature probe)."""
+    launch = getattr(simulator, "_launch_app", None)
+    return (isinstance(getattr(simulator, "RENDER_BACKENDS", None), dict) and callable(launch)
+            and ".create_app()" in source_of(launch))
+
+
+@dataclass(frozen=True)
+class KitLauncher:
+    """Where the loaded layout builds the Kit app: the function ``function`` of ``module``."""
+
+    module: Any
+    function: str
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module.__name__}.{self.function}"
+
+    @property
+    def source(self) -> str:
+        return source_of(getattr(self.module, self.function))
+
+
+def kit_launcher(simulator: Any) -> KitLauncher:
+    """The function that builds the Kit app on the layout of ``simulator`` (the ``omnigibson.simulator``
+    module): its own ``_launch_app``, or on the render/physics-backend layout ``launch_kit_app`` of the module
+    that defines ``RENDER_BACKENDS["kit"]``. UpstreamLayoutError naming what is missing."""
+    if not callable(getattr(simulator, "_launch_app", None)):
+        raise UpstreamLayoutError(f"{simulator.__name__}._launch_app is missing: unsupported OmniGibson layout")
+    if not is_render_backend_layout(simulator):
+        return KitLauncher(simulator, "_launch_app")
+    backend = simulator.RENDER_BACKENDS.get(KIT_RENDER_BACKEND)
+    module = sys.modules.get(getattr(backend, "__module__", ""))
+    if module is None or not callable(getattr(module, "launch_kit_app", None)):
+        raise UpstreamLayoutError(
+            f"{simulator.__name__}.RENDER_BACKENDS[{KIT_RENDER_BACKEND!r}] has no module with launch_kit_app: "
+            "unsupported render-backend layout"
+        )
+    return KitLauncher(module, "launch_kit_app")
+
+
+def _backends() -> tuple[Any, Any]:
+    gm = sys.modules["omnigibson.macros"].gm
+    return gm.get("PHYSICS_BACKEND", KIT_PHYSICS_BACKEND), gm.get("RENDER_BACKEND", KIT_RENDER_BACKEND)
+
+
+def kit_launch_reason(simulator: Any) -> str | None:
+    """Why no Kit app is launched on this layout (``None``: one is): on the render/physics-backend layout only
+    the ``physx`` physics backend and the ``kit`` render backend reach ``launch_kit_app()``."""
+    if not is_render_backend_layout(simulator):
+        return None
+    physics, render = _backends()
+    if physics == KIT_PHYSICS_BACKEND or render == KIT_RENDER_BACKEND:
+        return None
+    return (f"{NOT_APPLICABLE}: gm.PHYSICS_BACKEND={physics!r} and gm.RENDER_BACKEND={render!r} launch no Kit app "
+            "(only PhysXBackend.create_app and the kit render backend reach launch_kit_app)")
+
+
+def rtx_reason(simulator: Any) -> str | None:
+    """Why Kit's RTX renderer draws no camera on this layout (``None``: it does): on the render/physics-backend
+    layout cameras render through ``gm.RENDER_BACKEND``, and only ``kit`` is RTX."""
+    if not is_render_backend_layout(simulator):
+        return None
+    render = _backends()[1]
+    if render == KIT_RENDER_BACKEND:
+        return None
+    return f"{NOT_APPLICABLE}: gm.RENDER_BACKEND={render!r}: cameras do not render through Kit's RTX renderer"

@@ -64,6 +64,9 @@ class NewKeywordsPatch(Patch):
         """The methods this patch changes on ``module``'s layout."""
         return self.methods
 
+    def bound_targets(self, module: Any) -> tuple[str, ...]:
+        return tuple(f"{self.module}.{self.owner}.{method.attr}" for method in self.methods_for(module))
+
     def wrapper_for(self, method: MethodPatch) -> Callable[..., Any]:
         """The wrapper one installation of ``method`` uses (default: ``method.wrapper`` itself)."""
         return method.wrapper

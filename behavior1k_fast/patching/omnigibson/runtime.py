@@ -10,6 +10,9 @@ streaming, render quality.
   go onto ``sys.argv`` at the moment upstream's ``_launch_app`` constructs ``SimulationApp`` (its
   ``lazy.<path>.SimulationApp`` is redirected for the launch, :func:`kit_app_hook`) and are taken off again
   after it. The values Kit ended up with are read back after launch (:func:`effective_kit_settings`).
+  Where the launch is depends on the layout (:func:`~.layout.kit_launcher`): the simulator's ``_launch_app``,
+  or on the render/physics-backend refactor ``launch_kit_app`` of the kit render backend, which builds the app
+  the same way (``lazy.isaacsim.SimulationApp``, ``sys.argv = [argv0]``).
 - ``argv[0]``: Kit skips ``sys.argv[0]`` as the script name; where ``_launch_app`` clears ``sys.argv`` to
   ``[]``, its first own argument is lost (#2178: Kit then recompiles its Vulkan pipelines on every launch), so
   the caller's ``argv[0]`` is put back in front when ``SimulationApp`` is constructed.
@@ -42,7 +45,7 @@ from ..registry import Patch, PatchContext, UpstreamLayoutError
 from ...core.checks import check_writable_dir
 from ...core.profile import RENDER_QUALITY_FIELDS, RTX_DESCRIPTOR_SETS_UPSTREAM, RolloutProfile
 from ._util import LaunchAppPatch
-from .layout import source_of
+from .layout import KitLauncher, kit_launcher, rtx_reason
 
 #: Kit setting path of each thread-cap knob.
 KIT_THREAD_SETTINGS = {
@@ -118,17 +121,24 @@ def _carb_settings(module: Any) -> Any:
     return module.lazy.carb.settings.get_settings()
 
 
+def _package_folder(module: Any) -> Path:
+    """The ``omnigibson/`` folder of the package module ``module`` (e.g. ``omnigibson.simulator``,
+    ``omnigibson.render_backends.kit_backend``) lives in: where the ``.kit`` experience files are."""
+    return Path(getattr(module, "__file__", "") or "./x").parents[max(module.__name__.count(".") - 1, 0)]
+
+
 def _has_opt_in_macro(module: Any, macro: str) -> bool:
     """Whether the simulator module defines ``m.<macro>``: ``patches/`` adds the launch settings as macros that
     default to off, so their presence in ``_launch_app`` does not mean the launch applies them."""
     macros = getattr(module, "m", None)
     return macros is not None and macro in macros
-def kit_app_path(launch_source: str) -> str:
-    """The ``omnigibson.lazy`` path of the class upstream's ``_launch_app`` builds the Kit app from
-    (``isaacsim`` on v3.7 and main, ``omni.isaac.kit`` on 1.1.1); ``UpstreamLayoutError`` where it builds none."""
+def kit_app_path(launch_source: str, function: str = "_launch_app") -> str:
+    """The ``omnigibson.lazy`` path of the class upstream's launch function (``function``, whose source is
+    ``launch_source``) builds the Kit app from (``isaacsim`` on v3.7, main and the render-backend layout,
+    ``omni.isaac.kit`` on 1.1.1); ``UpstreamLayoutError`` where it builds none."""
     match = _KIT_APP.search(launch_source)
     if match is None:
-        raise UpstreamLayoutError("_launch_app builds no lazy.<module>.SimulationApp: unsupported OmniGibson layout")
+        raise UpstreamLayoutError(f"{function} builds no lazy.<module>.SimulationApp: unsupported OmniGibson layout")
     return match[1]
 
 
@@ -148,10 +158,11 @@ class _Redirect:
 
 
 @contextlib.contextmanager
-def kit_app_hook(module: Any, before_start: Callable[[], None]) -> Iterator[None]:
-    """For the block, ``before_start()`` runs right before the simulator ``module``'s ``_launch_app`` constructs
-    its ``SimulationApp`` (through ``module.lazy``, redirected for the block; hooks nest)."""
-    path = f"{kit_app_path(source_of(module._launch_app))}.SimulationApp"
+def kit_app_hook(launcher: KitLauncher, before_start: Callable[[], None]) -> Iterator[None]:
+    """For the block, ``before_start()`` runs right before upstream's launch function (``launcher``) constructs
+    its ``SimulationApp`` (through its module's ``lazy``, redirected for the block; hooks nest)."""
+    module = launcher.module
+    path = f"{kit_app_path(launcher.source, launcher.function)}.SimulationApp"
 
     def hook(app_class: Any) -> Callable[..., Any]:
         def construct(*args: Any, **kwargs: Any) -> Any:
@@ -168,7 +179,8 @@ def kit_app_hook(module: Any, before_start: Callable[[], None]) -> Iterator[None
         module.lazy = lazy
 
 
-def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str], start: Callable[[], Any]) -> Any:
+def launch_with_kit_args(launcher: KitLauncher, args: list[str], read_back: Iterable[str],
+                         start: Callable[[], Any]) -> Any:
     """``start()`` with the Kit ``--/path=value`` ``args`` appended to ``sys.argv`` when ``SimulationApp`` is
     constructed (they come last and win; taken off again after the launch, see module docs); the values Kit
     ended up with for the setting paths ``read_back`` are recorded for :func:`effective_kit_settings`."""
@@ -179,12 +191,12 @@ def launch_with_kit_args(module: Any, args: list[str], read_back: Iterable[str],
         sys.argv.extend(args)
 
     try:
-        with kit_app_hook(module, before_start):
+        with kit_app_hook(launcher, before_start):
             app = start()
     finally:
         if added and added[0] is sys.argv:  # still the list the arguments went on (1.1.1 and v3.7 keep it)
             _remove_last_run(sys.argv, args)
-    settings = _carb_settings(module)
+    settings = _carb_settings(launcher.module)
     _effective.update({path: settings.get(path) for path in read_back})
     return app
 
@@ -199,12 +211,13 @@ def _remove_last_run(items: list, run: list) -> None:
 
 class KitArgsPatch(LaunchAppPatch):
     """A launch patch that puts Kit arguments on ``SimulationApp``'s command line (:func:`kit_app_hook`): it
-    needs an ``_launch_app`` that builds ``lazy.<module>.SimulationApp``."""
+    needs a launch function that builds ``lazy.<module>.SimulationApp``."""
 
     def skip_reason(self, module: Any) -> str | None:
         reason = super().skip_reason(module)
         if reason is None:
-            kit_app_path(source_of(module._launch_app))
+            launcher = kit_launcher(module)
+            kit_app_path(launcher.source, launcher.function)
         return reason
 
 
@@ -217,13 +230,15 @@ class KitThreadCapsPatch(KitArgsPatch):
     def wanted(self, profile: RolloutProfile) -> bool:
         return any(getattr(profile, knob) is not None for knob in KIT_THREAD_SETTINGS)
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if "carb.tasking.plugin/threadCount" in launch_source and not _has_opt_in_macro(module, "KIT_TASKING_THREADS"):
-            return "upstream _launch_app already sets Kit thread caps"
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        if "carb.tasking.plugin/threadCount" in launcher.source and not _has_opt_in_macro(
+            launcher.module, "KIT_TASKING_THREADS"
+        ):
+            return f"upstream {launcher.function} already sets Kit thread caps"
         return None
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
-        return launch_with_kit_args(module, kit_thread_args(profile), KIT_THREAD_SETTINGS.values(), start)
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+        return launch_with_kit_args(launcher, kit_thread_args(profile), KIT_THREAD_SETTINGS.values(), start)
 
 
 class KitDescriptorSetsPatch(KitArgsPatch):
@@ -232,15 +247,17 @@ class KitDescriptorSetsPatch(KitArgsPatch):
 
     name = "rtx_descriptor_sets"
     knobs = ("rtx_descriptor_sets", "envs_per_process", "cameras_per_env")
+    rtx = True
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.rtx_descriptor_sets is not None
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if "descriptorSets" in launch_source and not _has_opt_in_macro(module, "RTX_DESCRIPTOR_SETS"):
-            return "upstream _launch_app already sets /rtx/descriptorSets"
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        module = launcher.module
+        if "descriptorSets" in launcher.source and not _has_opt_in_macro(module, "RTX_DESCRIPTOR_SETS"):
+            return f"upstream {launcher.function} already sets /rtx/descriptorSets"
         kit_files = getattr(getattr(module, "m", None), "KIT_FILES", None) or {}
-        folder = Path(getattr(module, "__file__", "") or ".").parent
+        folder = _package_folder(module)
         for name in sorted(set(kit_files.values())):
             path = folder / name
             match = _KIT_DESCRIPTOR_SETS.search(path.read_text(errors="replace")) if path.is_file() else None
@@ -248,9 +265,9 @@ class KitDescriptorSetsPatch(KitArgsPatch):
                 return f"upstream's {name} already sets /rtx/descriptorSets={match[1]}"
         return None
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         args = [f"--{DESCRIPTOR_SETS_SETTING}={descriptor_sets(profile)}"]
-        return launch_with_kit_args(module, args, [DESCRIPTOR_SETS_SETTING], start)
+        return launch_with_kit_args(launcher, args, [DESCRIPTOR_SETS_SETTING], start)
 
 
 class KitLaunchArgvPatch(KitArgsPatch):
@@ -264,21 +281,21 @@ class KitLaunchArgvPatch(KitArgsPatch):
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.keep_launch_argv0
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if _CLEARS_ARGV.search(launch_source):
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        if _CLEARS_ARGV.search(launcher.source):
             return None
-        if _KEEPS_ARGV0.search(launch_source):
-            return "upstream _launch_app already keeps sys.argv[0] (PR #2178)"
-        return "upstream _launch_app does not clear sys.argv: Kit gets the caller's argv[0]"
+        if _KEEPS_ARGV0.search(launcher.source):
+            return f"upstream {launcher.function} already keeps sys.argv[0] (PR #2178)"
+        return f"upstream {launcher.function} does not clear sys.argv: Kit gets the caller's argv[0]"
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         argv0 = sys.argv[:1]
 
         def before_start() -> None:
             if argv0 and sys.argv[:1] != argv0:
                 sys.argv.insert(0, argv0[0])
 
-        with kit_app_hook(module, before_start):
+        with kit_app_hook(launcher, before_start):
             return start()
 
 
@@ -298,7 +315,8 @@ class RenderQualityPatch(Patch):
     def skip_reason(self, module: Any) -> str | None:
         if not callable(getattr(module, "launch", None)):
             raise UpstreamLayoutError(f"{module.__name__}.launch is missing: unsupported OmniGibson layout")
-        return None
+        simulator = sys.modules.get("omnigibson.simulator")
+        return rtx_reason(simulator) if simulator is not None else None
 
     def install(self, module: Any, profile: RolloutProfile, ctx: PatchContext) -> None:
         wanted = render_quality_settings(profile)
@@ -323,7 +341,7 @@ class GcAfterLaunchPatch(LaunchAppPatch):
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.gc_enable
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         app = start()
         gc.enable()
         return app
@@ -334,20 +352,21 @@ class TextureStreamingBudgetPatch(LaunchAppPatch):
 
     name = "texture_streaming_budget"
     knobs = ("texture_streaming_budget",)
+    rtx = True
 
     def wanted(self, profile: RolloutProfile) -> bool:
         return profile.texture_streaming_budget is not None
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
-        if "texturestreaming/memoryBudget" in launch_source and not _has_opt_in_macro(
-            module, "TEXTURE_STREAMING_MEMORY_BUDGET"
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        if "texturestreaming/memoryBudget" in launcher.source and not _has_opt_in_macro(
+            launcher.module, "TEXTURE_STREAMING_MEMORY_BUDGET"
         ):
-            return "upstream _launch_app already sets the texture-streaming budget"
+            return f"upstream {launcher.function} already sets the texture-streaming budget"
         return None
 
-    def launch(self, module: Any, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         app = start()
-        _carb_settings(module).set_float(TEXTURE_BUDGET_SETTING, float(profile.texture_streaming_budget))
+        _carb_settings(launcher.module).set_float(TEXTURE_BUDGET_SETTING, float(profile.texture_streaming_budget))
         return app
 
 

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 from ...core.checks import check_positive_int
 from ..registry import Knobs, Patch, PatchContext, UpstreamLayoutError
 from ._util import LaunchAppPatch
-from .layout import class_in, raw_member, source_of
+from .layout import NOT_APPLICABLE, KitLauncher, class_in, is_render_backend_layout, raw_member, source_of
 
 #: Lens attributes a sensor's load config may carry (1.1.1 has the first and the last; v3.7 all).
 LENS_KEYS = ("focal_length", "focus_distance", "fstop", "horizontal_aperture", "clipping_range")
@@ -110,6 +110,11 @@ class HeadlessViewportPatch(Patch):
             raw_member(sensor, target.split(".", 1)[1])
         if "HEADLESS" in source_of(sensor._post_load):
             return "upstream VisionSensor._post_load already skips the viewport when headless (PR #2117)"
+        simulator = sys.modules.get("omnigibson.simulator")
+        if simulator is not None and is_render_backend_layout(simulator):
+            return (f"{NOT_APPLICABLE}: cameras capture through og.sim.render_backend (create_camera_resource), "
+                    "while this patch's headless _post_load builds a Replicator render product itself (pre-#2117 "
+                    "VisionSensor)")
         if not callable(getattr(module, "render", None)):  # the app render the pre-#2117 module defines
             raise UpstreamLayoutError(f"{module.__name__}.render is missing: unsupported OmniGibson layout")
         return None
@@ -196,11 +201,12 @@ class ViewerCameraOffPatch(LaunchAppPatch):
 
     name = "viewer_camera_off"
     knobs = ("remove_headless_viewports",)
+    rtx = True
 
     def wanted(self, profile: Knobs) -> bool:
         return profile.remove_headless_viewports
 
-    def upstream_has_it(self, module: Any, launch_source: str) -> str | None:
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
         gm = _gm()
         if "RENDER_VIEWER_CAMERA" not in gm:
             return "this OmniGibson has no RENDER_VIEWER_CAMERA macro"
@@ -214,7 +220,7 @@ class ViewerCameraOffPatch(LaunchAppPatch):
         super().install(module, profile, ctx)
         ctx.on_undo(lambda: gm.__setitem__("RENDER_VIEWER_CAMERA", previous))
 
-    def launch(self, module: Any, profile: Knobs, start):
+    def launch(self, launcher: KitLauncher, profile: Knobs, start):
         gm = _gm()
         if gm["HEADLESS"]:
             # Item access: MacroDict refuses attribute writes once a macro was read.

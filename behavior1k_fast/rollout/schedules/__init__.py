@@ -1,5 +1,5 @@
 """The schedules of :meth:`~behavior1k_fast.rollout.engine.RolloutEngine.rollout`, one sibling module each,
-all built only on the engine's public surface (:class:`~.base.EngineSurface`).
+all built only on the engine's driver face (:class:`~behavior1k_fast.rollout.driver.EngineDriver`).
 
 - :mod:`.barrier` (``"barrier"``): stage by stage, every slice of a stage sent and received together;
 - :mod:`.asynchronous` (``"async"``): slice by slice, no barrier across processes;
@@ -12,9 +12,12 @@ in ``core.profile.SCHEDULES``, the profile's allowed values), registered in :dat
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import base
 from .asynchronous import Asynchronous
 from .barrier import Barrier
-from .base import EngineSurface, Schedule
+from .base import Schedule
 from .lookahead import Lookahead
 
 #: ``profile.schedule`` -> the class that runs it.
@@ -29,4 +32,10 @@ def schedule_class(name: str) -> type[Schedule]:
         raise ValueError(f"schedule={name!r} has no driver in this version; there are {sorted(SCHEDULE_CLASSES)}") from None
 
 
-__all__ = ["Asynchronous", "Barrier", "EngineSurface", "Lookahead", "Schedule", "SCHEDULE_CLASSES", "schedule_class"]
+def __getattr__(name: str) -> Any:
+    if name == "EngineSurface":  # deprecated (issue 29): the driver face
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Asynchronous", "Barrier", "Lookahead", "Schedule", "SCHEDULE_CLASSES", "schedule_class"]

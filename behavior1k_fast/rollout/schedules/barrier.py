@@ -20,13 +20,13 @@ class Barrier(Schedule):
 
     def send(self, stage: int) -> None:
         """The policy on ``stage``'s boundary observations, its chunk to the stage's slices."""
-        engine = self.engine
-        obs = engine.stage_obs(stage)
-        actions, extras = engine.forward(self.policy, obs, f"policy output for stage {stage}")
-        engine.send(engine.plan.stage_slices(stage), actions, obs, extras)
+        driver = self.driver
+        obs = driver.stage_obs(stage)
+        actions, extras = driver.forward(self.policy, obs, f"policy output for stage {stage}")
+        driver.send(driver.plan.stage_slices(stage), actions, obs, extras)
 
     def run(self) -> None:
-        stages = self.engine.plan.pipeline_stages
+        stages = self.driver.plan.pipeline_stages
         total = self.num_rounds * stages
         if self.overlap:
             for k in range(stages):
@@ -35,6 +35,6 @@ class Barrier(Schedule):
             k = i % stages
             if not self.overlap:
                 self.send(k)
-            self.deliver(k, self.engine.collect(k))
+            self.deliver(k, self.driver.collect(self.driver.plan.stage_slices(k)))
             if self.overlap and i + stages < total:
                 self.send(k)

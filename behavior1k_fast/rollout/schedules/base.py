@@ -1,61 +1,25 @@
-"""What every schedule is built on: the engine's public surface (:class:`EngineSurface`) and the
-:class:`Schedule` base class.
+"""The :class:`Schedule` base class: what every schedule is built on.
 
-A schedule decides when which slice's chunk is computed and sent; the engine does the rest (validation,
-supervision, accounting, attaching each chunk's inputs to its result, the engine's state). A schedule uses
-only :class:`EngineSurface` (no engine private: ``tests/unit/test_private_access.py``).
+A schedule decides when which slice's chunk is computed and sent; the engine's driver face
+(:class:`~behavior1k_fast.rollout.driver.EngineDriver`) does the rest (validation, supervision, accounting,
+attaching each chunk's inputs to its result, the boundary observations, the engine's state). A schedule
+module imports nothing of the rollout layer but :mod:`~behavior1k_fast.rollout.driver` and its sibling
+schedules (``tests/unit/test_private_access.py``), and reads no private of the driver.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
+import warnings
+from typing import Any, Callable, ClassVar
 
-import numpy as np
-
-from ..chunk import ChunkLead, ChunkResult
-from ..plan import PartitionPlan, StageSlice
-from ..policy import Policy
-
-
-class EngineSurface(Protocol):
-    """The calls of :class:`~behavior1k_fast.rollout.engine.RolloutEngine` a schedule may use (see their
-    docs there)."""
-
-    plan: PartitionPlan
-    profile: Any
-    chunk_size: int
-    action_dim: int
-    auto_reset: bool
-    observation_space: Any
-
-    def forward(self, policy: Policy, obs: Mapping[str, np.ndarray], argname: str = ...) -> tuple[
-        np.ndarray, dict[str, np.ndarray]]: ...
-
-    def send(self, pieces: Sequence[StageSlice], actions: np.ndarray, policy_obs: Mapping[str, np.ndarray],
-             extras: Mapping[str, np.ndarray] | None = None, lead_steps: int | None = None) -> None: ...
-
-    def ready(self, workers: Sequence[int], timeout_s: float | None = None) -> list[int]: ...
-
-    def receive_lead(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> tuple[
-        ChunkLead, dict[str, np.ndarray]]: ...
-
-    def receive(self, pieces: Sequence[StageSlice], out: dict[str, np.ndarray] | None = None) -> ChunkResult: ...
-
-    def collect(self, stage: int) -> ChunkResult: ...
-
-    def stage_obs(self, stage: int) -> dict[str, np.ndarray]: ...
-
-    def set_stage_obs(self, stage: int, batch: Mapping[str, np.ndarray]) -> None: ...
-
-    def new_batch(self, rows: int | None = None) -> dict[str, np.ndarray]: ...
-
-    def take_respawned(self) -> dict[int, dict[str, np.ndarray]]: ...
+from ..driver import ChunkResult, EngineDriver, Policy
 
 
 class Schedule:
-    """One rollout of ``num_rounds`` chunks per slice under one schedule. Built before the engine resets
-    (so bad options raise before anything is sent); :meth:`run` drives it. ``on_chunk(stage, result)``
-    receives every result as it comes back."""
+    """One rollout of ``num_rounds`` chunks per slice under one schedule, over an engine's ``driver``. Built
+    before the engine resets (so bad options raise before anything is sent, the engine usable), with all
+    its per-run state; :meth:`run` drives it, once. ``on_chunk(stage, result)`` receives every result as it
+    comes back."""
 
     #: The ``schedule`` name (profile key, ``rollout(schedule=...)``).
     name: ClassVar[str]
@@ -64,14 +28,14 @@ class Schedule:
 
     def __init__(
         self,
-        engine: EngineSurface,
+        driver: EngineDriver,
         policy: Policy,
         num_rounds: int,
         on_chunk: Callable[[int, ChunkResult], None] | None,
         *,
         overlap: bool = True,
     ):
-        self.engine, self.policy, self.num_rounds, self.on_chunk = engine, policy, num_rounds, on_chunk
+        self.driver, self.policy, self.num_rounds, self.on_chunk = driver, policy, num_rounds, on_chunk
         self.overlap = overlap
         if not overlap and not self.serial_baseline:
             raise ValueError(f"overlap=False is the barrier schedule's serial baseline; schedule={self.name!r} overlaps")
@@ -83,3 +47,11 @@ class Schedule:
         """Hand one received result to ``on_chunk``."""
         if self.on_chunk is not None:
             self.on_chunk(stage, result)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EngineSurface":
+        warnings.warn("schedules.base.EngineSurface is deprecated: a schedule drives an "
+                      "behavior1k_fast.rollout.driver.EngineDriver", DeprecationWarning, stacklevel=2)
+        return EngineDriver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,10 +4,12 @@ Runs every row on the same layout (P env processes x E envs, chunks of N actions
 policy; the engine's rows again at the widest layout of the process budget (``--max-processes``); and the
 peers (gymnasium ``AsyncVectorEnv`` on the same slim, on-demand-observation envs: one env set per process
 stepping whole chunks, and two of them alternated; plus the stock-profile peer, labelled). Every run is
-repeated ``--repeats`` times, interleaved; a row is its median run with the min-max. Prints a table
-(end-to-end and simulator-only ms per step, speedups, CPU seconds per env-step, peak RSS per env process,
-GPU memory per env, pipeline efficiency), the headline (engine best against the best fair peer at the same
-process budget), the goals, and a warning when the machine was busy. Writes ``bench_<machine>.json`` and
+repeated ``--repeats`` times, interleaved (the two stock-profile rows once: they are 10-30x off the rest); a
+row is its median run with the min-max. Prints a table (end-to-end and simulator-only ms per step, speedups,
+CPU seconds per env-step, peak RSS per env process, GPU memory per env, pipeline efficiency), the headline
+(engine best against the best fair peer at the same process budget; "no difference measurable on this
+machine" where their runs' ranges overlap), the goals, and a warning when the policy's calibration missed
+its target or the machine was busy. Writes ``bench_<machine>.json`` and
 ``bench_<machine>.png`` to ``./behavior1k_fast_results`` (``--record``: the checkout's committed
 ``benchmarks/results/``). A step is one own action of every env. The runs, the policy and its calibration
 are the measurement kit's (:mod:`..measure`), shared with ``tune``. Importing this module is light; the
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from .ablation import run_bench
 
     result = run_bench(check_runs(args))
-    return 0 if result["rows"] else 1
+    return 0 if result.rows else 1
 
 
 def check_runs(args: argparse.Namespace) -> Any:

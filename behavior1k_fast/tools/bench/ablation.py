@@ -17,7 +17,9 @@ T_model (one batched forward for one stage), the pipeline model's bound
 (:func:`~..measure.pipeline.pipeline_round`: ``max(C * T_env, K * T_model, T_env + T_model) / N`` with C
 the chunks a worker steps per round, K in hybrid partition and 1 in process partition) and the pipeline
 efficiency against it, CPU seconds per env-step, peak RSS per env process and GPU memory per env. Every
-run is repeated ``repeats`` times, interleaved; a row is its median run.
+run is repeated ``repeats`` times, interleaved; a row is its median run. The stock-profile rows (``stock``
+and the stock peer, 10-30x slower than the rest, most of a 2-core run's time) run once: a run-to-run spread
+of tens of percent cannot change a ratio of that size, and the headline compares fast rows only.
 """
 from __future__ import annotations
 
@@ -30,15 +32,17 @@ from typing import Any, Callable
 
 from ...backends import make_factory
 from ...core.checks import MachineLimits, check_local_layout, check_positive_int
-from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile
+from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile, auto_lead_cap
 from ...rollout.plan import PartitionPlan
 from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
+from ..measure.files import ResultWriteError, write_json
 from ..measure.policy import WIDTHS, model_bytes
 from ..measure.record import RowMeasure, with_speedups
 from ..measure.runs import Row, run_engine_row
 from . import report
 from .peers import Peer
+from .result import BenchResult, Headline
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
 SLIM_FIELDS = (
@@ -103,7 +107,7 @@ def ablation_rows(
     return rows
 
 
-def default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
+def _default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
     """P of the bench layout: the most processes within ``budget`` (and 8; ``quick``: K) that K divides, so
     both partitions hold the layout; ``budget`` itself where it is below K."""
     cap = min(budget, pipeline_stages if quick else 8)
@@ -111,7 +115,7 @@ def default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
     return fits[-1] if fits else cap
 
 
-def largest_divisor(total: int, at_most: int) -> int:
+def _largest_divisor(total: int, at_most: int) -> int:
     """The most processes, at most ``at_most``, that ``total`` envs spread over evenly."""
     return max(d for d in range(1, min(total, at_most) + 1) if total % d == 0)
 
@@ -150,6 +154,9 @@ class BenchConfig(RunConfig):
                              f"{self.max_processes}")
         for p in self.scaling:
             check_positive_int("scaling process count", p)
+            if self.max_processes is not None and p > self.max_processes:
+                raise ValueError(f"scaling process count {p} is above the process budget max_processes="
+                                 f"{self.max_processes} (the budget bounds the sweep too)")
         self._check_machine()
         if self.tuned is not None:
             total = self.processes * self.envs_per_process
@@ -190,7 +197,7 @@ class BenchConfig(RunConfig):
         budget = RunConfig(**options).process_budget
         return cls(
             **options,
-            processes=args.processes if args.processes is not None else default_processes(budget, stages, args.quick),
+            processes=args.processes if args.processes is not None else _default_processes(budget, stages, args.quick),
             envs_per_process=args.envs_per_process if args.envs_per_process is not None else stages,
             pipeline_stages=stages,
             scaling=tuple(args.scaling or ()),
@@ -249,7 +256,7 @@ def plan_runs(config: BenchConfig) -> Plan:
     by_name = {row.name: row for row in rows}
     skip = by_name["skip_obs"]
     total, budget = config.processes * config.envs_per_process, config.process_budget
-    widest = largest_divisor(total, budget)
+    widest = _largest_divisor(total, budget)
     budget_rows: list[Row] = []
     if widest != config.processes:
         e = total // widest
@@ -273,6 +280,9 @@ def plan_runs(config: BenchConfig) -> Plan:
                                   f"two AsyncVectorEnvs alternated, 2 x {p // 2} x {e} envs", profile, p, e, 2))
             else:
                 left_out[f"peer_double_buffer{where}"] = f"a double buffer needs an even process count, got {p}"
+            lead = auto_lead_cap(config.chunk_size)
+            peers.append(Peer(f"peer_lookahead{where}", f"user-level lookahead (lead {lead}) over one "
+                              f"AsyncVectorEnv, {p} x {e} envs", profile, p, e, 1, lead_steps=lead))
         stock = RolloutProfile.stock(num_env_processes=total, total_num_envs=total, chunk_size=config.chunk_size)
         outside = ", outside the process budget" if total > budget else ""
         peers.append(Peer("peer_stock", f"gymnasium AsyncVectorEnv, stock profile, {total} x 1 env{outside}",
@@ -304,85 +314,103 @@ def _fastest(rows: list[RowMeasure | None]) -> RowMeasure | None:
     return min(rows, key=lambda m: m.ms_per_step) if rows else None
 
 
-def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
-    """Run the ablation, the engine rows at the process budget and the peers (each ``config.repeats`` times,
-    interleaved), then the scaling sweep; print, write JSON and PNG; return the result.
+def _reference(plan: Plan) -> Row:
+    """The row the policy is calibrated on: the all-optimisations row (or the process one where the layout
+    has no hybrid pipeline)."""
+    return next(r for r in plan.rows if r.name in (ALL_ROW, "process_overlap"))
 
-    The JSON is rewritten after every run with ``"complete": false`` so an interrupted run keeps what it
-    measured.
-    """
-    from tqdm import tqdm
 
-    from ..measure.machine import busy_warning, sample_load
-    from ..measure.record import median_run
+def _files(config: BenchConfig, tag: str) -> tuple[Path, Path]:
+    out_dir = Path(config.out_dir)
+    return out_dir / f"bench_{tag}.json", out_dir / f"bench_{tag}.png"
+
+
+def _start(config: BenchConfig, plan: Plan) -> BenchResult:
+    """The result before any run: the machine, the config, the load, the rows left out."""
+    from ..measure.machine import describe_machine, machine_tag, sample_load
+
+    machine = describe_machine(config.device)
+    tag = config.tag or machine_tag(machine)
+    settings = dict(config.__dict__) | {"tag": tag, "all_row": _reference(plan).name, "process_budget": plan.budget,
+                                        "tuned": config.tuned.to_dict() if config.tuned else None}
+    return BenchResult(machine=machine, config=settings, load_before=sample_load(), left_out=dict(plan.left_out))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One row's run: its name, the section of the result it goes to, the call that measures it, and whether
+    it runs once whatever ``repeats`` says (the stock-profile rows: module docs)."""
+
+    name: str
+    section: str
+    measure: Callable[[], RowMeasure]
+    once: bool = False
+
+
+def _count_runs(runs: list[_Run], repeats: int) -> int:
+    return sum(1 if run.once else repeats for run in runs)
+
+
+def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
+    """Every row's run at the bench layout and the budget's, then every peer's (traces where asked)."""
     from .peers import run_peer_row
 
-    plan = plan_runs(config)
-    factory = plan.factory
-    reference = next(r for r in plan.rows if r.name in (ALL_ROW, "process_overlap"))
-    machine = report.describe_machine(config.device)
-    tag = config.tag or report.machine_tag(machine)
-    out_dir = Path(config.out_dir)
-    json_path = out_dir / f"bench_{tag}.json"
-    loads = [sample_load()]
-    result: dict[str, Any] = {
-        "complete": False,
-        "machine": machine,
-        "config": dict(config.__dict__) | {"tag": tag, "all_row": reference.name, "process_budget": plan.budget,
-                                           "tuned": config.tuned.to_dict() if config.tuned else None},
-        "load": {"before": loads[0].to_dict(), "after": None},
-        "calibration": None,
-        "rows": [],
-        "budget_rows": [],
-        "peers": [],
-        "left_out": plan.left_out,
-        "scaling": [],
-        "goals": [],
-    }
-    bar = tqdm(total=1 + config.repeats * (len(plan.engine_rows) + len(plan.peers)) + len(plan.sweep),
-               desc="calibrate", unit="run", disable=not progress)
-    policy, calibration = calibrate(factory, reference.profile, config, max_processes=config.processes)
-    result["calibration"] = calibration.to_dict()
-    bar.write(report.format_model_cost(result["calibration"]))
-    bar.update()
-    runs: list[tuple[str, Callable[[], RowMeasure]]] = []
-    for row in plan.engine_rows:
-        traced = config.trace and (row is reference or row.profile.schedule == "lookahead")
-        trace = str(out_dir / f"bench_{tag}{'' if row is reference else '.' + row.name}.trace.json") if traced else None
-        runs.append((row.name, functools.partial(run_engine_row, factory, row, policy, config, trace_path=trace)))
+    reference = _reference(plan)
+    json_path, _ = _files(config, tag)
+    runs = []
+    for section, rows in (("rows", plan.rows), ("budget_rows", plan.budget_rows)):
+        for row in rows:
+            traced = config.trace and (row is reference or row.profile.schedule == "lookahead")
+            suffix = "" if row is reference else "." + row.name
+            trace = str(json_path.with_name(f"bench_{tag}{suffix}.trace.json")) if traced else None
+            runs.append(_Run(row.name, section, functools.partial(run_engine_row, plan.factory, row, policy, config,
+                                                                   trace_path=trace), once=row.name == "stock"))
     for peer in plan.peers:
         spaces = (policy.observation_space, policy.action_space)
-        runs.append((peer.name, functools.partial(run_peer_row, factory, peer, policy, spaces, config)))
-    measured: dict[str, list[RowMeasure]] = {name: [] for name, _ in runs}
-    sections = {"rows": [r.name for r in plan.rows], "budget_rows": [r.name for r in plan.budget_rows],
-                "peers": [p.name for p in plan.peers]}
+        runs.append(_Run(peer.name, "peers", functools.partial(run_peer_row, plan.factory, peer, policy, spaces,
+                                                               config), once=not peer.fair))
+    return runs
 
-    def record() -> dict[str, RowMeasure]:
-        """Every row measured so far as its median run, speedups filled; into ``result``."""
-        medians = [median_run(measured[name]) for name, _ in runs if measured[name]]
-        by_name = {m.name: m for m in with_speedups(medians)}
-        for section, names in sections.items():
-            result[section] = [by_name[n].to_dict() for n in names if n in by_name]
-        return by_name
 
-    for _ in range(config.repeats):  # interleaved, so a burst of other load hits several rows
-        for name, run in runs:
-            bar.set_description(name)
-            measured[name].append(run())
-            record()
-            report.write_json(result, json_path)
+def _record(result: BenchResult, runs: list[_Run], measured: dict[str, list[RowMeasure]]) -> dict[str, RowMeasure]:
+    """Every row measured so far as its median run, speedups filled, into ``result``'s sections; by name."""
+    from ..measure.record import median_run
+
+    medians = [median_run(measured[run.name]) for run in runs if measured[run.name]]
+    by_name = {m.name: m for m in with_speedups(medians)}
+    for section in ("rows", "budget_rows", "peers"):
+        setattr(result, section, [by_name[r.name] for r in runs if r.section == section and r.name in by_name])
+    return by_name
+
+
+def _measure_rows(result: BenchResult, runs: list[_Run], config: BenchConfig, bar: Any) -> dict[str, RowMeasure]:
+    """Every run ``config.repeats`` times (a stock-profile run once), interleaved (a burst of other load hits
+    several rows), the JSON rewritten after each; the rows by name."""
+    json_path, _ = _files(config, result.config["tag"])
+    measured: dict[str, list[RowMeasure]] = {run.name: [] for run in runs}
+    for repeat in range(config.repeats):
+        for run in (r for r in runs if not (r.once and repeat)):
+            bar.set_description(run.name)
+            measured[run.name].append(run.measure())
+            _record(result, runs, measured)
+            write_json(result.to_dict(), json_path)
             bar.update()
-    by_name = record()
+    return _record(result, runs, measured)
+
+
+def _measure_sweep(result: BenchResult, plan: Plan, policy: Any, config: BenchConfig, bar: Any) -> None:
+    """The scaling sweep over env processes (every optimisation on), into ``result.scaling``."""
+    json_path, _ = _files(config, result.config["tag"])
     for p, row in plan.sweep:
         bar.set_description(f"scaling P={p}")
-        piped = run_engine_row(factory, row, policy, config)
+        piped = run_engine_row(plan.factory, row, policy, config)
         bar.update()
-        result["scaling"].append(piped.replace(label=f"{row.label}, E={config.envs_per_process}").to_dict())
-        report.write_json(result, json_path)
-    bar.close()
-    loads.append(sample_load())
-    result["load"]["after"] = loads[1].to_dict()
+        result.scaling.append(piped.replace(label=f"{row.label}, E={config.envs_per_process}"))
+        write_json(result.to_dict(), json_path)
 
+
+def _summarize(result: BenchResult, plan: Plan, by_name: dict[str, RowMeasure]) -> None:
+    """The best row, the headline, GPU memory and the goals, from the measured rows."""
     engine = [by_name[r.name] for r in plan.engine_rows]
     at_layout = [by_name[r.name] for r in plan.rows]
     barrier = _fastest([m for m in at_layout if m.name.endswith("_overlap")])
@@ -392,42 +420,70 @@ def run_bench(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     best_engine = _fastest([m for m in engine if m.processes <= plan.budget])
     best_peer = _fastest([by_name[p.name] for p in plan.peers if p.fair and p.processes <= plan.budget])
     stock_peer = by_name.get("peer_stock")
-    result["best_row"] = best.name
-    result["headline"] = {
-        "process_budget": plan.budget,
-        "best_engine_row": best_engine.name,
-        "best_peer": best_peer.name if best_peer else None,
-        "speedup": best_peer.ms_per_step / best_engine.ms_per_step if best_peer else None,
-    }
-    result["gpu_memory"] = gpu_memory(engine, machine)
-    result["goals"] = report.check_goals({
+    result.best_row = best.name
+    result.headline = Headline.of(plan.budget, best_engine, best_peer)
+    result.gpu_memory = gpu_memory(engine, result.machine)
+    result.goals = report.check_goals({
         "speedup_stock_to_all": best.speedup_vs_stock,
         "speedup_skip_obs_to_all": by_name["skip_obs"].ms_per_step / best.ms_per_step,
         "pipeline_efficiency": best.pipeline_efficiency,
         "speedup_async_over_barrier": barrier.ms_per_step / asynchronous.ms_per_step,
-        "speedup_over_best_peer": result["headline"]["speedup"],
+        "speedup_over_best_peer": result.headline.speedup,
         "speedup_over_stock_peer": stock_peer.ms_per_step / best.ms_per_step if stock_peer else None,
         "speedup_lookahead_over_hybrid": (by_name["hybrid_overlap"].ms_per_step / lookahead.ms_per_step
                                           if lookahead and "hybrid_overlap" in by_name else None),
         "lookahead_efficiency": lookahead.pipeline_efficiency if lookahead else None,
+        "speedup_lookahead_over_user_lookahead": (by_name["peer_lookahead"].ms_per_step
+                                                  / by_name["lookahead"].ms_per_step
+                                                  if {"lookahead", "peer_lookahead"} <= set(by_name) else None),
     })
-    result["complete"] = True
-    table = result["rows"] + result["budget_rows"] + result["peers"]
-    print(report.format_table(table))
-    if plan.left_out:
-        print(report.format_left_out(plan.left_out))
-    if result["scaling"]:
-        print(report.format_scaling(result["scaling"]))
-    for row in table:
-        line = report.format_critical_path(row)
-        if line:
-            print(line)
-    print(report.format_headline(result["headline"]))
-    print(report.format_goals(result["goals"]))
-    warning = busy_warning(loads)
-    if warning:
-        print(warning)
-    report.write_json(result, json_path)
-    png_path = report.write_plot(result, out_dir / f"bench_{tag}.png")
+
+
+def _print_warnings(result: BenchResult) -> None:
+    """The calibration's miss and the busy machine, where there was one."""
+    from ..measure.machine import busy_warning
+
+    for warning in (result.calibration.miss() if result.calibration else None, busy_warning(result.loads)):
+        if warning:
+            print(warning)
+
+
+def run_bench(config: BenchConfig, progress: bool = True) -> BenchResult:
+    """Run the ablation, the engine rows at the process budget and the peers (each ``config.repeats`` times,
+    interleaved), then the scaling sweep; print, write JSON and PNG; return the result.
+
+    The JSON is rewritten (atomically) after every run with ``"complete": false`` so an interrupted run
+    keeps what it measured. Where a file cannot be written (:class:`~..measure.files.ResultWriteError`: a
+    full disk), what was measured so far is printed before the error goes up.
+    """
+    from tqdm import tqdm
+
+    from ..measure.machine import sample_load
+
+    plan = plan_runs(config)
+    result = _start(config, plan)
+    json_path, png_path = _files(config, result.config["tag"])
+    bar = tqdm(total=1, desc="calibrate", unit="run", disable=not progress)
+    try:
+        policy, result.calibration = calibrate(plan.factory, _reference(plan).profile, config,
+                                               max_processes=config.processes)
+        bar.write(report.format_model_cost(result.calibration))
+        runs = _runs(plan, config, policy, result.config["tag"])
+        bar.total += _count_runs(runs, config.repeats) + len(plan.sweep)
+        bar.update()
+        by_name = _measure_rows(result, runs, config, bar)
+        _measure_sweep(result, plan, policy, config, bar)
+    except ResultWriteError:
+        bar.close()
+        print(report.format_result(result))
+        raise
+    bar.close()
+    result.load_after = sample_load()
+    _summarize(result, plan, by_name)
+    result.complete = True
+    print(report.format_result(result))
+    _print_warnings(result)
+    write_json(result.to_dict(), json_path)
+    report.write_plot(result, png_path)
     print(f"wrote {json_path} and {png_path}")
     return result

@@ -12,6 +12,12 @@ gymnasium's usual one env per process. :func:`run_peer` drives ``buffers`` such 
 
 So a peer runs at any P x E the engine runs (the double buffer at even P), on the same policy and envs. The
 stock-profile peer (every modality rendered on every step) is the same runner with ``RolloutProfile.stock``.
+
+The user-level lookahead (:func:`run_lookahead_peer`) is what a user writes over one ``AsyncVectorEnv`` to
+pipeline in time: each sub-env (:class:`LeadChunkGymEnv`) takes a chunk in two ``step`` calls, the first
+returning the observation after step N - d, the second running the last d actions while the driver computes
+the next chunk from that observation and the d committed actions (the engine's ``lookahead`` schedule without
+its protocol: two round trips per chunk, and the next chunk starts only when it is sent).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from gymnasium import spaces
 
 from ...core.contract import patch_set_of
 from ...rollout.bootstrap import bootstrap_process
-from ...rollout.chunk import step_chunk
+from ...rollout.chunk import ChunkRun, check_chunk_actions, stack_obs, step_chunk
+from ...rollout.policy import COMMITTED_KEY
 from ..measure.record import RowMeasure
 from ..measure.runs import usage_fields
 
@@ -80,6 +87,79 @@ class ChunkGymEnv(gymnasium.Env):
             self.backend.close()
 
 
+class LeadChunkGymEnv(ChunkGymEnv):
+    """A peer sub-env of the user-level lookahead (module docs): ``step`` alternates between a chunk's two
+    parts around its lead d. The first takes the whole chunk, runs its first N - d actions
+    (:meth:`~behavior1k_fast.rollout.chunk.ChunkRun.to_lead`) and returns the lead observation; the second
+    (its action is not read) runs the d remaining ones and returns the same observation. An env whose
+    episode ended after the lead sits the next chunk out, as in the engine."""
+
+    def __init__(self, factory: Callable[..., Any], envs: int, seed: int, profile: Any, chunk_size: int,
+                 single_spaces: tuple[Any, Any], lead_steps: int) -> None:
+        super().__init__(factory, envs, seed, profile, chunk_size, single_spaces)
+        self.lead_steps = lead_steps
+        self.run: ChunkRun | None = None
+        self.sit_out: np.ndarray | None = None
+        self.obs: dict | None = None
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        keys = list(self.observation_space.spaces)
+        if self.run is None:
+            idx = np.arange(self.backend.num_envs)
+            actions = check_chunk_actions(np.asarray(action, dtype=np.float64), len(idx),
+                                          int(np.prod(self.backend.action_space.shape)))
+            self.run = ChunkRun(self.backend, actions, idx, lead_steps=self.lead_steps, sit_out=self.sit_out,
+                                skip_intermediate_obs=self.skip_intermediate_obs)
+            obs, _ = self.run.to_lead()
+            self.obs = stack_obs(obs, keys)
+            return self.obs, 0.0, False, False, {"env_wall_seconds": 0.0, "own_actions": 0}
+        run, self.run = self.run, None
+        result = run.finish()
+        self.sit_out = run.ended_after_lead
+        info = {"env_wall_seconds": float(result.env_wall_seconds[0]), "own_actions": int(result.applied.sum())}
+        return self.obs, float(result.rewards.sum()), False, False, info
+
+
+class _Alternation:
+    """``buffers`` ``AsyncVectorEnv`` s of ``per_buffer`` peer sub-envs each, stepped in turn: buffer b's
+    forward and send while the others step. Counts the forward seconds, each worker's env seconds and the
+    actions taken in timed rounds."""
+
+    def __init__(self, venvs: list, policy: Callable[[dict], np.ndarray], per_buffer: int,
+                 envs_per_process: int) -> None:
+        self.venvs, self.policy = venvs, policy
+        self.per_buffer, self.envs_per_process = per_buffer, envs_per_process
+        self.obs = [venv.reset()[0] for venv in venvs]
+        self.model_s: list[float] = []
+        self.env_s = np.zeros(self.per_buffer * len(venvs))
+        self.own_actions = 0
+
+    def _forward_and_send(self, b: int) -> None:
+        flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in self.obs[b].items()}
+        start = time.perf_counter()
+        actions = self.policy(flat)
+        self.model_s.append(time.perf_counter() - start)
+        self.venvs[b].step_async(actions.reshape(self.per_buffer, self.envs_per_process, *actions.shape[1:]))
+
+    def _receive(self, b: int, timed: bool) -> None:
+        self.obs[b], _, _, _, info = self.venvs[b].step_wait()
+        if timed:
+            self.env_s[b * self.per_buffer:(b + 1) * self.per_buffer] += info["env_wall_seconds"]
+            self.own_actions += int(np.sum(info["own_actions"]))
+
+    def rollout(self, rounds: int, timed: bool) -> None:
+        """``rounds`` chunks per env, every buffer's next forward sent as soon as its last chunk is back."""
+        if not rounds:
+            return
+        for r in range(rounds):
+            for b in range(len(self.venvs)):
+                if r:
+                    self._receive(b, timed)
+                self._forward_and_send(b)
+        for b in range(len(self.venvs)):
+            self._receive(b, timed)
+
+
 def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
              processes: int, envs_per_process: int, buffers: int, rounds: int, warmup: int = 1, seed: int = 0,
              monitor: Any = None) -> dict[str, Any]:
@@ -96,56 +176,98 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
     if buffers not in (1, 2) or processes % buffers:
         raise ValueError(f"buffers={buffers} must be 1 or 2 and divide processes={processes}")
     per_buffer = processes // buffers
-    chunk_size = profile.chunk_size
     venvs = []
     try:
         for b in range(buffers):
             fns = [functools.partial(ChunkGymEnv, factory, envs_per_process, seed + b * per_buffer + i, profile,
-                                     chunk_size, single_spaces) for i in range(per_buffer)]
+                                     profile.chunk_size, single_spaces) for i in range(per_buffer)]
             venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
-        obs = [venv.reset()[0] for venv in venvs]
-        model_s: list[float] = []
-        env_s = np.zeros(processes)
-        taken = [0]
-
-        def forward_and_send(b: int) -> None:
-            flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in obs[b].items()}
-            start = time.perf_counter()
-            actions = policy(flat)
-            model_s.append(time.perf_counter() - start)
-            venvs[b].step_async(actions.reshape(per_buffer, envs_per_process, *actions.shape[1:]))
-
-        def receive(b: int, timed: bool) -> None:
-            obs[b], _, _, _, info = venvs[b].step_wait()
-            if timed:
-                env_s[b * per_buffer:(b + 1) * per_buffer] += info["env_wall_seconds"]
-                taken[0] += int(np.sum(info["own_actions"]))
-
-        def rollout(count: int, timed: bool) -> None:
-            if not count:
-                return
-            for r in range(count):
-                for b in range(buffers):
-                    if r:
-                        receive(b, timed)
-                    forward_and_send(b)
-            for b in range(buffers):
-                receive(b, timed)
-
-        rollout(warmup, timed=False)
-        model_s.clear()
+        steps = _Alternation(venvs, policy, per_buffer, envs_per_process)
+        steps.rollout(warmup, timed=False)
+        steps.model_s.clear()
         if monitor is not None:
             monitor.start()
         start = time.perf_counter()
-        rollout(rounds, timed=True)
+        steps.rollout(rounds, timed=True)
         wall_s = time.perf_counter() - start
         usage = monitor.stop() if monitor is not None else None
         pids = [p.pid for venv in venvs for p in venv.processes]
     finally:
         for venv in venvs:
             venv.close()
-    return {"wall_s": wall_s, "model_s": model_s, "env_s_per_worker": env_s.tolist(), "own_actions": taken[0],
-            "usage": usage, "worker_pids": pids}
+    return {"wall_s": wall_s, "model_s": steps.model_s, "env_s_per_worker": steps.env_s.tolist(),
+            "own_actions": steps.own_actions, "usage": usage, "worker_pids": pids}
+
+
+class _LeadSteps:
+    """The user-level lookahead's driver loop over one ``AsyncVectorEnv`` of :class:`LeadChunkGymEnv` s: per
+    chunk, wait for the lead observations, start the last d steps, run the forward on the lead observations
+    and the committed actions, wait for the chunk's end, send the next chunk. Counts as :class:`_Alternation`."""
+
+    def __init__(self, venv: Any, policy: Callable[[dict], np.ndarray], processes: int, envs_per_process: int,
+                 lead_steps: int) -> None:
+        self.venv, self.policy, self.lead_steps = venv, policy, lead_steps
+        self.processes, self.envs_per_process = processes, envs_per_process
+        self.model_s: list[float] = []
+        self.env_s = np.zeros(processes)
+        self.own_actions = 0
+        obs = venv.reset()[0]
+        self.chunk = self._forward(obs, None)
+        venv.step_async(self.chunk)
+
+    def _forward(self, obs: dict, chunk: np.ndarray | None) -> np.ndarray:
+        flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in obs.items()}
+        rows = self.processes * self.envs_per_process
+        if chunk is None:
+            committed = np.zeros((rows, self.lead_steps, self.venv.single_action_space.shape[-1]), np.float32)
+        else:
+            committed = chunk.reshape(rows, *chunk.shape[2:])[:, chunk.shape[2] - self.lead_steps:]
+        start = time.perf_counter()
+        actions = self.policy({**flat, COMMITTED_KEY: committed.astype(np.float32)})
+        self.model_s.append(time.perf_counter() - start)
+        return actions.reshape(self.processes, self.envs_per_process, *actions.shape[1:])
+
+    def rollout(self, rounds: int, timed: bool) -> None:
+        """``rounds`` chunks per env; the first chunk of the next call is in flight when this one returns."""
+        for _ in range(rounds):
+            lead_obs = self.venv.step_wait()[0]
+            self.venv.step_async(self.chunk)  # the chunk's last d steps
+            next_chunk = self._forward(lead_obs, self.chunk)
+            _, _, _, _, info = self.venv.step_wait()
+            if timed:
+                self.env_s += info["env_wall_seconds"]
+                self.own_actions += int(np.sum(info["own_actions"]))
+            self.chunk = next_chunk
+            self.venv.step_async(self.chunk)
+
+
+def run_lookahead_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray],
+                       single_spaces: tuple, processes: int, envs_per_process: int, lead_steps: int, rounds: int,
+                       warmup: int = 1, seed: int = 0, monitor: Any = None) -> dict[str, Any]:
+    """The user-level lookahead (module docs) with lead ``lead_steps``: ``rounds`` timed chunks per env after
+    ``warmup`` untimed ones in ``processes`` sub-envs of ``envs_per_process`` envs; returns what
+    :func:`run_peer` returns."""
+    from gymnasium.vector import AsyncVectorEnv
+
+    fns = [functools.partial(LeadChunkGymEnv, factory, envs_per_process, seed + i, profile, profile.chunk_size,
+                             single_spaces, lead_steps) for i in range(processes)]
+    venv = AsyncVectorEnv(fns, shared_memory=True, context="spawn")
+    try:
+        steps = _LeadSteps(venv, policy, processes, envs_per_process, lead_steps)
+        steps.rollout(warmup, timed=False)
+        steps.model_s.clear()
+        if monitor is not None:
+            monitor.start()
+        start = time.perf_counter()
+        steps.rollout(rounds, timed=True)
+        wall_s = time.perf_counter() - start
+        usage = monitor.stop() if monitor is not None else None
+        pids = [p.pid for p in venv.processes]
+        venv.step_wait()  # the chunk sent last
+    finally:
+        venv.close()
+    return {"wall_s": wall_s, "model_s": steps.model_s, "env_s_per_worker": steps.env_s.tolist(),
+            "own_actions": steps.own_actions, "usage": usage, "worker_pids": pids}
 
 
 @dataclass(frozen=True)
@@ -160,6 +282,8 @@ class Peer:
     envs_per_process: int
     buffers: int
     fair: bool = True
+    #: The user-level lookahead's lead d (:func:`run_lookahead_peer`); ``None``: chunk steps.
+    lead_steps: int | None = None
 
 
 def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, single_spaces: tuple,
@@ -169,8 +293,13 @@ def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, sing
     pipeline model sees the double buffer as K = 2 stages of one chunk per worker per round."""
     from ..measure.resources import ResourceMonitor
 
-    raw = run_peer(factory, peer.profile, policy, single_spaces, peer.processes, peer.envs_per_process,
-                   peer.buffers, config.rounds, warmup=config.warmup, seed=config.seed, monitor=ResourceMonitor())
+    if peer.lead_steps is None:
+        raw = run_peer(factory, peer.profile, policy, single_spaces, peer.processes, peer.envs_per_process,
+                       peer.buffers, config.rounds, warmup=config.warmup, seed=config.seed, monitor=ResourceMonitor())
+    else:
+        raw = run_lookahead_peer(factory, peer.profile, policy, single_spaces, peer.processes,
+                                 peer.envs_per_process, peer.lead_steps, config.rounds, warmup=config.warmup,
+                                 seed=config.seed, monitor=ResourceMonitor())
     total = peer.processes * peer.envs_per_process
     return RowMeasure(
         name=peer.name, label=f"{peer.label} (peer)", processes=peer.processes,
@@ -180,6 +309,8 @@ def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, sing
         t_model_ms=float(np.median(raw["model_s"])) * 1e3,
         t_env_ms=max(raw["env_s_per_worker"]) * 1e3 / config.rounds,
         t_env_source="busiest peer sub-env's wall time per chunk (ChunkGymEnv.step)",
-        partition="double buffer" if peer.buffers == 2 else "AsyncVectorEnv", overlap=peer.buffers == 2,
+        partition=("user-level lookahead" if peer.lead_steps is not None
+                   else "double buffer" if peer.buffers == 2 else "AsyncVectorEnv"),
+        overlap=peer.buffers == 2 or bool(peer.lead_steps),
         profile=peer.profile.to_dict(), **usage_fields(raw["usage"], raw["worker_pids"], total),
     )

@@ -43,6 +43,7 @@ from typing import Any, Sequence
 from ...core.profile import RolloutProfile
 from ...rollout.plan import PartitionPlan
 from ..measure.config import RunConfig, policy_threads, process_budget, usable_cores
+from ..measure.files import save_figure, write_json
 from ..measure.runs import Row
 from . import report
 
@@ -168,15 +169,15 @@ def check_shards(args: argparse.Namespace) -> ShardsConfig:
 # --- inside the Ray actors -----------------------------------------------------------------------
 
 
-def calibrate_size(factory: Any, row: Row, config: ShardsConfig) -> Any:
+def _calibrate_size(factory: Any, row: Row, config: ShardsConfig) -> Any:
     """The :class:`~..measure.calibration.Calibration` of the one-GPU layout (a Ray task on one GPU)."""
     from ..measure.calibration import calibrate
 
     return calibrate(factory, row.profile, config, max_processes=row.profile.num_env_processes)[1]
 
 
-class ShardEngine:
-    """Engine ``index`` of ``count`` and its policy, inside a Ray actor (``ray.remote(ShardEngine)``).
+class _ShardEngine:
+    """Engine ``index`` of ``count`` and its policy, inside a Ray actor (``ray.remote(_ShardEngine)``).
 
     The job is ``row``'s profile run by ``count`` engines; this engine runs its :func:`engine_shard` share
     (measured as a :class:`~..measure.runs.RowRun`) with the policy at the calibrated ``width`` x ``depth``;
@@ -224,15 +225,15 @@ class ShardEngine:
 # --- the driver ----------------------------------------------------------------------------------
 
 
-def run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int],
+def _run_in_step(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int],
                 threads: int | None) -> list[list[dict[str, Any]]]:
-    """``count`` :class:`ShardEngine` actors of ``row``'s job, built, warmed up and timed ``config.repeats``
-    times in step; per repeat, what each engine's :meth:`ShardEngine.timed` gave, in engine order. Every
+    """``count`` :class:`_ShardEngine` actors of ``row``'s job, built, warmed up and timed ``config.repeats``
+    times in step; per repeat, what each engine's :meth:`_ShardEngine.timed` gave, in engine order. Every
     actor is closed and killed after."""
     import ray
 
     options = {"num_cpus": 1, "num_gpus": 1 if config.device == "cuda" else 0}
-    actor = ray.remote(ShardEngine).options(**options)
+    actor = ray.remote(_ShardEngine).options(**options)
     actors = [actor.remote(factory, row, config, i, count, *size, threads) for i in range(count)]
     try:
         ray.get([a.warm_up.remote() for a in actors])
@@ -312,21 +313,55 @@ COLUMNS = (
 )
 
 
+def _start_ray(config: ShardsConfig, cores: int, progress: bool) -> bool:
+    """A Ray instance of the run's own where none is connected (a logical CPU per engine actor, the GPUs
+    torch sees: told, not detected, since an actor asking for an undetected GPU would wait for ever);
+    whether it was started here."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    gpus = 0
+    if config.device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    ray.init(address="local", num_cpus=max(cores, config.shards[-1]), num_gpus=gpus, include_dashboard=False,
+             log_to_driver=progress)
+    return True
+
+
+def _run_count(factory: Any, row: Row, config: ShardsConfig, count: int, size: tuple[int, int], cores: int,
+               one: dict[str, Any] | None) -> dict[str, Any]:
+    """G = ``count`` engines run in step (``config.repeats`` times): its entry, or ``{"shards", "why"}`` where
+    the cores hold no layout of the row for that many engines."""
+    processes = processes_within(row, engine_process_budget(cores, count, config.device))
+    if processes is None:
+        return {"shards": count, "why": (f"{cores} cores / {count} engines hold no {row.profile.partition} layout "
+                                         f"of E={row.profile.envs_per_process}, K={row.profile.pipeline_stages}")}
+    job = row.profile.replace(num_env_processes=count * processes,
+                              total_num_envs=count * processes * row.profile.envs_per_process)
+    threads = policy_threads(cores // count, processes) if config.device == "cpu" else None
+    runs = _run_in_step(factory, replace(row, profile=job), config, count, size, threads)
+    wanted = row.profile.num_env_processes
+    return median_entry([shard_entry(count, processes, wanted, cores, parts, one) for parts in runs])
+
+
 def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
     """Calibrate once, run every G of ``config.shards``; print, write JSON and PNG; return the result."""
     import ray
     from tqdm import tqdm
 
     from ...backends import make_factory
+    from ..measure.machine import describe_machine, machine_tag
 
     factory = make_factory(config.backend, **config.backend_options)
     row = engine_row(config)
     wanted = row.profile.num_env_processes
     cores = usable_cores()
-    machine = report.describe_machine(config.device)
-    tag = config.tag or report.machine_tag(machine)
-    out_dir = Path(config.out_dir)
-    json_path = out_dir / f"shards_{tag}.json"
+    machine = describe_machine(config.device)
+    tag = config.tag or machine_tag(machine)
+    json_path = Path(config.out_dir) / f"shards_{tag}.json"
     result: dict[str, Any] = {
         "complete": False, "machine": machine,
         "config": dict(config.__dict__) | {"tag": tag, "tuned": config.tuned.to_dict() if config.tuned else None},
@@ -335,59 +370,48 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
                    "schedule": row.profile.schedule, "overlap": row.overlap, "label": row.label},
         "calibration": None, "shards": [], "skipped": [], "goals": [],
     }
-    started = not ray.is_initialized()
-    if started:  # a Ray instance of its own (not a cluster found here): a logical CPU per engine actor, the
-        # GPUs torch sees (told, not detected: an actor asking for an undetected GPU would wait for ever)
-        gpus = 0
-        if config.device == "cuda":
-            import torch
-
-            gpus = torch.cuda.device_count()
-        ray.init(address="local", num_cpus=max(cores, config.shards[-1]), num_gpus=gpus, include_dashboard=False,
-                 log_to_driver=progress)
+    started = _start_ray(config, cores, progress)
     bar = tqdm(total=1 + len(config.shards), desc="calibrate", unit="run", disable=not progress)
     try:
-        task = ray.remote(calibrate_size).options(num_gpus=1 if config.device == "cuda" else 0)
+        task = ray.remote(_calibrate_size).options(num_gpus=1 if config.device == "cuda" else 0)
         calibration = ray.get(task.remote(factory, row, config))
         result["calibration"] = calibration.to_dict()
-        bar.write(report.format_model_cost(result["calibration"]))
-        bar.update()
-        size = (calibration.model_width, calibration.model_depth)
-        one = None
+        bar.write(report.format_model_cost(calibration))
+        if calibration.miss():
+            bar.write(calibration.miss())
         for count in config.shards:
+            bar.update()
             bar.set_description(f"G={count}")
-            processes = processes_within(row, engine_process_budget(cores, count, config.device))
-            if processes is None:
-                result["skipped"].append({"shards": count, "why": (
-                    f"{cores} cores / {count} engines hold no {row.profile.partition} layout of "
-                    f"E={row.profile.envs_per_process}, K={row.profile.pipeline_stages}")})
-                bar.update()
+            entry = _run_count(factory, row, config, count, (calibration.model_width, calibration.model_depth),
+                               cores, result["shards"][0] if result["shards"] else None)
+            if "why" in entry:
+                result["skipped"].append(entry)
                 continue
-            job = row.profile.replace(num_env_processes=count * processes,
-                                      total_num_envs=count * processes * row.profile.envs_per_process)
-            threads = policy_threads(cores // count, processes) if config.device == "cpu" else None
-            runs = run_in_step(factory, replace(row, profile=job), config, count, size, threads)
-            entry = median_entry([shard_entry(count, processes, wanted, cores, parts, one) for parts in runs])
-            one = one or entry
             if entry["note"]:
                 bar.write(entry["note"])
             result["shards"].append(entry)
-            report.write_json(result, json_path)
-            bar.update()
+            write_json(result, json_path)
+        bar.update()
     finally:
         bar.close()
         if started:
             ray.shutdown()
+    return _finish(result, row, json_path.with_suffix(".png"))
+
+
+def _finish(result: dict[str, Any], row: Row, png_path: Path) -> dict[str, Any]:
+    """The goal, the table and the skipped G; then the JSON and the PNG."""
     largest = result["shards"][-1] if len(result["shards"]) > 1 else None
-    result["goals"] = report.check_goals({"shard_efficiency": largest["efficiency"] if largest else None}, GOALS)
+    goals = report.check_goals({"shard_efficiency": largest["efficiency"] if largest else None}, GOALS)
+    result["goals"] = [g.to_dict() for g in goals]
     result["complete"] = True
-    print(f"Engine shards, each {row.label} (P={wanted} x E={row.profile.envs_per_process}):")
+    print(f"Engine shards, each {row.label} (P={row.profile.num_env_processes} x E={row.profile.envs_per_process}):")
     print(report.format_table(result["shards"], COLUMNS))
     for skipped in result["skipped"]:
         print(f"G={skipped['shards']} not run: {skipped['why']}")
-    print(report.format_goals(result["goals"]))
-    report.write_json(result, json_path)
-    png_path = write_plot(result, out_dir / f"shards_{tag}.png")
+    print(report.format_goals(goals))
+    json_path = write_json(result, png_path.with_suffix(".json"))
+    write_plot(result, png_path)
     print(f"wrote {json_path} and {png_path}")
     return result
 
@@ -424,4 +448,4 @@ def write_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
     gpu = f"{m['gpu']['count']} x {m['gpu']['name']}" if m.get("gpu") else "no GPU (engines share the CPU)"
     fig.suptitle(f"behavior1k-fast bench --shards: each engine {layout['label']}, P={layout['processes']} x "
                  f"E={layout['envs_per_process']}; {m['logical_cores']} cores, {gpu}", fontsize=9)
-    return report.save_figure(fig, path)
+    return save_figure(fig, path)

@@ -13,6 +13,11 @@
   from its profiler spans.
 - :mod:`.layouts`: P x E x K layouts, partitions and schedules; the feasible space.
 - :mod:`.resources`: CPU, RSS and GPU memory of the driver and its workers during a run.
+- :mod:`.machine`: the machine a result was measured on (:func:`~.machine.describe_machine`, the file tag
+  :func:`~.machine.machine_tag`) and how busy it was (:func:`~.machine.sample_load`).
+- :mod:`.files`: every result file written whole or not at all (:func:`~.files.write_json`,
+  :func:`~.files.write_text`, :func:`~.files.save_figure`); a failed write is a
+  :class:`~.files.ResultWriteError` (exit code 74 on the command line).
 
 Importing this package is light: torch, the engine and the backends are imported where a run needs them.
 """

@@ -16,6 +16,9 @@ from ...core.profile import RolloutProfile
 from .config import RunConfig, policy_threads, usable_cores
 from .runs import Row, backend_spaces, run_engine_row
 
+#: A calibrated forward further than this factor from its target (either way) is reported as a miss.
+CALIBRATION_TOLERANCE = 1.25
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -42,6 +45,25 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def target_ratio(self) -> float | None:
+        """The forward's ms at the stage batch over its target (``None``: the size was fixed)."""
+        if not self.target_model_ms:
+            return None
+        return self.forward_ms_at_stage_batch / self.target_model_ms
+
+    def miss(self) -> str | None:
+        """One line when the forward missed its target by more than :data:`CALIBRATION_TOLERANCE` (the sizes
+        on offer could not reach it, or the machine's load moved the timing), else ``None``."""
+        ratio = self.target_ratio
+        if ratio is None or 1 / CALIBRATION_TOLERANCE <= ratio <= CALIBRATION_TOLERANCE:
+            return None
+        side = "slower" if ratio > 1 else "faster"
+        return (f"warning: the policy calibration missed its target: one forward at the stage batch of "
+                f"{self.stage_batch} takes {self.forward_ms_at_stage_batch:.1f} ms, {ratio:.2f}x the target "
+                f"{self.target_model_ms:.1f} ms ({side}); T_model is not about T_env here (set --model-ms, or "
+                f"--model-width and --model-depth)")
 
     @property
     def model_ms_by_batch(self) -> dict[int, float]:

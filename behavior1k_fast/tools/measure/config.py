@@ -7,7 +7,8 @@ layout and rows. :func:`add_run_arguments` declares the shared options once, for
 ``--behavior-like`` turns on BEHAVIOR's reset and contact costs in the reference simulator, ``--device
 auto`` becomes ``cuda`` where torch sees a GPU, else ``cpu``; results go to :data:`DEFAULT_OUT_DIR` under
 the working directory unless ``--out-dir`` names another, and ``--record`` writes the committed
-``benchmarks/results/`` of a source checkout instead (:func:`record_dir`).
+``benchmarks/results/`` of a source checkout instead (:func:`record_dir`; with ``--quick`` only when
+``--force-record`` says so, since a quick run would replace the committed full run).
 
 The core rule, one for both commands (:func:`process_budget`, :func:`policy_threads`): a policy on the CPU
 keeps one core for its forward and the driver, so at most cores - 1 env processes; a policy on a GPU keeps
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backends import BACKENDS
-from ...core.checks import check_int, check_number, check_positive_int, check_seed
+from ...core.checks import check_int, check_number, check_positive_int, check_seed, check_writable_dir
 from ..argtypes import (chunk_steps, device, file_name, nonnegative_int, path, positive_int, positive_number,
                        process_count, seed)
 from ..backend_args import add_backend_arguments, backend_options
@@ -63,6 +64,28 @@ def record_dir() -> str:
     return str(path)
 
 
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out-dir`` and ``--record`` on ``parser`` (every command and script that writes results);
+    :func:`output_dir` resolves them."""
+    parser.add_argument("--out-dir", type=path, default=None,
+                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
+    parser.add_argument("--record", action="store_true",
+                        help="write into the source checkout's committed benchmarks/results/ instead")
+
+
+def output_dir(args: argparse.Namespace) -> str:
+    """Where results go, from :func:`add_output_arguments`' options: ``--out-dir``, ``--record``'s
+    :func:`record_dir`, else :data:`DEFAULT_OUT_DIR`; ValueError for both options at once."""
+    if args.record and args.out_dir is not None:
+        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    return record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+
+
+def checked_output_dir(args: argparse.Namespace) -> str:
+    """:func:`output_dir`, made and checked writable (ValueError naming ``--out-dir``): a script's last check."""
+    return check_writable_dir("--out-dir", output_dir(args))
+
+
 def policy_threads(cores: int, processes: int) -> int:
     """Intra-op threads of a policy on the CPU next to ``processes`` env processes on ``cores`` cores: one per
     core the env processes leave free, at least one (oversubscribed OpenMP barriers stall)."""
@@ -78,7 +101,7 @@ def resolve_device(name: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def behavior_like_options(backend: str) -> dict[str, Any]:
+def _behavior_like_options(backend: str) -> dict[str, Any]:
     """The ``ReferenceConfig`` fields that ``ReferenceConfig.behavior_like()`` turns on (BEHAVIOR's costs)."""
     if backend != "reference":
         raise ValueError(f"--behavior-like applies to the reference simulator, got --backend {backend}")
@@ -196,10 +219,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
     parser.add_argument("--repeats", type=positive_int, default=None,
                         help=f"runs of every layout, interleaved; each row is their median with min-max (default: "
                              f"{repeats}, quick: {quick_repeats})")
-    parser.add_argument("--out-dir", type=path, default=None,
-                        help=f"where the JSON and the other files go (default: ./{DEFAULT_OUT_DIR})")
-    parser.add_argument("--record", action="store_true",
-                        help="write into the source checkout's committed benchmarks/results/ instead")
+    add_output_arguments(parser)
+    parser.add_argument("--force-record", action="store_true",
+                        help="with --record --quick: replace the committed full-run results by the quick run")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -211,11 +233,15 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     docs)."""
     options = backend_options(args)
     if args.behavior_like:
-        options = behavior_like_options(args.backend) | options
+        options = _behavior_like_options(args.backend) | options
     if args.quick and args.backend == "reference":
         options.setdefault("resolution", QUICK_RESOLUTION)
-    if args.record and args.out_dir is not None:
-        raise ValueError(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir!r}")
+    out_dir = output_dir(args)
+    if args.record and args.quick and not args.force_record:
+        raise ValueError("--record --quick would replace the committed full-run results in benchmarks/results/ by a "
+                         "quick run: leave out --record (results go to --out-dir), or add --force-record")
+    if args.force_record and not (args.record and args.quick):
+        raise ValueError("--force-record only goes with --record --quick")
     repeats, quick_repeats = args.default_repeats
     return {
         "backend": args.backend, "backend_options": options, "quick": args.quick, "chunk_size": args.chunk_size,
@@ -224,7 +250,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "model_depth": args.model_depth, "device": resolve_device(args.device), "seed": args.seed,
         "max_processes": args.max_processes,
         "repeats": args.repeats if args.repeats is not None else (quick_repeats if args.quick else repeats),
-        "out_dir": record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR), "tag": args.tag,
+        "out_dir": out_dir, "tag": args.tag,
     }
 
 

@@ -1,13 +1,17 @@
-"""How busy the machine is while a command measures: load average and other processes' CPU use.
+"""The machine a command measures on: what it is (:func:`describe_machine`, :func:`machine_tag`) and how busy.
 
 Timings on a shared machine move by tens of percent with other work (a 2-core box at load 4.8 printed
 6.85x and a minute later 16.6x for the same ratio). :func:`sample_load` records what else ran, before and
 after a command's runs, into its JSON; :func:`busy_warning` is the one line printed when it was busy.
+:func:`describe_machine` (CPU, cores, memory, GPU, library versions) goes into every result file, and
+:func:`machine_tag` names the files (``bench_cpu2.json``).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import platform
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -97,3 +101,54 @@ def busy_warning(samples: Sequence[LoadSample]) -> str | None:
     names = ", ".join(f"{p['name']} ({p['cpu_cores']:.1f})" for p in worst.top_other[:3])
     return (f"warning: the machine was busy ({load}other processes used {worst.other_cpu_cores:.1f} of "
             f"{worst.cores} cores: {names}); these timings may be off by tens of percent")
+
+
+def describe_machine(device: str) -> dict[str, Any]:
+    """CPU model, cores, memory, GPU and library versions of this machine."""
+    import psutil
+
+    cpu_model = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": cpu_model,
+        "logical_cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "policy_device": device,
+        "mujoco_gl": os.environ.get("MUJOCO_GL"),
+        "gpu": None,
+    }
+    for module in ("torch", "mujoco", "gymnasium", "numpy"):
+        try:  # from package metadata: importing mujoco here would fix its GL backend before MUJOCO_GL is set
+            info[f"{module}_version"] = importlib.metadata.version(module)
+        except importlib.metadata.PackageNotFoundError:  # a missing library is recorded as missing
+            info[f"{module}_version"] = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+                           "count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    except Exception:  # torch absent: no GPU description
+        pass
+    return info
+
+
+def machine_tag(machine: dict[str, Any]) -> str:
+    """Short file-name tag: ``cpu2`` on a CPU machine, ``h200-cpu16`` with a GPU."""
+    cores = f"cpu{machine.get('logical_cores')}"
+    gpu = machine.get("gpu")
+    if not gpu:
+        return cores
+    name = gpu["name"].replace("NVIDIA", "").strip().split()[0].lower()
+    return f"{name}-{cores}"

@@ -45,18 +45,23 @@ def check_image_size(option: str, resolution: Any) -> None:
     ``None``: the backend's own) hold no ``PATCH x PATCH`` patch, which the benchmark policy embeds."""
     if resolution is None:
         return
-    sides = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
+    if isinstance(resolution, int):
+        sides = (resolution, resolution)
+    else:  # a reference config's key: named with its value when it is no pair of ints
+        from ...backends.reference.config import check_resolution
+
+        sides = check_resolution(resolution)
     if min(sides) < PATCH:
         raise ValueError(f"{option} {resolution}: the benchmark policy cuts each rgb image into {PATCH}x{PATCH} "
                          f"patches, so images need at least {PATCH}x{PATCH} pixels")
 
 
-def camera_rgb_keys(observation_space: Any) -> list[str]:
+def _camera_rgb_keys(observation_space: Any) -> list[str]:
     """Observation keys holding rgb images (``"<camera>::rgb"``), sorted."""
     return sorted(k for k in observation_space.spaces if k.endswith("::rgb"))
 
 
-def proprio_keys(observation_space: Any) -> list[str]:
+def _proprio_keys(observation_space: Any) -> list[str]:
     """Observation keys holding proprioception (``"proprio"`` or ``"<robot>::proprio"``), sorted."""
     return sorted(k for k in observation_space.spaces if k == "proprio" or k.endswith("::proprio"))
 
@@ -135,8 +140,8 @@ class ChunkPolicy:
         seed = check_int("seed", seed, low=0)
         #: One env's observation and action spaces, as given.
         self.observation_space, self.action_space = observation_space, action_space
-        self.rgb_keys = camera_rgb_keys(observation_space)
-        self.proprio_keys = proprio_keys(observation_space)
+        self.rgb_keys = _camera_rgb_keys(observation_space)
+        self.proprio_keys = _proprio_keys(observation_space)
         if not self.rgb_keys or not self.proprio_keys:
             raise ValueError(
                 f"the policy needs '<camera>::rgb' and 'proprio' keys in the observation space, got keys "

@@ -33,7 +33,7 @@ class Row:
     prev: str | None = None
 
 
-def busiest_worker_env_ms(spans: list, pids: Sequence[int]) -> float:
+def _busiest_worker_env_ms(spans: list, pids: Sequence[int]) -> float:
     """The largest total of simulator-stage span time (ms) over the worker processes ``pids``."""
     totals = dict.fromkeys(pids, 0.0)
     for stage, _, duration, pid, *_ in spans:
@@ -112,7 +112,7 @@ class RowRun:
             chunks_per_round=chunks_per_round, chunk_size=profile.chunk_size, rounds=config.rounds,
             own_actions=int(stats.own_actions.sum()), wall_s=stats.wall_seconds, model_s=stats.model_seconds,
             t_model_ms=stats.model_seconds * 1e3 / forwards,
-            t_env_ms=busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
+            t_env_ms=_busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
             t_env_source="busiest env worker's stage spans",
             t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
             partition=profile.partition, overlap=self.row.overlap, prev=self.row.prev, profile=profile.to_dict(),
