@@ -47,7 +47,9 @@ measures both factors and their product:
   trainer's wall per iteration (its wait for the batch plus the update) over the own actions; reported
   with the rollout's own seconds (``rollout_s_per_sample``: the collector's rollout wall, overlapped or
   not), the update's (``update_s_per_sample``), and the busiest env worker's stepping seconds
-  (``env_busy_s_per_sample``, the env side of the bound max(GPU work, env work)). The double-buffer
+  (``env_busy_s_per_sample``, the env side of the bound max(GPU work, env work)) and the behaviour
+  policy's forwards (``model_s_per_sample``: what the regime's T_model is in the rollout itself, where the
+  adapted transformer runs without torch's fused inference path that calibration timed). The double-buffer
   peer's rollout seconds come from ``run_peer`` with the same policy acting, plus the update seconds per
   sample of ``k1_skip`` (the same batch); TorchRL's are the trainer's wall per batch with the update
   of a ``k1_skip`` batch of the same size run on each.
@@ -218,6 +220,7 @@ def seconds_per_sample(config: Any, profile: RolloutProfile, factory: Any, polic
     wait, update = per_sample(run, "rollout_s"), per_sample(run, "update_s")
     return {"rollout_s_per_sample": per_sample(run, "collect_s"), "wait_s_per_sample": wait,
             "update_s_per_sample": update, "env_busy_s_per_sample": per_sample(run, "busiest_env_s"),
+            "model_s_per_sample": per_sample(run, "model_s"),
             "s_per_sample": wait + update}, (model, last[0])
 
 
@@ -238,7 +241,7 @@ def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile,
         rates.append(raw["wall_s"] / raw["own_actions"])
     rollout = statistics.median(rates)
     return {"rollout_s_per_sample": float(rollout), "wait_s_per_sample": float(rollout),
-            "update_s_per_sample": update_s_per_sample, "env_busy_s_per_sample": None,
+            "update_s_per_sample": update_s_per_sample, "env_busy_s_per_sample": None, "model_s_per_sample": None,
             "s_per_sample": float(rollout + update_s_per_sample)}
 
 
@@ -329,6 +332,7 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
         collector.shutdown()
     return {"rollout_s_per_sample": None, "wait_s_per_sample": float(statistics.median(rollout)),
             "update_s_per_sample": float(statistics.median(update)), "env_busy_s_per_sample": None,
+            "model_s_per_sample": None,
             "s_per_sample": float(statistics.median(wall)),
             "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys)}
 
@@ -463,8 +467,12 @@ class Judge:
             if why_not:
                 missing[kind] = why_not
                 continue
-            cost[kind] = torchrl_seconds_per_sample(kind, k1_run, spaces, self.profiles["k1_skip"], self.factory,
-                                                    self.base, args.cost_iterations)
+            try:
+                cost[kind] = torchrl_seconds_per_sample(kind, k1_run, spaces, self.profiles["k1_skip"], self.factory,
+                                                        self.base, args.cost_iterations)
+            except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
+                missing[kind] = f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                self.progress(f"{regime} {kind}: {missing[kind]}")
         for name in PEER_SEMANTICS:
             if name in cost:
                 self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
@@ -637,7 +645,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small run for 2 cores: " + ", ".join(
         f"{k}={v}" for k, v in QUICK.items()))
     parser.add_argument("--regime", type=regime_list, default=list(REGIMES),
-                        help=f"comma-separated regimes ({', '.join(f'{k}: T_model = {v} T_env' for k, v in REGIMES.items())})")
+                        help="comma-separated regimes (" + ", ".join(f"{k}: T_model = {v} T_env"
+                                                                     for k, v in REGIMES.items()) + ")")
     parser.add_argument("--lead-sweep", action="store_true",
                         help="the delay sweep of the lookahead lead (d = 0, 1, 2, 4, N/2, N-1) in the first --regime")
     parser.add_argument("--layouts", type=layout_list, default=list(LAYOUTS),

@@ -290,7 +290,8 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
     of the policy; an entry's ``rollout_s`` is the trainer's wait for its batch, ``collect_s`` the
     wall seconds of that batch's rollout less its wait for weights (the two differ when collection overlaps the update),
-    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``update_s`` the PPO update and the
+    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``model_s`` the behaviour policy's
+    forwards in it, ``update_s`` the PPO update and the
     weights' posting, ``policy_lag`` the batch's mean weight versions
     behind the model it trains."""
     torch.manual_seed(config.seed)
@@ -298,7 +299,8 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     rng = np.random.default_rng(config.seed)
     profile = profile or make_profile(config)
     curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
-                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "update_s", "policy_lag",
+                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "model_s",
+                                              "update_s", "policy_lag",
                                               "policy_loss", "value_loss", "entropy")}
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
@@ -353,6 +355,7 @@ def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, began
         "rollout_s": rolled - began,
         "collect_s": collect_s,
         "busiest_env_s": float(np.max(busiest)) if len(busiest) else None,
+        "model_s": stats.model_seconds,
         "update_s": time.perf_counter() - rolled,
         "policy_lag": policy_lag,
         **losses,
