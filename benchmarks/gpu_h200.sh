@@ -6,20 +6,27 @@
 # in .gl/ (both git-ignored). Made here with:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 ... -d .whl mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 \
-#     glfw==2.11.0 pyopengl==3.1.10 websockets gymnasium==1.4.0 farama-notifications==0.0.6
+#     glfw==2.11.0 pyopengl==3.1.10 websockets gymnasium==1.4.0 farama-notifications==0.0.6 \
+#     torchrl==0.14.1 tensordict==0.14.3 pyvers==0.2.3 hoptorch==0.1.4 orjson importlib_metadata zipp cloudpickle
+#   (the last line: time_to_train's TorchRL peers, the `peers` extra; orjson is a manylinux_2_17 wheel)
 #   (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 # Run there from the repo root: bash benchmarks/gpu_h200.sh bench|train; results go to $OUT (or
 # ./behavior1k_fast_results), then are copied into benchmarks/results/ here.
 #   bench: validate, then bench at a process budget of 8 (16 envs: P = 8 x E = 2) with default and BEHAVIOR-like costs
-#   train: time_to_train (samples to target and seconds per sample on this machine), then bench at a budget of 16
+#   train: time_to_train in the balanced regime (T_model = T_env; samples to target and seconds per sample of
+#     K = 1, process K = 2 and lookahead, each serial and collect-while-train, the double buffer and TorchRL's
+#     collectors), then bench at a budget of 16
+#   train-env-bound, train-model-bound: the same in the other regimes (T_model = 0.25 / 4 T_env), without the bench
+#   train-leads: time_to_train --lead-sweep (samples to target against the lookahead lead d, 3 seeds)
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
 #   rollout: bench at a process budget of 8 with rollouts of 12 chunks and Chrome traces (the lookahead
 #     row's rounds broken down, `critical_path` in the JSON)
 #   tune: tune --exhaustive at a process budget of 8 (16 envs; the 36 best predicted of the 45 feasible layouts
 #     run once each, the pick checked against them)
-#   train3: time_to_train with 3 seeds
+#   train3: time_to_train with 3 seeds (balanced regime)
 set -uo pipefail
-part="${1:?usage: gpu_h200.sh bench|train|budgets|rollout|tune|train3}"
+usage="usage: gpu_h200.sh bench|train|train-env-bound|train-model-bound|train-leads|budgets|rollout|tune|train3"
+part="${1:?$usage}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -35,6 +42,9 @@ mkdir -p "$OUT"
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 } 2>&1 | tee "$OUT/h200_machine_$part.txt"
 cli="python3 -m behavior1k_fast.tools.cli"
+# time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the engine layouts that
+# decide the goals (each also +overlap), the policy on the GPU
+ttt="--processes 8 --envs 16 --iterations 100 --layouts k1_skip,process_k2,lookahead --device cuda"
 case "$part" in
   bench)
     timeout 70 $cli validate --json "$OUT/validate_h200.json" 2>&1 | tail -n 12
@@ -42,8 +52,8 @@ case "$part" in
     timeout 250 $cli bench --max-processes 8 --behavior-like --out-dir "$OUT" --tag h200-p8-behavior-like 2>&1 \
       | grep -v 'run/s' | tee "$OUT/bench_h200-p8-behavior-like.log" ;;
   train)
-    timeout 380 python3 benchmarks/time_to_train.py --processes 8 --envs 16 --seeds 2 --iterations 100 --device cuda \
-      --out-dir "$OUT" --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200.log"
+    timeout 380 python3 benchmarks/time_to_train.py $ttt --regime balanced --seeds 1 --out-dir "$OUT" --tag h200 2>&1 \
+      | tail -n 30 | tee "$OUT/time_to_train_h200.log"
     timeout 190 $cli bench --max-processes 16 --repeats 2 --out-dir "$OUT" --tag h200-p16 2>&1 | grep -v 'run/s' \
       | tee "$OUT/bench_h200-p16.log" ;;
   budgets)
@@ -59,9 +69,16 @@ case "$part" in
     timeout 560 $cli tune --envs 16 --max-processes 8 --pipeline-stages 1,2,4 --exhaustive --max-layouts 36 --repeats 1 --out-dir "$OUT" --tag h200-p8 \
       2>&1 | tail -n 60 > "$OUT/tune_h200-p8.log"
     tail -n 30 "$OUT/tune_h200-p8.log" ;;
+  train-env-bound|train-model-bound)
+    regime="${part#train-}"
+    timeout 560 python3 benchmarks/time_to_train.py $ttt --regime "$regime" --seeds 2 --out-dir "$OUT" \
+      --tag "h200-$regime" 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-$regime.log" ;;
+  train-leads)
+    timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \
+      --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_lead_sweep_h200.log" ;;
   train3)
-    timeout 560 python3 benchmarks/time_to_train.py --processes 8 --envs 16 --seeds 3 --iterations 100 --device cuda \
-      --out-dir "$OUT" --tag h200-3seeds 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-3seeds.log" ;;
-  *) echo "usage: gpu_h200.sh bench|train|budgets|rollout|tune|train3" >&2; exit 2 ;;
+    timeout 560 python3 benchmarks/time_to_train.py $ttt --regime balanced --seeds 3 --out-dir "$OUT" --tag h200-3seeds \
+      2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-3seeds.log" ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac
 ls -la "$OUT"

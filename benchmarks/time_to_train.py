@@ -1,45 +1,78 @@
-"""Time to a trained policy: wall clock until PPO reaches a target success rate, per rollout layout.
+"""Time to a trained policy: wall clock until PPO reaches a target success rate, per rollout layout and regime.
 
-The question a user asks is "how long until my policy is trained", not env-steps per second: the hybrid
-partition buys env-steps by making an env act on an observation one stage chunk old while it holds its
-last action, which can cost samples. This measures both factors and their product:
+The question a user asks is "how long until my policy is trained", not env-steps per second. A layout can
+buy env-steps by changing what each env sees (the hybrid partition makes an env act on an observation one
+stage chunk old; collect-while-train acts with weights one update old), which can cost samples. This
+measures both factors and their product:
 
     wall to target = samples to target x seconds per sample (rollout and PPO update)
 
 - **Task and learner**: PPO on the reference reach-and-touch task, ``examples/train_ppo_reference.py``
-  used as a library (its :func:`train`, GAE and clipped update), with a VLA-cost policy: a frozen
-  transformer over the rgb camera (:class:`~behavior1k_fast.tools.measure.policy.ChunkPolicy`, calibrated
-  like the bench policy by :func:`~behavior1k_fast.tools.measure.calibration.calibrate`: one forward at
-  the stage batch takes the env's ms per chunk) whose output, flattened, joins proprioception and the task
-  offset as the input of the trained actor-critic head (:class:`VLAActorCritic`). The frozen model runs
-  in every acting forward and again over the batch in each PPO update.
+  used as a library (its :func:`train`, GAE, clipped update and :class:`Collector` loop). The policy costs
+  what a VLA costs and trains the way one is fine-tuned: :class:`VLAActorCritic`, the benchmark's
+  transformer over the rgb camera with low-rank adapters in every block
+  (:class:`~behavior1k_fast.tools.measure.trainable.AdaptedVLA`), whose output, flattened, joins
+  proprioception and the task offset as the input of a trained actor-critic head. The acting forward
+  runs the transformer at the stage batch; the PPO update runs it over the batch's samples with a backward
+  through every block to the adapters (its first epoch; the head's other epochs reuse those features,
+  ``PPOConfig.feature_epochs``), so the update per sample costs about three acting forwards, as a LoRA
+  fine-tune of a VLA costs against its rollout (RLinf issue #777: 185 s training, 123 s rollout per step).
+- **Regimes** (``--regime``): the transformer is sized (:func:`~behavior1k_fast.tools.measure.calibration.calibrate`)
+  so that one forward at the stage batch takes :data:`REGIMES` x the env's ms per chunk: ``env-bound``
+  (0.25), ``balanced`` (1), ``model-bound`` (4). Its cost grows with the batch (compute-bound at the
+  bench's image sizes), recorded as T_model(batch).
 - **Layouts** (same envs, chunk size, policy): ``stock`` (every optimisation off), ``k1_skip`` (K = 1,
   on-demand observation), ``hybrid_k2`` and ``process_k2`` (pipeline K = 2 in each partition),
-  ``lookahead`` (when the profile has that schedule; otherwise recorded as not available) and
-  ``double_buffer_peer`` (two gymnasium ``AsyncVectorEnv`` s alternated, ``tools/bench/peers.py``).
+  ``lookahead`` (lead ``--lookahead-steps``); each also as ``<layout>+overlap``: collect-while-train
+  (``Collector`` ``max_lag=1``: batch b + 1 is collected while PPO updates on batch b). Peers:
+  ``double_buffer_peer`` (two gymnasium ``AsyncVectorEnv`` s alternated, ``tools/bench/peers.py``, the
+  update after each rollout) and, where ``torchrl`` is installed (``pip install behavior1k_fast[peers]``),
+  ``torchrl_sync`` / ``torchrl_async``: TorchRL's ``MultiSyncCollector`` / ``MultiAsyncCollector`` (the
+  0.14 names of ``MultiSyncDataCollector`` / ``MultiaSyncDataCollector``) over the same slim +
+  on-demand-observation env wrapped as a gymnasium env (``peers.ChunkGymEnv``: one step = one chunk of
+  one worker's envs, through ``torchrl.envs.GymWrapper``), one worker process per env process, each
+  acting with its copy of the same policy, while the trainer runs the same PPO update on each batch and
+  posts its weights with ``update_policy_weights_()`` (the sync collector's next batch acts with them; the
+  async one's workers go on collecting meanwhile).
 - **Samples to target** depend only on what each env sees and does, its semantics: ``fresh`` (an env acts
-  on its own observation at its chunk's start: stock, K = 1, process partition, the double buffer; the
-  example checks stock and K = 1 curve for curve), ``hybrid`` (hybrid partition: the other stage's slice
-  holds its last action while this one steps) and ``lookahead`` (the chunk is chosen from an observation
-  d steps before the previous chunk ends). Per semantics and seed, PPO trains under one layout of that
-  semantics (``k1_skip``, ``hybrid_k2``, ``lookahead``) until the episode-weighted success rate of the last
-  ``--window`` iterations reaches ``--target``; samples to target = env steps (own actions) then, or none
-  within ``--iterations``.
-- **Seconds per sample** per layout: a few PPO iterations under that layout (the first one not counted),
-  rollout plus update seconds over the own actions; the double-buffer peer's rollout seconds from
-  ``run_peer`` with the same policy acting (no trajectory recording), plus the update seconds per sample of
-  ``k1_skip`` (the same batch).
+  on its own observation at its chunk's start: stock, K = 1, process partition, the double buffer),
+  ``hybrid`` (the other stage's slice holds its last action while this one steps), ``lookahead`` (the chunk
+  is chosen from an observation d steps before the previous chunk ends, with the committed actions as
+  input), each ``+lag1`` under collect-while-train (TorchRL's sync collector: ``fresh``, its async one:
+  ``fresh+lag1``). Per semantics
+  and seed, PPO trains under one layout of that semantics (:data:`TRAINED_UNDER`) until the
+  episode-weighted success rate of the last ``--window`` iterations reaches ``--target``; samples to
+  target = env steps (own actions) then, or none within ``--iterations``.
+- **Seconds per sample** per layout: a few PPO iterations under it (the first one not counted), the
+  trainer's wall per iteration (its wait for the batch plus the update) over the own actions; reported
+  with the rollout's own seconds (``rollout_s_per_sample``: the collector's rollout wall, overlapped or
+  not), the update's (``update_s_per_sample``), and the busiest env worker's stepping seconds
+  (``env_busy_s_per_sample``, the env side of the bound max(GPU work, env work)) and the behaviour
+  policy's forwards (``model_s_per_sample``: what the regime's T_model is in the rollout itself, where the
+  adapted transformer runs without torch's fused inference path that calibration timed). The double-buffer
+  peer's rollout seconds come from ``run_peer`` with the same policy acting, plus the update seconds per
+  sample of ``k1_skip`` (the same batch); TorchRL's are the trainer's wall per batch with the update
+  of a ``k1_skip`` batch of the same size run on each.
 - Per layout and seed the product, with the median and min-max over seeds; the training runs of the
-  semantics' own layouts are direct measurements of the same quantity (``direct_wall_to_target_s``).
+  semantics' own layouts are direct measurements of the same quantity (``direct_wall_to_target_s``), and
+  the best engine layout of each regime gets one direct run if it is not one of those (``direct``). The
+  peers have no direct run (their batches are not ``Trajectory`` s the example's PPO reads).
+- ``--lead-sweep``: the delay-sweep protocol for the lookahead lead: samples to target, seconds per sample
+  and their product for d in 0, 1, 2, 4, N/2, N - 1 (committed actions as input), per seed.
 
-Writes ``time_to_train_<tag>.json`` and ``.png`` to ``./behavior1k_fast_results`` (``--out-dir``;
-``--record``: the checkout's ``benchmarks/results/``). ``--quick`` is a small run for 2 cores (a minute or
-two): tiny model, 16-pixel camera, few iterations, one seed, a low target.
+Writes ``time_to_train_<tag>.json`` and ``.png`` (``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
+to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's ``benchmarks/results/``).
+``--quick`` is a small run for 2 cores (a minute or two): 64-wide model, 16-pixel camera, few
+iterations, one seed, the balanced regime, a low target. Bad arguments are one-line usage errors (exit
+code 2) before any env starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
+import multiprocessing
 import statistics
 import sys
 import time
@@ -47,38 +80,57 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+import gymnasium
 import numpy as np
+import torch
 
 from behavior1k_fast.core.profile import SCHEDULES, RolloutProfile
-from behavior1k_fast.tools.argtypes import lead_steps
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, device, env_count, file_name, lead_steps, path,
+                                            positive_int, positive_number, process_count)
+from behavior1k_fast.tools.bench.report import format_model_cost
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
-from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
+from behavior1k_fast.tools.measure.files import save_figure, write_json
+from behavior1k_fast.tools.measure.machine import busy_warning, describe_machine, machine_tag, sample_load
+from behavior1k_fast.tools.measure.trainable import AdaptedVLA
 
 #: The folder of ``train_ppo_reference.py``, the PPO this benchmark uses as a library.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-#: Layout -> the semantics whose samples to target it shares.
-SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid", "process_k2": "fresh",
-             "lookahead": "lookahead", "double_buffer_peer": "fresh"}
+if str(EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES))
+import train_ppo_reference as ppo  # noqa: E402  (the example, found through EXAMPLES)
+
+#: Engine layout -> the semantics whose samples to target it shares (``+overlap`` layouts: ``+lag1``).
+ENGINE_SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid", "process_k2": "fresh",
+                    "lookahead": "lookahead"}
+#: Peer -> its semantics. Checked at torchrl 0.14.1 by comparing each batch's recorded log-probs with the
+#: trainer's: ``MultiSyncCollector`` collects a batch with the weights posted after the previous one (lag 0,
+#: serial), ``MultiAsyncCollector`` goes on collecting while the trainer updates (lag 1, or more with more
+#: workers than batches in flight).
+PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh", "torchrl_async": "fresh+lag1"}
+#: Suffix of a collect-while-train layout, and of its semantics.
+OVERLAP, LAG = "+overlap", "+lag1"
 #: Semantics -> the layout PPO trains under to count its samples to target.
-TRAINED_UNDER = {"fresh": "k1_skip", "hybrid": "hybrid_k2", "lookahead": "lookahead"}
+TRAINED_UNDER = {**{s: layout for layout, s in (("k1_skip", "fresh"), ("hybrid_k2", "hybrid"),
+                                                ("lookahead", "lookahead"))},
+                 **{s + LAG: layout + OVERLAP for layout, s in (("k1_skip", "fresh"), ("hybrid_k2", "hybrid"),
+                                                                ("lookahead", "lookahead"))}}
+#: Regime -> one forward at the stage batch as a multiple of the env's ms per chunk.
+REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
 #: Modalities the VLA-cost policy reads.
 MODALITIES = ("rgb", "proprio")
 
 
-def load_ppo() -> Any:
-    """``examples/train_ppo_reference.py`` as a module (its folder joins ``sys.path``)."""
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    import train_ppo_reference
-
-    return train_ppo_reference
+def semantics_of(layout: str) -> str:
+    """The semantics (module docs) of an engine layout (``+overlap`` or not) or a peer."""
+    if layout in PEER_SEMANTICS:
+        return PEER_SEMANTICS[layout]
+    return ENGINE_SEMANTICS[layout.removesuffix(OVERLAP)] + (LAG if layout.endswith(OVERLAP) else "")
 
 
 def layout_profiles(processes: int, envs: int, chunk_size: int, lookahead_steps: int | str = "auto") -> tuple[
         dict[str, RolloutProfile], dict[str, str]]:
-    """The engine layouts' profiles (``lookahead`` at lead ``lookahead_steps``), and the layouts this profile
-    cannot run (name -> why)."""
+    """The engine layouts' profiles (``lookahead`` at lead ``lookahead_steps``; an ``+overlap`` layout runs its
+    layout's profile), and the layouts this profile cannot run (name -> why)."""
     layout = dict(num_env_processes=processes, total_num_envs=envs, chunk_size=chunk_size)
     fast = RolloutProfile(obs_modalities=MODALITIES, **layout)
     profiles = {
@@ -101,25 +153,20 @@ def layout_profiles(processes: int, envs: int, chunk_size: int, lookahead_steps:
     return profiles, missing
 
 
-def make_vla_actor_critic(ppo: Any, vla: Any) -> type:
-    """The example's ``ActorCritic`` over the frozen ``vla``'s features (module docs)."""
-    import torch
+class VLAActorCritic(ppo.ActorCritic):
+    """The example's actor-critic head over [adapted VLA output, proprioception, task offset] (module docs):
+    ``AdaptedVLA(**vla_arguments)`` is built here (its own adapters; the frozen transformer from its seed)
+    and trains with the head."""
 
-    feature_dim = vla.chunk_size * vla.action_dim
+    def __init__(self, vla_arguments: dict, obs_dim: int, action_dim: int, chunk_size: int) -> None:
+        vla = AdaptedVLA(**vla_arguments)
+        super().__init__(obs_dim + vla.chunk_size * vla.action_dim, action_dim, chunk_size)
+        self.vla = vla
 
-    class VLAActorCritic(ppo.ActorCritic):
-        """Trained actor-critic head over [frozen VLA output, proprioception, task offset]."""
-
-        def __init__(self, obs_dim: int, action_dim: int, chunk_size: int) -> None:
-            super().__init__(obs_dim + feature_dim, action_dim, chunk_size)
-            self.vla = vla  # not a module attribute of the head: its weights stay out of the optimiser
-
-        def features(self, obs: dict) -> torch.Tensor:
-            own = ppo.ActorCritic.features(obs)
-            frozen = torch.as_tensor(self.vla({k: np.asarray(v) for k, v in obs.items()}), dtype=torch.float32)
-            return torch.cat([frozen.reshape(len(own), -1), own], dim=-1)
-
-    return VLAActorCritic
+    def features(self, obs: dict) -> torch.Tensor:
+        own = ppo.ActorCritic.features(obs)
+        adapted = self.vla(obs).cpu()
+        return torch.cat([adapted.reshape(len(own), -1), own], dim=-1)
 
 
 def reached(entries: list[dict], target: float, window: int) -> bool:
@@ -130,7 +177,12 @@ def reached(entries: list[dict], target: float, window: int) -> bool:
         sum(e["success_rate"] * e["episodes"] for e in recent) / episodes >= target)
 
 
-def samples_to_target(ppo: Any, config: Any, profile: RolloutProfile, factory: Any, policy_class: type,
+def layout_config(config: Any, layout: str) -> Any:
+    """``config`` for ``layout``: collect-while-train (``max_lag=1``) for an ``+overlap`` layout, else serial."""
+    return replace(config, max_lag=int(layout.endswith(OVERLAP)))
+
+
+def samples_to_target(config: Any, profile: RolloutProfile, factory: Any, policy_class: Callable,
                       target: float, window: int) -> dict[str, Any]:
     """Train under ``profile`` until :func:`reached` (or ``config.iterations``); env steps and wall then."""
     entries: list[dict] = []
@@ -139,38 +191,48 @@ def samples_to_target(ppo: Any, config: Any, profile: RolloutProfile, factory: A
         entries.append(entry)
         return reached(entries, target, window)
 
+    torch.manual_seed(config.seed)
     run, _ = ppo.train(config, profile=profile, factory=factory, make_policy=policy_class, stop=stop)
     hit = reached(entries, target, window)
     return {"seed": config.seed, "reached": hit, "samples": run["env_steps"][-1] if hit else None,
             "direct_wall_s": run["wall_s"][-1] if hit else None, "iterations": len(run["env_steps"]),
-            "success_rate": run["success_rate"], "env_steps": run["env_steps"], "wall_s": run["wall_s"]}
+            "success_rate": run["success_rate"], "env_steps": run["env_steps"], "wall_s": run["wall_s"],
+            "policy_lag": run["policy_lag"]}
 
 
-def seconds_per_sample(ppo: Any, config: Any, profile: RolloutProfile, factory: Any, policy_class: type,
-                       iterations: int) -> dict[str, float]:
-    """Rollout and update seconds per own action under ``profile``: medians over ``iterations`` PPO iterations
-    after a first, uncounted one."""
-    run, _ = ppo.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
-                       make_policy=policy_class)
+def per_sample(run: dict[str, Any], key: str) -> float | None:
+    """Median over the iterations after the first of ``run[key]`` per own action of the iteration."""
+    values = run[key][1:]
+    if not values or any(v is None for v in values):
+        return None
     samples = np.diff([0, *run["env_steps"]])[1:]
-    rollout = statistics.median(np.array(run["rollout_s"][1:]) / samples)
-    update = statistics.median(np.array(run["update_s"][1:]) / samples)
-    return {"rollout_s_per_sample": float(rollout), "update_s_per_sample": float(update),
-            "s_per_sample": float(rollout + update)}
+    return float(statistics.median(np.array(values, dtype=float) / samples))
+
+
+def seconds_per_sample(config: Any, profile: RolloutProfile, factory: Any, policy_class: Callable,
+                       iterations: int) -> tuple[dict[str, float], tuple[Any, Any]]:
+    """Seconds per own action under ``profile`` and ``config``'s lag: medians over ``iterations`` PPO iterations
+    after a first, uncounted one (module docs), and (the trained model, its last batch)."""
+    last: list = []
+    run, model = ppo.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
+                           make_policy=policy_class, on_iteration=lambda it, batch, entry: last[:1].clear() or
+                           last.append(batch))
+    wait, update = per_sample(run, "rollout_s"), per_sample(run, "update_s")
+    return {"rollout_s_per_sample": per_sample(run, "collect_s"), "wait_s_per_sample": wait,
+            "update_s_per_sample": update, "env_busy_s_per_sample": per_sample(run, "busiest_env_s"),
+            "model_s_per_sample": per_sample(run, "model_s"),
+            "s_per_sample": wait + update}, (model, last[0])
 
 
 def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile, factory: Any, config: Any,
                             update_s_per_sample: float, repeats: int) -> dict[str, float]:
     """The double-buffer peer's rollout seconds per own action with ``policy`` acting (median of ``repeats``
     runs of ``config.rounds`` rounds; ``spaces``: one env's observation and action spaces), plus
-    ``update_s_per_sample`` (the same PPO update)."""
-    import torch
-
+    ``update_s_per_sample`` (the same PPO update, after the rollout)."""
     from behavior1k_fast.tools.bench.peers import run_peer
 
     def act(obs: dict) -> np.ndarray:
-        with torch.no_grad():
-            return policy(obs)[0].numpy().astype(np.float64)
+        return policy(obs)[0].numpy().astype(np.float64)
 
     rates = []
     for _ in range(repeats):
@@ -178,8 +240,123 @@ def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile,
                        config.rounds, warmup=1, seed=config.seed)
         rates.append(raw["wall_s"] / raw["own_actions"])
     rollout = statistics.median(rates)
-    return {"rollout_s_per_sample": float(rollout), "update_s_per_sample": update_s_per_sample,
+    return {"rollout_s_per_sample": float(rollout), "wait_s_per_sample": float(rollout),
+            "update_s_per_sample": update_s_per_sample, "env_busy_s_per_sample": None, "model_s_per_sample": None,
             "s_per_sample": float(rollout + update_s_per_sample)}
+
+
+class TorchRLActor(torch.nn.Module):
+    """An engine policy as a TorchRL actor: the observation tensors of ``keys`` (in that order) -> (the chunk as
+    float64, log-prob, value)."""
+
+    def __init__(self, policy: Any, keys: tuple[str, ...]) -> None:
+        super().__init__()
+        self.policy, self.keys = policy, tuple(keys)
+
+    def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        chunk, extras = self.policy(dict(zip(self.keys, values)))
+        return chunk.double(), extras["logprob"], extras["value"]
+
+
+class CountedChunkEnv(gymnasium.Wrapper):
+    """``peers.ChunkGymEnv`` whose step info holds ``own_actions`` as an int64 array (TorchRL reads arrays)."""
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "own_actions": np.asarray(info["own_actions"], np.int64)}
+
+
+def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple) -> Any:
+    """One TorchRL worker's env: ``peers.ChunkGymEnv`` (``envs`` envs of one backend, a chunk per step) through
+    ``GymWrapper``, reading the actions the envs took (``own_actions``) from the step info."""
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.gym_like import default_info_dict_reader
+
+    from behavior1k_fast.tools.bench.peers import ChunkGymEnv
+
+    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces))
+    env = GymWrapper(chunk_env, batch_size=torch.Size([]))
+    env.set_info_dict_reader(default_info_dict_reader(["own_actions"]))
+    return env
+
+
+def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tuple, profile: RolloutProfile,
+                               factory: Any, config: Any, iterations: int) -> dict[str, float]:
+    """Seconds per own action of TorchRL's ``MultiSyncCollector`` (``kind="torchrl_sync"``) or
+    ``MultiAsyncCollector`` over ``profile``'s processes (module docs): per batch of ``config.rounds`` chunks
+    per worker the trainer runs the PPO update on ``trained``'s batch (the same size) with ``trained``'s
+    model and posts the weights; the trainer's wall per batch over the batch's own actions, median over
+    ``iterations`` batches after a first, uncounted one."""
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import MultiAsyncCollector, MultiSyncCollector
+
+    model, batch = trained
+    keys = tuple(spaces[0].spaces)
+    outputs = ["action", "logprob", "value"]
+    behaviour = TensorDictModule(TorchRLActor(copy.deepcopy(model), keys), in_keys=list(keys), out_keys=outputs)
+    learner = TensorDictModule(TorchRLActor(model, keys), in_keys=list(keys), out_keys=outputs)
+    optimizer = torch.optim.Adam(list(ppo.trained_state(model).values()), lr=config.lr, eps=1e-5)
+    rng = np.random.default_rng(config.seed)
+    workers = profile.num_env_processes
+    fns = [functools.partial(torchrl_env, factory, profile.envs_per_process, config.seed + i, profile, spaces)
+           for i in range(workers)]
+    frames = workers * config.rounds
+    collector_class = {"torchrl_sync": MultiSyncCollector, "torchrl_async": MultiAsyncCollector}[kind]
+    # TorchRL starts its workers with the global start method once one is set (the engine's use of
+    # multiprocessing sets "fork" on Linux); forked after this process has rendered, a worker's renderer hangs
+    previous = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        collector = collector_class(fns, behaviour, frames_per_batch=frames, total_frames=frames * (iterations + 1))
+    finally:
+        multiprocessing.set_start_method(previous, force=True)
+    rollout, update, wall, kept = [], [], [], []
+    posted = [clone_trained(model)]  # version v: the weights after v updates
+    try:
+        began = time.perf_counter()
+        for i, data in enumerate(collector):
+            got = time.perf_counter()
+            samples = int(data["next", "own_actions"].sum())
+            ppo.ppo_update(model, optimizer, batch, config, rng)
+            collector.update_policy_weights_(TensorDict.from_module(learner))
+            done = time.perf_counter()
+            if i:
+                rollout.append((got - began) / samples)
+                update.append((done - got) / samples)
+                wall.append((done - began) / samples)
+            kept.append(data)
+            posted.append(clone_trained(model))
+            began = time.perf_counter()
+    finally:
+        collector.shutdown()
+    return {"rollout_s_per_sample": None, "wait_s_per_sample": float(statistics.median(rollout)),
+            "update_s_per_sample": float(statistics.median(update)), "env_busy_s_per_sample": None,
+            "model_s_per_sample": None,
+            "s_per_sample": float(statistics.median(wall)),
+            "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys)}
+
+
+def clone_trained(model: Any) -> dict:
+    """A copy of ``model``'s trained parameters."""
+    return {name: p.detach().clone() for name, p in ppo.trained_state(model).items()}
+
+
+def acted_with_posted_weights(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> float:
+    """The fraction of TorchRL batches after the first whose every chunk was chosen by the weights the trainer
+    had posted when it asked for the batch (batch i: version i): the recorded log-prob of each action against
+    that version's (1.0: serial; below: the workers collected ahead with older weights)."""
+    checker = copy.deepcopy(model)
+    current = []
+    for i, data in enumerate(batches[1:], start=1):
+        checker.load_state_dict(posted[i], strict=False)
+        flat = data.reshape(-1)
+        obs = {k: flat[k].reshape(-1, *flat[k].shape[2:]) for k in keys}
+        action = flat["action"][:, :, 0].reshape(-1, flat["action"].shape[-1]).float()
+        with torch.no_grad():
+            logprob = checker.evaluate(checker.features(obs), action)[0]
+        current.append(bool(torch.allclose(logprob, flat["logprob"].reshape(-1).float(), atol=1e-3)))
+    return float(np.mean(current))
 
 
 def spread(values: list[float | None]) -> dict[str, Any]:
@@ -191,135 +368,312 @@ def spread(values: list[float | None]) -> dict[str, Any]:
             "seeds_reached": len(have)}
 
 
-def measure(args: argparse.Namespace, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every layout's samples to target, seconds per sample and their product (module docs)."""
-    import torch
+def torchrl_missing() -> str | None:
+    """Why the TorchRL peers cannot run here (``None``: they can)."""
+    try:
+        import tensordict  # noqa: F401
+        import torchrl  # noqa: F401
+    except ImportError as exc:
+        return f"torchrl is not installed ({exc}): pip install 'behavior1k_fast[peers]'"
+    return None
 
-    from behavior1k_fast.reference import ReachFactory
-    from behavior1k_fast.tools.measure.calibration import calibrate
-    from behavior1k_fast.tools.measure.config import usable_cores
 
-    ppo = load_ppo()
-    base = ppo.PPOConfig(iterations=args.iterations, processes=args.processes, envs=args.envs,
-                         chunk_size=args.chunk_size, rounds=args.rounds, executor="process")
-    factory = ReachFactory(replace(ppo.make_factory(base).config, resolution=(args.resolution, args.resolution)))
-    profiles, missing = layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
-    device = resolve_device(args.device)
-    sizing = {"model_width": args.model_width, "model_depth": args.model_depth} if args.model_width else {}
-    run_config = RunConfig(chunk_size=args.chunk_size, rounds=2, warmup=1, device=device, seed=0, **sizing)
-    # train() runs torch on one thread: calibrate at one thread too (the whole machine's cores for envs)
-    vla, calibration = calibrate(factory, profiles["k1_skip"], run_config, max_processes=usable_cores())
-    policy_class = make_vla_actor_critic(ppo, vla)
-    progress(report.format_model_cost(calibration.to_dict()))
+class Judge:
+    """What every run of one benchmark invocation shares: the PPO config, the env factory, the layouts'
+    profiles, the device and the env's measured ms per chunk (module docs)."""
 
-    trained: dict[str, list[dict]] = {}
-    for semantics, layout in TRAINED_UNDER.items():
-        if layout not in profiles:
-            continue
-        trained[semantics] = []
-        for seed in range(args.seeds):
-            torch.manual_seed(seed)
-            run = samples_to_target(ppo, replace(base, seed=seed), profiles[layout], factory, policy_class,
-                                    args.target, args.window)
-            progress(f"{semantics} ({layout}) seed {seed}: samples to target {run['samples']} "
-                     f"({run['iterations']} iterations)")
-            trained[semantics].append(run)
+    def __init__(self, args: argparse.Namespace, progress: Callable[[str], None]) -> None:
+        from behavior1k_fast.reference import ReachFactory
 
-    cost: dict[str, dict[str, float]] = {}
-    for name, profile in profiles.items():
-        cost[name] = seconds_per_sample(ppo, base, profile, factory, policy_class, args.cost_iterations)
-        progress(f"{name}: {cost[name]['s_per_sample'] * 1e3:.2f} ms per sample")
-    if args.processes % 2 == 0:
+        self.args, self.progress = args, progress
+        self.base = ppo.PPOConfig(iterations=args.iterations, processes=args.processes, envs=args.envs,
+                                  chunk_size=args.chunk_size, rounds=args.rounds, executor="process")
+        self.factory = ReachFactory(replace(ppo.make_factory(self.base).config,
+                                            resolution=(args.resolution, args.resolution)))
+        profiles, self.missing = layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
+        keep = {"k1_skip", *args.layouts}
+        self.profiles = {n: p for n, p in profiles.items() if n in keep}
+        self.missing = {n: why for n, why in self.missing.items() if n in keep}
+        self.device = resolve_device(args.device)
+        if self.device.startswith("cuda"):  # the behaviour copy's forwards on a CUDA stream of their own
+            self.base = replace(self.base, policy_device=self.device)
+        self.env_ms: float | None = None
+
+    def policy_for(self, regime: str) -> tuple[Callable, Any, dict]:
+        """The VLA-cost policy class sized for ``regime``, the calibrated (frozen) model, its calibration (as a
+        dict, with the regime and the env's ms per chunk); prints the calibration."""
+        from behavior1k_fast.tools.measure.calibration import calibrate
+        from behavior1k_fast.tools.measure.config import usable_cores
+
+        args = self.args
+        sizing = {"model_width": args.model_width, "model_depth": args.model_depth}
+        config = RunConfig(chunk_size=args.chunk_size, rounds=2, warmup=1, device=self.device, seed=0, **sizing)
+        probe = args.model_depth is None and self.env_ms is None
+        if probe:  # the first calibration measures the env's ms per chunk and fits the balanced regime to it
+            vla, calibration = calibrate(self.factory, self.profiles["k1_skip"], config, max_processes=usable_cores())
+            self.env_ms = calibration.env_ms_per_stage_chunk
+        if not probe or regime != "balanced":
+            if args.model_depth is None:
+                config = replace(config, model_ms=REGIMES[regime] * self.env_ms)
+            vla, calibration = calibrate(self.factory, self.profiles["k1_skip"], config, max_processes=usable_cores())
+        arguments = dict(observation_space=vla.observation_space, action_space=vla.action_space,
+                         chunk_size=args.chunk_size, width=calibration.model_width, depth=calibration.model_depth,
+                         device=self.device, seed=0)
+        info = {**calibration.to_dict(), "env_ms_per_stage_chunk": self.env_ms, "regime": regime,
+                "model_ms_over_env_ms": REGIMES[regime], "adapter_rank": AdaptedVLA(**arguments).arguments["rank"]}
+        self.progress(f"{regime}: " + format_model_cost(calibration))
+        return functools.partial(VLAActorCritic, arguments), vla, info
+
+    def trained(self, layout: str, profile: RolloutProfile, policy_class: Callable) -> list[dict]:
+        """``--seeds`` training runs under ``layout`` (samples to target)."""
+        runs = []
+        for seed in range(self.args.seeds):
+            config = replace(layout_config(self.base, layout), seed=seed)
+            run = samples_to_target(config, profile, self.factory, policy_class, self.args.target, self.args.window)
+            self.progress(f"{semantics_of(layout)} ({layout}) seed {seed}: samples to target {run['samples']} "
+                          f"({run['iterations']} iterations)")
+            runs.append(run)
+        return runs
+
+    def regime(self, regime: str) -> dict[str, Any]:
+        """Every layout's samples to target, seconds per sample and their product in ``regime``."""
+        args = self.args
+        policy_class, vla, calibration = self.policy_for(regime)
+        engine_layouts = [name + suffix for suffix in ("", OVERLAP) for name in self.profiles]
+        trained = {s: self.trained(layout, self.profiles[layout.removesuffix(OVERLAP)], policy_class)
+                   for s, layout in TRAINED_UNDER.items() if layout.removesuffix(OVERLAP) in self.profiles}
+        cost: dict[str, dict] = {}
+        k1_run: tuple | None = None
+        for name in engine_layouts:
+            config = layout_config(self.base, name)
+            cost[name], last = seconds_per_sample(config, self.profiles[name.removesuffix(OVERLAP)], self.factory,
+                                                  policy_class, args.cost_iterations)
+            k1_run = last if name == "k1_skip" else k1_run
+            self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
+        missing = dict(self.missing)
+        missing.update({name + OVERLAP: why for name, why in self.missing.items()})
         spaces = (vla.observation_space, vla.action_space)
-        obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in ppo.OBS_KEYS)
-        policy = policy_class(obs_dim, int(np.prod(vla.action_space.shape)), args.chunk_size)
-        cost["double_buffer_peer"] = peer_seconds_per_sample(policy, spaces, profiles["k1_skip"], factory, base,
-                                                             cost["k1_skip"]["update_s_per_sample"],
-                                                             args.cost_iterations)
-        progress(f"double_buffer_peer: {cost['double_buffer_peer']['s_per_sample'] * 1e3:.2f} ms per sample")
-    else:
-        missing["double_buffer_peer"] = f"a double buffer needs an even process count, got {args.processes}"
+        if args.processes % 2 == 0:
+            obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in ppo.OBS_KEYS)
+            policy = policy_class(obs_dim, int(np.prod(vla.action_space.shape)), args.chunk_size)
+            cost["double_buffer_peer"] = peer_seconds_per_sample(policy, spaces, self.profiles["k1_skip"],
+                                                                 self.factory, self.base,
+                                                                 cost["k1_skip"]["update_s_per_sample"],
+                                                                 args.cost_iterations)
+        else:
+            missing["double_buffer_peer"] = f"a double buffer needs an even process count, got {args.processes}"
+        why_not = torchrl_missing()
+        for kind in ("torchrl_sync", "torchrl_async"):
+            if why_not:
+                missing[kind] = why_not
+                continue
+            try:
+                cost[kind] = torchrl_seconds_per_sample(kind, k1_run, spaces, self.profiles["k1_skip"], self.factory,
+                                                        self.base, args.cost_iterations)
+            except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
+                missing[kind] = f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                self.progress(f"{regime} {kind}: {missing[kind]}")
+        for name in PEER_SEMANTICS:
+            if name in cost:
+                self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
+        layouts = {}
+        for name, c in cost.items():
+            runs = trained.get(semantics_of(name), [])
+            per_seed = [None if r["samples"] is None else r["samples"] * c["s_per_sample"] for r in runs]
+            layouts[name] = {"semantics": semantics_of(name), "trained_under": TRAINED_UNDER[semantics_of(name)], **c,
+                             "samples_to_target": spread([r["samples"] for r in runs]),
+                             "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed)}
+            if name == TRAINED_UNDER[semantics_of(name)]:
+                layouts[name]["direct_wall_to_target_s"] = spread([r["direct_wall_s"] for r in runs])
+        result = {"calibration": calibration, "layouts": layouts, "not_run": missing, "training_runs": trained}
+        result["direct"] = self.direct_run(result, policy_class)
+        return result
 
-    layouts = {}
-    for name, c in cost.items():
-        runs = trained.get(SEMANTICS[name], [])
-        per_seed = [None if r["samples"] is None else r["samples"] * c["s_per_sample"] for r in runs]
-        layouts[name] = {
-            "semantics": SEMANTICS[name], "trained_under": TRAINED_UNDER[SEMANTICS[name]], **c,
-            "samples_to_target": spread([r["samples"] for r in runs]),
-            "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed),
-        }
-        if name == TRAINED_UNDER[SEMANTICS[name]]:
-            layouts[name]["direct_wall_to_target_s"] = spread([r["direct_wall_s"] for r in runs])
-    return {"calibration": calibration.to_dict(), "layouts": layouts, "not_run": missing,
-            "training_runs": trained, "profiles": {n: p.to_dict() for n, p in profiles.items()}}
+    def direct_run(self, result: dict[str, Any], policy_class: Callable) -> dict[str, Any] | None:
+        """One direct run (seed 0) of the engine layout with the shortest median wall to target, where that
+        layout is not one the semantics trained under (whose runs are direct already)."""
+        engine = {n: r for n, r in result["layouts"].items()
+                  if n not in PEER_SEMANTICS and r["wall_to_target_s"]["median"] is not None}
+        if not engine:
+            return None
+        best = min(engine, key=lambda n: engine[n]["wall_to_target_s"]["median"])
+        if "direct_wall_to_target_s" in engine[best]:
+            return {"layout": best, "wall_s": engine[best]["direct_wall_to_target_s"], "from": "training runs"}
+        run = samples_to_target(layout_config(self.base, best), self.profiles[best.removesuffix(OVERLAP)],
+                                self.factory, policy_class, self.args.target, self.args.window)
+        self.progress(f"direct run of {best}: {run['direct_wall_s']} s to the target")
+        return {"layout": best, "wall_s": run["direct_wall_s"], "samples": run["samples"], "from": "its own run"}
+
+    def lead_sweep(self, regime: str) -> dict[str, Any]:
+        """Samples to target, seconds per sample and wall to target per lookahead lead d (module docs)."""
+        n = self.args.chunk_size
+        leads = sorted({d for d in (0, 1, 2, 4, n // 2, n - 1) if 0 <= d < n})
+        policy_class, _, calibration = self.policy_for(regime)
+        rows = {}
+        for d in leads:
+            profile = self.profiles["k1_skip"].replace(schedule="lookahead", lookahead_steps=d)
+            runs = self.trained("lookahead", profile, policy_class)
+            cost, _ = seconds_per_sample(self.base, profile, self.factory, policy_class, self.args.cost_iterations)
+            per_seed = [None if r["samples"] is None else r["samples"] * cost["s_per_sample"] for r in runs]
+            rows[str(d)] = {"lead": d, **cost, "samples_to_target": spread([r["samples"] for r in runs]),
+                            "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed),
+                            "seeds_reached": sum(r["reached"] for r in runs), "training_runs": runs}
+            self.progress(f"lead {d}: samples to target {rows[str(d)]['samples_to_target']['median']}, "
+                          f"{cost['s_per_sample'] * 1e3:.3f} ms per sample")
+        return {"calibration": calibration, "leads": rows}
+
+
+def measure(args: argparse.Namespace, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Per regime, every layout's samples to target, seconds per sample and their product (module docs); with
+    ``--lead-sweep`` the lead sweep of the first regime instead."""
+    judge = Judge(args, progress)
+    profiles = {n: p.to_dict() for n, p in judge.profiles.items()}
+    if args.lead_sweep:
+        return {"lead_sweep": judge.lead_sweep(args.regime[0]), "profiles": profiles}
+    return {"regimes": {regime: judge.regime(regime) for regime in args.regime}, "profiles": profiles}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Wall clock to the target per layout (median, min-max over seeds) and seconds per sample."""
+    """Per regime: wall clock to the target per layout (median, min-max over seeds) and seconds per sample
+    (rollout and update); ``--lead-sweep``: samples, seconds per sample and wall to target against the lead."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(result["layouts"])
-    rows = [result["layouts"][n] for n in names]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    wall = [r["wall_to_target_s"]["median"] or 0.0 for r in rows]
-    low = [w - (r["wall_to_target_s"]["min"] or w) for w, r in zip(wall, rows)]
-    high = [(r["wall_to_target_s"]["max"] or w) - w for w, r in zip(wall, rows)]
-    axes[0].bar(names, wall, yerr=[low, high], capsize=3)
-    axes[0].set_ylabel(f"wall s to success >= {result['config']['target']} (0: not reached)")
-    axes[1].bar(names, [r["s_per_sample"] * 1e3 for r in rows])
-    axes[1].set_ylabel("ms per sample (rollout + PPO update)")
-    for ax in axes:
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
+    if "lead_sweep" in result:
+        rows = list(result["lead_sweep"]["leads"].values())
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        leads = [r["lead"] for r in rows]
+        for ax, key, label in ((axes[0], "samples_to_target", "samples to target"),
+                               (axes[2], "wall_to_target_s", "wall s to target")):
+            ax.plot(leads, [r[key]["median"] or np.nan for r in rows], "o-")
+            ax.set_ylabel(label)
+        axes[1].plot(leads, [r["s_per_sample"] * 1e3 for r in rows], "o-")
+        axes[1].set_ylabel("ms per sample")
+        for ax in axes:
+            ax.set_xlabel("lookahead lead d (steps)")
+    else:
+        regimes = result["regimes"]
+        fig, axes = plt.subplots(len(regimes), 2, figsize=(14, 4.5 * len(regimes)), squeeze=False)
+        for (regime, data), (left, right) in zip(regimes.items(), axes):
+            names = list(data["layouts"])
+            rows = [data["layouts"][n] for n in names]
+            wall = [r["wall_to_target_s"]["median"] or 0.0 for r in rows]
+            low = [w - (r["wall_to_target_s"]["min"] or w) for w, r in zip(wall, rows)]
+            high = [(r["wall_to_target_s"]["max"] or w) - w for w, r in zip(wall, rows)]
+            left.bar(names, wall, yerr=[low, high], capsize=3)
+            left.set_ylabel(f"{regime}: wall s to success >= {result['config']['target']} (0: not reached)",
+                            fontsize=8)
+            right.bar(names, [r["s_per_sample"] * 1e3 for r in rows], label="ms per sample (trainer's wall)")
+            right.plot(names, [(r["rollout_s_per_sample"] or np.nan) * 1e3 for r in rows], "o", label="rollout")
+            right.plot(names, [r["update_s_per_sample"] * 1e3 for r in rows], "x", label="update")
+            right.legend(fontsize=7)
+            for ax in (left, right):
+                ax.tick_params(axis="x", rotation=40, labelsize=7)
     fig.suptitle(f"time to a trained policy ({result['machine']['cpu_model']}, {result['config']['seeds']} seeds)",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def format_table(result: dict[str, Any]) -> str:
-    lines = ["| layout | semantics | ms/sample | samples to target | wall to target s (min-max) |",
-             "| --- | --- | ---: | ---: | ---: |"]
-    for name, r in result["layouts"].items():
-        s, w = r["samples_to_target"], r["wall_to_target_s"]
-        wall = "not reached" if w["median"] is None else f"{w['median']:.1f} ({w['min']:.1f}-{w['max']:.1f})"
-        samples = "-" if s["median"] is None else f"{s['median']:.0f}"
-        lines.append(f"| {name} | {r['semantics']} | {r['s_per_sample'] * 1e3:.2f} | {samples} | {wall} |")
+    """The result as markdown tables: per regime, one row per layout (``--lead-sweep``: one per lead)."""
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1e3:.3f}"
+
+    def wall(w: dict) -> str:
+        return "not reached" if w["median"] is None else f"{w['median']:.1f} ({w['min']:.1f}-{w['max']:.1f})"
+
+    def samples(s: dict) -> str:
+        return "-" if s["median"] is None else f"{s['median']:.0f}"
+
+    if "lead_sweep" in result:
+        lines = ["| lead d | ms/sample | samples to target | seeds reached | wall to target s (min-max) |",
+                 "| ---: | ---: | ---: | ---: | ---: |"]
+        for r in result["lead_sweep"]["leads"].values():
+            lines.append(f"| {r['lead']} | {ms(r['s_per_sample'])} | {samples(r['samples_to_target'])} | "
+                         f"{r['seeds_reached']} | {wall(r['wall_to_target_s'])} |")
+        return "\n".join(lines)
+    lines = []
+    for regime, data in result["regimes"].items():
+        lines += [f"{regime} (T_model / T_env = {REGIMES[regime]}):",
+                  "| layout | semantics | ms/sample | rollout ms/sample | update ms/sample | samples to target | "
+                  "wall to target s (min-max) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for name, r in data["layouts"].items():
+            lines.append(f"| {name} | {r['semantics']} | {ms(r['s_per_sample'])} | {ms(r['rollout_s_per_sample'])} | "
+                         f"{ms(r['update_s_per_sample'])} | {samples(r['samples_to_target'])} | "
+                         f"{wall(r['wall_to_target_s'])} |")
+        if data["direct"]:
+            lines.append(f"direct run of the best layout, {data['direct']['layout']}: {data['direct']['wall_s']}")
     return "\n".join(lines)
 
 
-QUICK = {"iterations": 4, "processes": 2, "envs": 4, "chunk_size": 4, "rounds": 4, "resolution": 16, "seeds": 1,
-         "target": 0.05, "window": 1, "cost_iterations": 1, "model_width": 64, "model_depth": 1}
+QUICK = {"iterations": 3, "processes": 2, "envs": 4, "chunk_size": 4, "rounds": 4, "resolution": 16, "seeds": 1,
+         "target": 0.05, "window": 1, "cost_iterations": 2, "model_width": 64, "model_depth": 2,
+         "regime": ["balanced"], "layouts": ["k1_skip", "hybrid_k2"]}
+#: The engine layouts (each also ``+overlap``).
+LAYOUTS = ("stock", "k1_skip", "hybrid_k2", "process_k2", "lookahead")
+
+
+def layout_list(text: str) -> list[str]:
+    """``--layouts``: comma-separated names of :data:`LAYOUTS`."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names or any(n not in LAYOUTS for n in names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated layouts of {','.join(LAYOUTS)}, got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def regime_list(text: str) -> list[str]:
+    """``--regime``: comma-separated names of :data:`REGIMES`."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in REGIMES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected comma-separated regimes of {','.join(REGIMES)}, got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def success_rate(text: str) -> float:
+    """``--target``: a success rate in (0, 1]."""
+    value = positive_number(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a success rate in (0, 1], got {text!r}")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0], formatter_class=ppo.DefaultsHelp)
     parser.add_argument("--quick", action="store_true", help="small run for 2 cores: " + ", ".join(
         f"{k}={v}" for k, v in QUICK.items()))
-    parser.add_argument("--target", type=float, default=0.7, help="success rate to reach (default: 0.7)")
-    parser.add_argument("--window", type=int, default=3, help="iterations the success rate is averaged over")
-    parser.add_argument("--iterations", type=int, default=150, help="most PPO iterations per training run")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--envs", type=int, default=16)
-    parser.add_argument("--chunk-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=16, help="rounds (chunks per env) per PPO iteration")
-    parser.add_argument("--resolution", type=int, default=64, help="camera pixels per side")
+    parser.add_argument("--regime", type=regime_list, default=list(REGIMES),
+                        help="comma-separated regimes (" + ", ".join(f"{k}: T_model = {v} T_env"
+                                                                     for k, v in REGIMES.items()) + ")")
+    parser.add_argument("--lead-sweep", action="store_true",
+                        help="the delay sweep of the lookahead lead (d = 0, 1, 2, 4, N/2, N-1) in the first --regime")
+    parser.add_argument("--layouts", type=layout_list, default=list(LAYOUTS),
+                        help="comma-separated engine layouts, each run serial and +overlap (k1_skip is always run: "
+                             "the peers take its update)")
+    parser.add_argument("--target", type=success_rate, default=0.7, help="success rate to reach")
+    parser.add_argument("--window", type=positive_int, default=3, help="iterations the success rate is averaged over")
+    parser.add_argument("--iterations", type=positive_int, default=150, help="most PPO iterations per training run")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="training runs per semantics (seeds 0, 1, ...)")
+    parser.add_argument("--processes", type=process_count, default=2, help="env processes")
+    parser.add_argument("--envs", type=env_count, default=16, help="envs in all (a multiple of --processes)")
+    parser.add_argument("--chunk-size", type=chunk_steps, default=8, help="N actions per chunk")
+    parser.add_argument("--rounds", type=positive_int, default=16, help="rounds (chunks per env) per PPO iteration")
+    parser.add_argument("--resolution", type=positive_int, default=64, help="camera pixels per side")
     parser.add_argument("--lookahead-steps", type=lead_steps, default="auto",
-                        help="the lookahead layout's lead d (an int below --chunk-size) or auto (default: auto, "
-                             "the smallest d that hides the forward)")
-    parser.add_argument("--cost-iterations", type=int, default=3,
+                        help="the lookahead layout's lead d (an int below --chunk-size) or auto (the smallest d "
+                             "that hides the forward)")
+    parser.add_argument("--cost-iterations", type=positive_int, default=3,
                         help="PPO iterations that time each layout's seconds per sample (after one uncounted)")
-    parser.add_argument("--model-width", type=int, default=None, help="fix the VLA's width (default: calibrated)")
-    parser.add_argument("--model-depth", type=int, default=None, help="fix the VLA's depth (needs --model-width)")
-    parser.add_argument("--device", default="auto", help="VLA device: cpu, cuda or auto")
-    parser.add_argument("--out-dir", default=None, help=f"default: ./{DEFAULT_OUT_DIR}")
+    parser.add_argument("--model-width", type=positive_int, default=None,
+                        help="fix the VLA's width (not given: calibrated)")
+    parser.add_argument("--model-depth", type=positive_int, default=None,
+                        help="fix the VLA's depth (needs --model-width; every regime then gets this size)")
+    parser.add_argument("--device", type=device, default="auto", help="VLA device: cpu, cuda[:i] or auto")
+    parser.add_argument("--out-dir", type=path, default=None, help=f"not given: ./{DEFAULT_OUT_DIR}")
     parser.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
-    parser.add_argument("--tag", default=None)
+    parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names")
     args = parser.parse_args(argv)
     if args.quick:
         for key, value in QUICK.items():
@@ -327,31 +681,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 setattr(args, key, value)
     if args.record and args.out_dir:
         parser.error("--record writes benchmarks/results/; it cannot go with --out-dir")
+    if args.model_depth is not None and args.model_width is None:
+        parser.error(f"--model-depth {args.model_depth} needs --model-width")
     if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:
         parser.error(f"argument --lookahead-steps: must be below --chunk-size {args.chunk_size}, "
                      f"got {args.lookahead_steps}")
+    if args.window > args.iterations:
+        parser.error(f"--window {args.window} is longer than --iterations {args.iterations}: the target could "
+                     f"never be reached")
+    try:  # the layouts and the camera, before any env starts
+        layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
+        from behavior1k_fast.reference import ReferenceConfig
+        from behavior1k_fast.tools.argtypes import check_device
+        from behavior1k_fast.tools.measure.policy import check_image_size
+
+        ReferenceConfig(resolution=(args.resolution, args.resolution))
+        check_image_size("--resolution", args.resolution)
+        check_device(resolve_device(args.device))
+        args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = Path(record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR))
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     loads = [sample_load()]
     start = time.perf_counter()
     result = measure(args)
     loads.append(sample_load())
-    machine = report.describe_machine(resolve_device(args.device))
+    machine = describe_machine(resolve_device(args.device))
+    config = {k: v for k, v in vars(args).items() if k != "out"}
     result = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
-              "machine": machine, "config": vars(args), "load": {"before": loads[0].to_dict(),
-                                                                  "after": loads[1].to_dict()},
+              "machine": machine, "config": config, "load": {"before": loads[0].to_dict(),
+                                                             "after": loads[1].to_dict()},
               "wall_s": time.perf_counter() - start, **result}
-    stem = f"time_to_train_{args.tag or report.machine_tag(machine)}"
-    report.write_json(result, out / f"{stem}.json")
+    kind = "lead_sweep_" if args.lead_sweep else ""
+    stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}"
+    write_json(result, out / f"{stem}.json")
     plot(result, out / f"{stem}.png")
     print(format_table(result))
-    if result["not_run"]:
-        print("not run: " + "; ".join(f"{k}: {v}" for k, v in result["not_run"].items()))
+    for regime, data in result.get("regimes", {}).items():
+        if data["not_run"]:
+            print(f"{regime}: not run: " + "; ".join(f"{k}: {v}" for k, v in data["not_run"].items()))
     warning = busy_warning(loads)
     if warning:
         print(warning)

@@ -2,6 +2,7 @@
 
     python examples/train_ppo_reference.py                 # K = 2 hybrid pipeline + skip-obs; prints the curve
     python examples/train_ppo_reference.py --schedule lookahead  # K = 1, each chunk chosen d steps early
+    python examples/train_ppo_reference.py --overlap       # collect the next batch while PPO updates on this one
     python examples/train_ppo_reference.py --compare       # every profile x seeds -> JSON + PNG
 
 Task (``behavior1k_fast.reference.ReachFactory``): drive the base and arms until a grip point touches the
@@ -16,6 +17,16 @@ diagonal Gaussian and repeats it over the chunk of N steps (an open-loop chunk);
 chunk as one decision: its reward is the chunk's summed applied rewards (masked steps after an episode
 ended inside the chunk carry 0), discounted by gamma**N per chunk; a truncated episode is bootstrapped
 from the value of its final observation; GAE(lambda) over rounds.
+
+Collection: a :class:`~behavior1k_fast.rollout.collector.Collector` drives the engine from a thread of its
+own and hands out one batch of ``rounds`` rounds per iteration; the trainer's model and the behaviour
+policy that acts are two objects, the behaviour copy getting the trained weights after each update
+(:func:`trained_state`). By default the schedule is serial (``max_lag=0``: batch b is collected after the
+update from batch b - 1); ``--overlap`` (``max_lag=1``) collects batch b + 1 while PPO updates on batch
+b, so a batch may hold chunks chosen by the previous weights. PPO's ratio is always against the
+behaviour log-probs recorded with each chunk (``extras["logprob"]``, per sample), which corrects that lag
+as asynchronous PPO does; each chunk's weights version is in ``extras[WEIGHTS_VERSION_KEY]`` and the
+curve records the mean lag (``policy_lag``, in updates).
 
 Profiles (``--profile``): ``k2_skip`` (hybrid partition, K = 2, on-demand observation; physics rescale
 ``preserve_sim_time`` so every own action spans 1/30 s of simulated time as with K = 1), ``k1_skip`` (no
@@ -41,12 +52,15 @@ deterministic (``"auto"`` derives d from measured times, so it could change run 
 an earlier ``--compare``, such as another lead's), compares the curves (:func:`compare`: a measure
 agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates the
 seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
-the task's), and writes ``ppo_reach_<machine>.json`` and ``.png`` under ``--out-dir`` (``cpu2`` on a 2-core machine).
+the task's), and writes ``ppo_reach_<machine>.json`` and ``.png`` to ``./behavior1k_fast_results``
+(``--out-dir``; ``--record``: the checkout's committed ``benchmarks/results/``; ``cpu2`` on a 2-core machine).
+Bad arguments are one-line usage errors (exit code 2) before any env starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -61,8 +75,11 @@ from torch import nn
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.reference import ReachFactory, ReferenceConfig
 from behavior1k_fast.rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
-from behavior1k_fast.tools.argtypes import lead_steps
+from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY, Collector
+from behavior1k_fast.tools.argtypes import Parser, lead_steps, positive_int
+from behavior1k_fast.tools.argtypes import seed as seed_number
 from behavior1k_fast.tools.measure import machine as report
+from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, record_dir
 from behavior1k_fast.tools.measure.machine import busy_warning, sample_load
 
 #: Observation keys the policy reads.
@@ -87,6 +104,10 @@ class PPOConfig:
     clip: float = 0.2
     lr: float = 1e-3
     epochs: int = 8
+    #: Epochs (the first ones) whose minibatches recompute the policy's input features with gradient; later
+    #: epochs reuse the last computed, detached ones. Features without trained parameters (this example's)
+    #: are the same either way; a policy with a trained encoder trains it in these epochs only.
+    feature_epochs: int = 1
     minibatches: int = 4
     value_coef: float = 0.5
     entropy_coef: float = 0.0
@@ -95,6 +116,11 @@ class PPOConfig:
     executor: str = "process"
     #: Lead d of the ``lookahead`` profile (an int < ``chunk_size`` or ``"auto"``; module docs).
     lookahead_steps: int | str = 7
+    #: Weight versions a batch's chunks may lag the trainer (``Collector``'s ``max_lag``): 0 serial, 1 overlap.
+    max_lag: int = 0
+    #: The behaviour policy's CUDA device (``Collector``'s ``device``: its forwards on a stream of their own),
+    #: or ``None`` for a policy on the CPU.
+    policy_device: str | None = None
 
 
 def make_profile(config: PPOConfig) -> RolloutProfile:
@@ -149,6 +175,7 @@ class ActorCritic(nn.Module):
     def distribution(self, x: torch.Tensor) -> torch.distributions.Normal:
         return torch.distributions.Normal(self.actor(x), self.log_std.exp())
 
+    @torch.no_grad()
     def forward(self, obs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         x = self.features(obs)
         dist = self.distribution(x)
@@ -157,8 +184,19 @@ class ActorCritic(nn.Module):
         return chunk, {"logprob": dist.log_prob(action).sum(-1), "value": self.critic(x).squeeze(-1)}
 
     def evaluate(self, x: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-prob of ``action``, entropy and value, from the :meth:`features` ``x``."""
         dist = self.distribution(x)
         return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(x).squeeze(-1)
+
+
+def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters training changes (``requires_grad``), by name: what the behaviour copy is sent."""
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trained(policy: nn.Module, weights: dict) -> None:
+    """Load :func:`trained_state` into the behaviour copy (its frozen parts are its own already)."""
+    policy.load_state_dict(weights, strict=False)
 
 
 def with_no_commitment(obs: dict, batch: Any) -> dict:
@@ -204,24 +242,33 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     if getattr(batch, "committed", None) is not None:
         seen[COMMITTED_KEY] = batch.committed
     ran = batch.applied.any(axis=2).reshape(-1)
-    x = policy.features({k: v.reshape(-1, *v.shape[2:])[ran] for k, v in seen.items()})
+    # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
+    inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:])[ran] for k, v in seen.items()}
     action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1])[ran])
     old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
     adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
     n = len(adv)
-    for _ in range(config.epochs):
+    x = None
+    for epoch in range(config.epochs):
         losses = []
         for idx in np.array_split(rng.permutation(n), config.minibatches):
-            logprob, entropy, value = policy.evaluate(x[idx], action[idx])
+            if epoch < config.feature_epochs:
+                features = policy.features({k: v[idx] for k, v in inputs.items()})
+                if x is None:
+                    x = torch.empty(n, features.shape[1])
+                x[idx] = features.detach().to(x.device)
+            else:
+                features = x[idx]
+            logprob, entropy, value = policy.evaluate(features, action[idx])
             ratio = (logprob - old_logprob[idx]).exp()
             policy_loss = -torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx]).mean()
             value_loss = (value - returns[idx]).pow(2).mean()
             loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy.mean()
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            nn.utils.clip_grad_norm_(list(trained_state(policy).values()), 0.5)
             optimizer.step()
             losses.append((policy_loss.item(), value_loss.item(), entropy.mean().item()))
     policy_loss, value_loss, entropy = np.mean(losses, axis=0)
@@ -238,48 +285,81 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     :func:`make_profile` and :func:`make_factory`, ``make_policy(obs_dim, action_dim, chunk_size)`` the
     ``ActorCritic`` (``obs_dim`` counts the :data:`OBS_KEYS` it reads and, under the ``lookahead`` schedule,
     the committed actions' ``d * action_dim``), and training ends early after the iteration whose entry
-    ``stop`` accepts."""
+    ``stop`` accepts.
+
+    Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
+    of the policy; an entry's ``rollout_s`` is the trainer's wait for its batch, ``collect_s`` the
+    wall seconds of that batch's rollout less its wait for weights (the two differ when collection overlaps the update),
+    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``model_s`` the behaviour policy's
+    forwards in it, ``update_s`` the PPO update and the
+    weights' posting, ``policy_lag`` the batch's mean weight versions
+    behind the model it trains."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
     profile = profile or make_profile(config)
     curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
-                                              "wall_s", "rollout_s", "update_s", "policy_loss", "value_loss",
-                                              "entropy")}
+                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "model_s",
+                                              "update_s", "policy_lag",
+                                              "policy_loss", "value_loss", "entropy")}
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
         obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
         if profile.schedule == "lookahead":
             obs_dim += committed_width(profile) * engine.action_dim
         policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=1e-5)
-        recorder = TrajectoryRecorder(engine)
-        env_steps = 0
-        for it in range(config.iterations):
+        optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
+        behaviour = copy.deepcopy(policy)
+        collector = Collector(engine, behaviour, config.rounds, max_lag=config.max_lag,
+                              total_batches=config.iterations, load_weights=load_trained,
+                              device=config.policy_device)
+        env_steps, waited = 0, 0.0
+        with collector:
             began = time.perf_counter()
-            stats, batch = recorder.rollout(policy, config.rounds, reset=it == 0)
-            env_steps += int(stats.own_actions.sum())
-            rolled = time.perf_counter()
-            losses = ppo_update(policy, optimizer, batch, config, rng)
-            eps = batch.episodes
-            entry = {
-                "env_steps": env_steps,
-                "success_rate": float(eps.success.mean()) if len(eps.env) else None,
-                "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
-                "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
-                "episodes": int(len(eps.env)),
-                "wall_s": time.perf_counter() - start,
-                "rollout_s": rolled - began,
-                "update_s": time.perf_counter() - rolled,
-                **losses,
-            }
-            for key, value in entry.items():
-                curve[key].append(value)
-            if on_iteration is not None:
-                on_iteration(it, batch, entry)
-            if stop is not None and stop(entry):
-                break
+            for it, batch in enumerate(collector):
+                rolled = time.perf_counter()
+                stats = collector.last_stats
+                # the rollout's wall less its wait for the weights (serial: the whole update before it)
+                collect_s = max(0.0, stats.wall_seconds - (collector.times.wait_weights_s - waited))
+                waited = collector.times.wait_weights_s
+                env_steps += int(stats.own_actions.sum())
+                lag = float(np.mean(collector.version - batch.extras[WEIGHTS_VERSION_KEY]))
+                losses = ppo_update(policy, optimizer, batch, config, rng)
+                collector.update_policy_weights(trained_state(policy))
+                entry = iteration_entry(batch, stats, env_steps, time.perf_counter() - start, began, rolled,
+                                        collect_s, lag, losses)
+                for key, value in entry.items():
+                    curve[key].append(value)
+                if on_iteration is not None:
+                    on_iteration(it, batch, entry)
+                if stop is not None and stop(entry):
+                    break
+                began = time.perf_counter()
     return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
+
+
+def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, began: float, rolled: float,
+                    collect_s: float, policy_lag: float, losses: dict) -> dict[str, Any]:
+    """One learning-curve entry (:func:`train`): the batch's episodes, the clock, the losses. ``busiest_env_s``:
+    the most wall seconds one env worker spent stepping in the batch (``None`` where the executor reports
+    none)."""
+    eps = batch.episodes
+    busiest = stats.env_wall_seconds_per_worker
+    return {
+        "env_steps": env_steps,
+        "success_rate": float(eps.success.mean()) if len(eps.env) else None,
+        "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
+        "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
+        "episodes": int(len(eps.env)),
+        "wall_s": wall_s,
+        "rollout_s": rolled - began,
+        "collect_s": collect_s,
+        "busiest_env_s": float(np.max(busiest)) if len(busiest) else None,
+        "model_s": stats.model_seconds,
+        "update_s": time.perf_counter() - rolled,
+        "policy_lag": policy_lag,
+        **losses,
+    }
 
 
 def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:
@@ -363,10 +443,11 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def smoothed(run: dict[str, Any], key: str, window: int = 5) -> np.ndarray:
-    """Episode-weighted moving average of ``run[key]`` over ``window`` iterations (NaN where no episode ended)."""
+    """Episode-weighted moving average of ``run[key]`` over ``window`` iterations, or the run's length if shorter
+    (NaN where no episode ended); one value per iteration."""
     values = np.array([np.nan if v is None else v for v in run[key]], dtype=float)
     counts = np.where(np.isnan(values), 0, np.array(run["episodes"], dtype=float))
-    kernel = np.ones(window)
+    kernel = np.ones(max(1, min(window, len(values))))  # a window longer than the run: the run's own length
     total = np.convolve(np.nan_to_num(values) * counts, kernel, mode="same")
     weight = np.convolve(counts, kernel, mode="same")
     return np.divide(total, weight, out=np.full_like(total, np.nan), where=weight > 0)
@@ -416,31 +497,55 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default, except where it is ``None`` (the help says what "not given" means)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", choices=PROFILES, default=None, help="default k2_skip")
+    parser = Parser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelp)
+    parser.add_argument("--profile", choices=PROFILES, default=None,
+                        help="the profile of one training run (not given: k2_skip)")
     parser.add_argument("--schedule", choices=("barrier", "lookahead"), default="barrier",
                         help="lookahead: the lookahead profile (K = 1, each chunk chosen d steps early)")
-    parser.add_argument("--lookahead-steps", type=lead_steps, default=PPOConfig.lookahead_steps, metavar="D",
-                        help=f"lead d of the lookahead profile: an int < the chunk size or 'auto' "
-                             f"(default {PPOConfig.lookahead_steps})")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--iterations", type=int, default=PPOConfig.iterations)
+    parser.add_argument("--lookahead-steps", type=lead_steps, default=None, metavar="D",
+                        help=f"lead d of the lookahead profile: an int < the chunk size or 'auto' (not given: "
+                             f"{PPOConfig.lookahead_steps}); only with --schedule lookahead or lookahead in --profiles")
+    parser.add_argument("--overlap", action="store_true",
+                        help="collect the next batch while PPO updates on this one (Collector max_lag=1)")
+    parser.add_argument("--seed", type=seed_number, default=0, help="the seed of one training run")
+    parser.add_argument("--iterations", type=positive_int, default=PPOConfig.iterations,
+                        help="PPO iterations per training run")
     parser.add_argument("--compare", action="store_true", help="run every profile for --seeds seeds; JSON + PNG")
     parser.add_argument("--profiles", default=",".join(PROFILES), help="--compare: comma-separated profiles")
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--seeds", type=positive_int, default=2, help="--compare: seeds per profile (0, 1, ...)")
     parser.add_argument("--runs-from", action="append", default=[], metavar="JSON",
                         help="--compare: add the runs (and cross evaluations) of an earlier --compare's JSON")
-    parser.add_argument("--out-dir", default="benchmarks/results")
+    parser.add_argument("--out-dir", default=None, help=f"--compare: where the JSON and PNG go (not given: "
+                                                        f"./{DEFAULT_OUT_DIR})")
+    parser.add_argument("--record", action="store_true",
+                        help="--compare: write into the source checkout's committed benchmarks/results/ instead")
     args = parser.parse_args(argv)
     if args.schedule == "lookahead" and args.profile not in (None, "lookahead"):
         parser.error(f"--schedule lookahead runs the lookahead profile, got --profile {args.profile}")
     profile_name = "lookahead" if args.schedule == "lookahead" else args.profile or "k2_skip"
-    lead = args.lookahead_steps
+    lead = PPOConfig.lookahead_steps if args.lookahead_steps is None else args.lookahead_steps
     names = [n for n in args.profiles.split(",") if n]
     for name in names:
         if name not in PROFILES:
             parser.error(f"--profiles: {name!r} is not one of {','.join(PROFILES)}")
+    runs_lookahead = "lookahead" in names if args.compare else profile_name == "lookahead"
+    if args.lookahead_steps is not None and not runs_lookahead:
+        parser.error(f"--lookahead-steps {args.lookahead_steps} sets the lead of the lookahead schedule, which "
+                     f"this run does not use (--schedule lookahead, or lookahead in --profiles with --compare)")
+    if args.record and args.out_dir is not None:
+        parser.error(f"--record writes benchmarks/results/; it cannot go with --out-dir {args.out_dir}")
+    try:
+        out = Path(record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR))
+    except ValueError as exc:
+        parser.error(str(exc))
     earlier = []
     for path in args.runs_from:
         try:
@@ -461,14 +566,16 @@ def main(argv: list[str] | None = None) -> int:
         return show
 
     if not args.compare:
-        config = PPOConfig(profile=profile_name, seed=args.seed, iterations=args.iterations, lookahead_steps=lead)
+        config = PPOConfig(profile=profile_name, seed=args.seed, iterations=args.iterations, lookahead_steps=lead,
+                           max_lag=int(args.overlap))
         train(config, progress(config))
         return 0
     loads = [sample_load()]
     runs, policies = [run for e in earlier for run in e["runs"]], {}
     for seed in range(args.seeds):
         for name in names:
-            config = PPOConfig(profile=name, seed=seed, iterations=args.iterations, lookahead_steps=lead)
+            config = PPOConfig(profile=name, seed=seed, iterations=args.iterations, lookahead_steps=lead,
+                               max_lag=int(args.overlap))
             run, policies[name, seed] = train(config, progress(config))
             runs.append(run)
     # The same trained policy under each profile: what the profile changes in the task itself (a lookahead
@@ -501,7 +608,6 @@ def main(argv: list[str] | None = None) -> int:
         "comparison": compare(runs),
         "cross_evaluation": cross,
     }
-    out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"ppo_reach_{report.machine_tag(machine)}"
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1))

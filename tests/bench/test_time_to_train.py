@@ -1,12 +1,14 @@
-"""``benchmarks/time_to_train.py --quick``: every layout's samples to target, seconds per sample and their product."""
+"""``benchmarks/time_to_train.py``: every layout's samples to target, seconds per sample and their product, per
+regime, with collect-while-train layouts, the peers and the lead sweep."""
 
 import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -30,45 +32,120 @@ def test_reaching_the_target_counts_episodes_of_the_last_window():
     assert not ttt.reached(entries[:3], 0.1, 1)  # the last iteration ended no episode
 
 
+def test_each_layout_s_semantics_names_its_lag_and_each_semantics_trains_under_a_layout_of_its_own():
+    ttt = load_script()
+    assert ttt.semantics_of("k1_skip") == ttt.semantics_of("process_k2") == "fresh"
+    assert ttt.semantics_of("hybrid_k2+overlap") == "hybrid+lag1"
+    assert ttt.semantics_of("torchrl_sync") == "fresh" and ttt.semantics_of("torchrl_async") == "fresh+lag1"
+    for semantics, layout in ttt.TRAINED_UNDER.items():
+        assert ttt.semantics_of(layout) == semantics
+    base = ttt.ppo.PPOConfig()
+    assert ttt.layout_config(base, "lookahead+overlap").max_lag == 1 and ttt.layout_config(base, "stock").max_lag == 0
+
+
 @pytest.mark.slow
 def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tmp_path, capsys):
     ttt = load_script()
     assert ttt.main(["--quick", "--device", "cpu", "--out-dir", str(tmp_path), "--tag", "ci"]) == 0
     result = json.loads((tmp_path / "time_to_train_ci.json").read_text())
-    layouts = result["layouts"]
-    expected = {"stock", "k1_skip", "hybrid_k2", "process_k2", "double_buffer_peer"}
-    assert expected <= set(layouts) and set(layouts) | set(result["not_run"]) >= expected | {"lookahead"}
+    regime = result["regimes"]["balanced"]
+    layouts = regime["layouts"]
+    expected = {"k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_peer"}
+    peers = {"torchrl_sync", "torchrl_async"}
+    assert expected <= set(layouts) and set(layouts) | set(regime["not_run"]) >= expected | peers
     for name, row in layouts.items():
-        assert row["s_per_sample"] == pytest.approx(row["rollout_s_per_sample"] + row["update_s_per_sample"])
-        assert row["rollout_s_per_sample"] > 0 and row["update_s_per_sample"] > 0
-        runs = result["training_runs"][row["semantics"]]
+        assert row["s_per_sample"] > 0 and row["update_s_per_sample"] > 0
+        if name not in peers:  # the trainer's wall per sample: its wait for the batch, then the update
+            assert row["s_per_sample"] == pytest.approx(row["wait_s_per_sample"] + row["update_s_per_sample"])
+        runs = regime["training_runs"][row["semantics"]]
         assert len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])
         for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
             assert (wall is None) == (run["samples"] is None)
             if wall is not None:
                 assert wall == pytest.approx(run["samples"] * row["s_per_sample"])
                 assert run["reached"] and run["samples"] == run["env_steps"][-1] > 0
+    # serial layouts act with the weights of the update just made; +overlap ones one update behind at most
+    for semantics, runs in regime["training_runs"].items():
+        lags = [lag for run in runs for lag in run["policy_lag"]]
+        assert (max(lags) == 0) if not semantics.endswith("+lag1") else (0 < max(lags) <= 1)
     # the layouts of one semantics share its samples to target; each semantics trained under its own layout
-    assert layouts["stock"]["samples_to_target"] == layouts["k1_skip"]["samples_to_target"] == \
-        layouts["double_buffer_peer"]["samples_to_target"]
+    assert layouts["k1_skip"]["samples_to_target"] == layouts["double_buffer_peer"]["samples_to_target"]
     assert layouts["hybrid_k2"]["trained_under"] == "hybrid_k2" and "direct_wall_to_target_s" in layouts["hybrid_k2"]
-    # the peer pays the same PPO update per sample as K = 1
+    assert layouts["k1_skip+overlap"]["semantics"] == "fresh+lag1"
+    # TorchRL's sync collector acts with the weights just posted, its async one collects ahead of them
+    if "torchrl_sync" in layouts:
+        assert layouts["torchrl_sync"]["batches_with_posted_weights"] == 1.0
+        assert layouts["torchrl_async"]["batches_with_posted_weights"] < 1.0
+    # the double-buffer peer pays the same PPO update per sample as K = 1, after its rollout
     assert layouts["double_buffer_peer"]["update_s_per_sample"] == layouts["k1_skip"]["update_s_per_sample"]
-    assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2 and result["calibration"]["model_width"] == 64
+    calibration = regime["calibration"]
+    assert calibration["model_width"] == 64 and calibration["adapter_rank"] > 0
+    assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2
     assert result["load"]["before"]["cores"] >= 1
     assert (tmp_path / "time_to_train_ci.png").read_bytes()[:4] == b"\x89PNG"
-    assert "| k1_skip | fresh |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| k1_skip+overlap | fresh+lag1 |" in out and "balanced (T_model / T_env = 1.0)" in out
 
 
-def test_the_lookahead_layout_takes_the_lead_given_and_a_bad_lead_is_a_usage_error(capsys):
+def test_the_vla_head_trains_the_adapters_inside_the_frozen_transformer_through_the_ppo_update():
+    ttt = load_script()
+    from gymnasium import spaces
+
+    obs_space = spaces.Dict({"head::rgb": spaces.Box(0, 255, (16, 16, 3), np.uint8),
+                             "proprio": spaces.Box(-1, 1, (3,), np.float32),
+                             "task::target": spaces.Box(-1, 1, (2,), np.float32)})
+    act_space = spaces.Box(-1, 1, (2,), np.float64)
+    arguments = dict(observation_space=obs_space, action_space=act_space, chunk_size=2, width=64, depth=2)
+    model = ttt.VLAActorCritic(arguments, 5, 2, 2)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    trained = ttt.ppo.trained_state(model)
+    assert frozen and all(".down" in n or ".up" in n for n in trained if n.startswith("vla."))
+    rng = np.random.default_rng(0)
+    obs = {"head::rgb": rng.integers(0, 255, (4, 16, 16, 3), dtype=np.uint8),
+           "proprio": rng.standard_normal((4, 3)).astype(np.float32),
+           "task::target": rng.standard_normal((4, 2)).astype(np.float32)}
+    before = model.features(obs).detach()
+    loss = model.features(obs).pow(2).sum()
+    loss.backward()
+    assert all(p.grad is None for n, p in model.named_parameters() if n in frozen)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in trained.items() if n.endswith(".up"))
+    torch.optim.SGD(list(trained.values()), lr=0.1).step()
+    assert not torch.allclose(model.features(obs), before)  # the adapters moved the VLA's output
+    for name, p in model.named_parameters():
+        if name in frozen:
+            assert torch.equal(p, frozen[name])
+    # the behaviour copy gets only the trained state; its frozen transformer is rebuilt from the seed
+    import copy
+
+    behaviour = copy.deepcopy(model)
+    torch.testing.assert_close(behaviour.features(obs), model.features(obs))
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["--processes", "100000"], "--processes"), (["--chunk-size", "0"], "--chunk-size"),
+    (["--envs", "7"], "7"), (["--resolution", "100000"], "resolution"), (["--resolution", "8"], "--resolution 8"),
+    (["--iterations", "0"], "--iterations"), (["--iterations", "-1"], "--iterations"), (["--seeds", "-1"], "--seeds"),
+    (["--regime", "fast"], "--regime"), (["--layouts", "k3"], "--layouts"), (["--target", "2"], "--target"),
+    (["--window", "5", "--iterations", "4"], "--window 5"), (["--model-depth", "2"], "--model-width"),
+    (["--lookahead-steps", "soon"], "expected an int >= 0 or auto, got 'soon'"),
+    (["--lookahead-steps", "-1"], "expected an int >= 0 or auto, got '-1'"),
+    (["--lookahead-steps", "8"], "must be below --chunk-size 8, got 8"),
+])
+def test_a_bad_argument_is_a_one_line_usage_error_before_any_env_starts(argv, text, capsys):
+    ttt = load_script()
+    with pytest.raises(SystemExit) as exc:
+        ttt.parse_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and text in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_lookahead_layout_takes_the_lead_given_and_help_shows_the_defaults(capsys):
     ttt = load_script()
     assert ttt.parse_args(["--lookahead-steps", "1"]).lookahead_steps == 1
     assert ttt.parse_args([]).lookahead_steps == "auto"
+    assert ttt.parse_args(["--regime", "model-bound,balanced"]).regime == ["model-bound", "balanced"]
     profiles, _ = ttt.layout_profiles(2, 4, 8, 1)
     assert (profiles["lookahead"].schedule, profiles["lookahead"].lookahead_steps) == ("lookahead", 1)
-    for argv, text in ((["--lookahead-steps", "soon"], "expected an int >= 0 or auto, got 'soon'"),
-                       (["--lookahead-steps", "-1"], "expected an int >= 0 or auto, got '-1'"),
-                       (["--lookahead-steps", "8"], "must be below --chunk-size 8, got 8")):
-        with pytest.raises(SystemExit) as exc:
-            ttt.parse_args(argv)
-        assert exc.value.code == 2 and text in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ttt.parse_args(["--help"])
+    assert "(default: 150)" in capsys.readouterr().out

@@ -153,3 +153,56 @@ def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_sp
     result = ppo.compare(runs)
     assert result["equal_samples"]["env_steps"] == 4
     assert result["final_success"]["per_seed"]["k1_skip"] == pytest.approx([0.8, 0.9])
+
+
+@pytest.mark.slow
+def test_overlapped_ppo_acts_at_most_one_update_behind_and_its_ratio_reads_the_behaviour_log_probs():
+    ppo = load_example()
+    from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY
+
+    # lead 0 too: its committed actions are [R, E, 0, A], which PPO's input must still shape
+    config = ppo.PPOConfig(profile="lookahead", lookahead_steps=0, iterations=4, processes=2, envs=4, chunk_size=4,
+                           rounds=3, epochs=2, minibatches=2, executor="inline", max_lag=1)
+    batches = []
+    run, policy = ppo.train(config, lambda it, batch, entry: batches.append(batch))
+    assert len(batches) == 4 and all(b.committed.shape[2] == 0 for b in batches)
+    versions = [b.extras[WEIGHTS_VERSION_KEY] for b in batches]
+    for b, version in enumerate(versions):  # batch b trains version b from chunks of versions b - 1 .. b
+        assert version.min() >= b - 1 and version.max() <= b
+    assert max(run["policy_lag"]) > 0 and all(0 <= lag <= 1 for lag in run["policy_lag"])
+    # the recorded log-probs are the behaviour policy's: the trained model's differ once it has been updated
+    batch = batches[-1]
+    x = policy.features({**{k: v[0] for k, v in batch.obs.items()}, ppo.COMMITTED_KEY: batch.committed[0]})
+    logprob, _, _ = policy.evaluate(x, torch.as_tensor(batch.actions[0, :, 0]))
+    assert not np.allclose(logprob.detach().numpy(), batch.extras["logprob"][0])
+    assert all(run["collect_s"][i] <= run["wall_s"][i] for i in range(4))
+
+
+def test_the_smoothed_curve_has_one_value_per_iteration_even_when_the_window_is_longer_than_the_run():
+    ppo = load_example()
+    run = {"success_rate": [0.0, None, 1.0], "episodes": [2, 0, 2]}
+    smooth = ppo.smoothed(run, "success_rate", window=5)
+    assert smooth.shape == (3,) and smooth[1] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["--iterations", "0"], "--iterations"), (["--iterations", "-3"], "--iterations"),
+    (["--compare", "--seeds", "0"], "--seeds"), (["--seeds", "-1"], "--seeds"),
+    (["--schedule", "barrier", "--lookahead-steps", "3"], "--lookahead-steps 3"),
+    (["--compare", "--profiles", "k1_skip", "--lookahead-steps", "3"], "--lookahead-steps 3"),
+    (["--record", "--out-dir", "x"], "--record"), (["--seed", "-1"], "--seed"),
+])
+def test_a_bad_argument_is_a_one_line_usage_error(argv, text, capsys):
+    ppo = load_example()
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and text in err and len(err.strip().splitlines()) == 1
+
+
+def test_help_shows_each_default(capsys):
+    ppo = load_example()
+    with pytest.raises(SystemExit):
+        ppo.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 100)" in out and "(default: 2)" in out and "behavior1k_fast_results" in out
