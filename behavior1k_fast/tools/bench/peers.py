@@ -303,7 +303,7 @@ def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, sing
     total = peer.processes * peer.envs_per_process
     return RowMeasure(
         name=peer.name, label=f"{peer.label} (peer)", processes=peer.processes,
-        envs_per_process=peer.envs_per_process, pipeline_stages=peer.buffers, chunks_per_round=1,
+        envs_per_process=peer.envs_per_process, pipeline_stages=peer.buffers, stages_sharing_physics=1,
         chunk_size=peer.profile.chunk_size, rounds=config.rounds, own_actions=raw["own_actions"],
         wall_s=raw["wall_s"], model_s=float(np.sum(raw["model_s"])),
         t_model_ms=float(np.median(raw["model_s"])) * 1e3,
