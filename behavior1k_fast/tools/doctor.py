@@ -287,8 +287,8 @@ def _schedule(profile: RolloutProfile) -> dict[str, Any]:
         plan = PartitionPlan.from_profile(profile)
     except ValueError as exc:
         return out | {"error": str(exc)}
-    out |= {"stages_per_process": plan.stages_per_process, "stage_batch": plan.stage_size,
-            "processes_per_stage": len(plan.stage_slices(0)), "holds": plan.stages_per_process > 1}
+    out |= {"stages_sharing_physics": plan.stages_sharing_physics, "stage_batch": plan.stage_size,
+            "processes_per_stage": len(plan.stage_slices(0)), "holds": plan.stages_sharing_physics > 1}
     if profile.schedule == "lookahead":
         out |= {"lookahead_steps": profile.lookahead_steps,
                 "policy_input": f"{COMMITTED_KEY} [batch, {committed_width(profile)}, action_dim]"}
@@ -308,8 +308,8 @@ def _render_schedule(state: dict[str, Any]) -> list[str]:
         return [head, f"  the engine would refuse this layout: {state['error']}"]
     lines = [head, f"  {state['pipeline_stages']} stage(s) of {state['processes_per_stage']} process(es); the "
                    f"policy's batch: {_count(state['stage_batch'], 'env')}"]
-    lines.append(f"  the other {state['stages_per_process'] - 1} stage(s) of a process hold their last action while "
-                 "one steps (shared physics)" if state["holds"] else "  every env steps at every global step")
+    lines.append(f"  the other {state['stages_sharing_physics'] - 1} stage(s) of a process hold their last action "
+                 "while one steps (shared physics)" if state["holds"] else "  every env steps at every global step")
     if state["schedule"] == "lookahead":
         lead = state["lookahead_steps"]
         lines.append(f"  lead: {'auto (measured on the first round)' if lead == 'auto' else f'{lead} steps'}; the "

@@ -29,7 +29,7 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
      partition, P / K in process partition), so X = the expected largest of that many draws from the
      measured per-chunk times (:func:`~.measure.pipeline.expected_max`); async: no barrier across
      processes, X = their mean.
-   - C = chunks a worker steps per round (the plan's ``stages_per_process``: K in hybrid partition, 1 in
+   - C = chunks a worker steps per round (the plan's ``stages_sharing_physics``: K in hybrid partition, 1 in
      process partition); T_m = T_model(N / K).
    - ``round = max(C * X, K * T_m, X + T_m, W / cores)``: the busiest worker's stepping, the driver's K
      forwards, each stage's own env -> forward cycle (with K = 1: X + T_m, nothing overlaps), and the CPU
@@ -336,16 +336,16 @@ def check_args(args: argparse.Namespace) -> TuneConfig:
                              f"{max_processes} env processes and stages {stages or 'any'}")
         factory = make_factory(config.backend, **config.backend_options)
         refused = {}
-        for e, k in sorted({(lay.envs_per_process, lay.stages_per_process) for lay in layouts}):
+        for e, k in sorted({(lay.envs_per_process, lay.stages_sharing_physics) for lay in layouts}):
             try:
                 check_backend_build(factory, e, config.seed, RolloutProfile(pipeline_stages=k,
                                                                             chunk_size=config.chunk_size))
             except ValueError as exc:
                 refused[(e, k)] = exc
-        buildable = [lay for lay in layouts if (lay.envs_per_process, lay.stages_per_process) not in refused]
+        buildable = [lay for lay in layouts if (lay.envs_per_process, lay.stages_sharing_physics) not in refused]
         if refused and (stages is not None or not buildable):  # asked for, or nothing left: the first reason
             raise next(iter(refused.values()))
-        left_out = {lay.name: str(refused[(lay.envs_per_process, lay.stages_per_process)])
+        left_out = {lay.name: str(refused[(lay.envs_per_process, lay.stages_sharing_physics)])
                     for lay in layouts if lay not in buildable}
         check_out_dir(config)
     return TuneConfig(run=config, total_envs=totals, max_processes=max_processes, cores=cores, pipeline_stages=stages,

@@ -270,7 +270,7 @@ def _stand_in_run(factory, row, policy, config, trace_path=None, ms=10.0):
     p = row.profile
     return RowMeasure(
         name=row.name, label=row.label, processes=p.num_env_processes, envs_per_process=p.envs_per_process,
-        pipeline_stages=p.pipeline_stages, chunks_per_round=1, chunk_size=config.chunk_size, rounds=config.rounds,
+        pipeline_stages=p.pipeline_stages, stages_sharing_physics=1, chunk_size=config.chunk_size, rounds=config.rounds,
         own_actions=64, wall_s=ms * config.rounds * config.chunk_size / 1e3, model_s=0.002, t_model_ms=1.0,
         t_env_ms=2.0, t_env_source="stand-in", cpu_seconds=1.0, peak_rss_mib_per_env_process=100.0,
         driver_peak_rss_mib=100.0, overlap=row.overlap, prev=row.prev)

@@ -14,7 +14,7 @@ from behavior1k_fast.tools.measure.record import RowMeasure, with_speedups
 
 def _row(name, label, ms_per_step, prev):
     """A measured row of 10 rounds of N = 10 steps taking ``ms_per_step``; no T_env."""
-    return RowMeasure(name=name, label=label, processes=2, envs_per_process=2, pipeline_stages=1, chunks_per_round=1,
+    return RowMeasure(name=name, label=label, processes=2, envs_per_process=2, pipeline_stages=1, stages_sharing_physics=1,
                       chunk_size=10, rounds=10, own_actions=400, wall_s=ms_per_step * 100 / 1e3, model_s=0.1,
                       t_model_ms=1.0, t_env_ms=None, t_env_source="none", cpu_seconds=1.0,
                       peak_rss_mib_per_env_process=100.0, driver_peak_rss_mib=100.0, prev=prev)
@@ -34,7 +34,7 @@ def test_speedups_follow_ms_per_step_and_prev_names():
 
 
 def test_derived_measures_follow_the_stored_ones():
-    row = _row("a", "a", 4.0, None).replace(t_env_ms=30.0, t_model_ms=10.0, pipeline_stages=2, chunks_per_round=2)
+    row = _row("a", "a", 4.0, None).replace(t_env_ms=30.0, t_model_ms=10.0, pipeline_stages=2, stages_sharing_physics=2)
     assert row.ms_per_step == pytest.approx(4.0) and row.steps == 100 and row.total_envs == 4
     assert row.env_steps_per_s == pytest.approx(400 / 0.4)
     # max(C * T_env, K * T_model, T_env + T_model) / N

@@ -201,7 +201,7 @@ def fake_part(engine, envs, wall, actions):
         env_wall_seconds_per_worker=np.ones(envs), chunks_per_worker=np.ones(envs, int),
         lost_actions=np.zeros(envs, int), slice_wait_seconds=np.zeros(envs))
     measure = RowMeasure(
-        name="shard", label="shard", processes=envs, envs_per_process=1, pipeline_stages=1, chunks_per_round=1,
+        name="shard", label="shard", processes=envs, envs_per_process=1, pipeline_stages=1, stages_sharing_physics=1,
         chunk_size=actions, rounds=1, own_actions=int(own.sum()), wall_s=wall, model_s=0.1, t_model_ms=100.0,
         t_env_ms=None, t_env_source="none", cpu_seconds=wall * envs, peak_rss_mib_per_env_process=1.0,
         driver_peak_rss_mib=1.0, gpu_mib_per_env=10.0, policy_gpu_mib=100.0)

@@ -74,7 +74,7 @@ def test_both_commands_take_the_shared_options(command):
 
 
 def _run(ms):
-    return RowMeasure(name="r", label="r", processes=1, envs_per_process=1, pipeline_stages=1, chunks_per_round=1,
+    return RowMeasure(name="r", label="r", processes=1, envs_per_process=1, pipeline_stages=1, stages_sharing_physics=1,
                       chunk_size=10, rounds=10, own_actions=100, wall_s=ms * 100 / 1e3, model_s=0.1, t_model_ms=1.0,
                       t_env_ms=2.0, t_env_source="test", cpu_seconds=1.0, peak_rss_mib_per_env_process=1.0,
                       driver_peak_rss_mib=1.0)

@@ -145,7 +145,7 @@ def layout_run(layout, env_steps_per_s, predicted_error, corrected_error, rank, 
     wall = 400 / env_steps_per_s
     measured = RowMeasure(name=layout.name, label=layout.name, processes=layout.processes,
                           envs_per_process=layout.envs_per_process, pipeline_stages=layout.pipeline_stages,
-                          chunks_per_round=1, chunk_size=10, rounds=10, own_actions=400, wall_s=wall, model_s=0.1,
+                          stages_sharing_physics=1, chunk_size=10, rounds=10, own_actions=400, wall_s=wall, model_s=0.1,
                           t_model_ms=1.0, t_env_ms=None, t_env_source="none", cpu_seconds=1.0,
                           peak_rss_mib_per_env_process=100.0, driver_peak_rss_mib=100.0)
     ms = measured.ms_per_step
@@ -372,10 +372,10 @@ def test_stage_counts_the_backend_cannot_build_leave_the_space_when_not_asked_fo
     tune.register(parser.add_subparsers())
     config = tune.check_args(parser.parse_args(["tune", "--envs", "16", "--max-processes", "2", "--device", "cpu",
                                                 "--out-dir", str(tmp_path)]))
-    assert {lay.stages_per_process for lay in config.layouts} == {1, 2, 4}
+    assert {lay.stages_sharing_physics for lay in config.layouts} == {1, 2, 4}
     assert config.left_out and all("is impossible with physics_rescale" in why for why in config.left_out.values())
     every = enumerate_layouts([16], 2)
-    assert sorted(config.left_out) == sorted(lay.name for lay in every if lay.stages_per_process not in (1, 2, 4))
+    assert sorted(config.left_out) == sorted(lay.name for lay in every if lay.stages_sharing_physics not in (1, 2, 4))
     assert len(config.layouts) + len(config.left_out) == len(every)
 
 

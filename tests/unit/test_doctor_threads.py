@@ -132,7 +132,7 @@ def test_the_schedule_section_says_what_each_env_does_and_what_a_lookahead_polic
     report = doctor.collect(staged)
     state = report["schedule"]
     assert (state["stage_batch"], state["processes_per_stage"], state["holds"], state["error"]) == (4, 2, False, None)
-    assert state["policy_input"] == "committed_actions [batch, 15, action_dim]"
+    assert state["policy_input"] == "committed_actions [batch, 4, action_dim]"  # auto: a quarter of 16 steps
     text = doctor.render_text(report)
     assert "every env steps at every global step" in text and "lead: auto (measured on the first round)" in text
     hybrid = doctor.collect(RolloutProfile(num_env_processes=2, total_num_envs=4, pipeline_stages=2))

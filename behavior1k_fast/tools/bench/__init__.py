@@ -85,7 +85,7 @@ def check_runs(args: argparse.Namespace) -> Any:
         runs = plan_runs(config)
         for row in [*runs.engine_rows, *(r for _, r in runs.sweep)]:
             plan = PartitionPlan.from_profile(row.profile)
-            check_backend_build(runs.factory, plan.envs_per_process, config.seed, plan.worker_profile(row.profile))
+            check_backend_build(runs.factory, plan.envs_per_process, config.seed, row.profile)
         for peer in runs.peers:
             check_backend_build(runs.factory, peer.envs_per_process, config.seed, peer.profile)
         check_out_dir(config)

@@ -183,18 +183,23 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
                                      profile.chunk_size, single_spaces) for i in range(per_buffer)]
             venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
         steps = _Alternation(venvs, policy, per_buffer, envs_per_process)
-        steps.rollout(warmup, timed=False)
-        steps.model_s.clear()
-        if monitor is not None:
-            monitor.start()
-        start = time.perf_counter()
-        steps.rollout(rounds, timed=True)
-        wall_s = time.perf_counter() - start
-        usage = monitor.stop() if monitor is not None else None
-        pids = [p.pid for venv in venvs for p in venv.processes]
+        return _timed(steps, rounds, warmup, monitor, [p.pid for venv in venvs for p in venv.processes])
     finally:
         for venv in venvs:
             venv.close()
+
+
+def _timed(steps: Any, rounds: int, warmup: int, monitor: Any, pids: list[int]) -> dict[str, Any]:
+    """``warmup`` untimed then ``rounds`` timed rounds of a peer's driver loop (``steps``), and what
+    :func:`run_peer` returns of them."""
+    steps.rollout(warmup, timed=False)
+    steps.model_s.clear()
+    if monitor is not None:
+        monitor.start()
+    start = time.perf_counter()
+    steps.rollout(rounds, timed=True)
+    wall_s = time.perf_counter() - start
+    usage = monitor.stop() if monitor is not None else None
     return {"wall_s": wall_s, "model_s": steps.model_s, "env_s_per_worker": steps.env_s.tolist(),
             "own_actions": steps.own_actions, "usage": usage, "worker_pids": pids}
 
@@ -254,20 +259,11 @@ def run_lookahead_peer(factory: Callable[..., Any], profile: Any, policy: Callab
     venv = AsyncVectorEnv(fns, shared_memory=True, context="spawn")
     try:
         steps = _LeadSteps(venv, policy, processes, envs_per_process, lead_steps)
-        steps.rollout(warmup, timed=False)
-        steps.model_s.clear()
-        if monitor is not None:
-            monitor.start()
-        start = time.perf_counter()
-        steps.rollout(rounds, timed=True)
-        wall_s = time.perf_counter() - start
-        usage = monitor.stop() if monitor is not None else None
-        pids = [p.pid for p in venv.processes]
+        result = _timed(steps, rounds, warmup, monitor, [p.pid for p in venv.processes])
         venv.step_wait()  # the chunk sent last
+        return result
     finally:
         venv.close()
-    return {"wall_s": wall_s, "model_s": steps.model_s, "env_s_per_worker": steps.env_s.tolist(),
-            "own_actions": steps.own_actions, "usage": usage, "worker_pids": pids}
 
 
 @dataclass(frozen=True)
@@ -303,7 +299,7 @@ def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, sing
     total = peer.processes * peer.envs_per_process
     return RowMeasure(
         name=peer.name, label=f"{peer.label} (peer)", processes=peer.processes,
-        envs_per_process=peer.envs_per_process, pipeline_stages=peer.buffers, chunks_per_round=1,
+        envs_per_process=peer.envs_per_process, pipeline_stages=peer.buffers, stages_sharing_physics=1,
         chunk_size=peer.profile.chunk_size, rounds=config.rounds, own_actions=raw["own_actions"],
         wall_s=raw["wall_s"], model_s=float(np.sum(raw["model_s"])),
         t_model_ms=float(np.median(raw["model_s"])) * 1e3,

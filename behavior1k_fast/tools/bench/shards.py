@@ -161,7 +161,7 @@ def check_shards(args: argparse.Namespace) -> ShardsConfig:
         profile = engine_row(config).profile
         plan = PartitionPlan.from_profile(profile)
         check_backend_build(make_factory(config.backend, **config.backend_options), plan.envs_per_process,
-                            config.seed, plan.worker_profile(profile))
+                            config.seed, profile)
         check_writable_dir("--out-dir", config.out_dir)
     return config
 

@@ -47,16 +47,16 @@ class Layout:
         return PartitionPlan(self.processes, self.envs_per_process, self.pipeline_stages, self.partition)
 
     @property
-    def stages_per_process(self) -> int:
+    def stages_sharing_physics(self) -> int:
         """Stages sharing one worker's physics: the K of each worker's backend, and the chunks a worker steps
         per round (K in hybrid partition, 1 in process partition)."""
-        return self.plan.stages_per_process
+        return self.plan.stages_sharing_physics
 
     @property
     def cost_key(self) -> tuple[int, int, int]:
-        """``(E, stages_per_process, P)``: the measured env costs this layout is predicted from (workers of E
+        """``(E, stages_sharing_physics, P)``: the measured env costs this layout is predicted from (workers of E
         envs in that many hybrid stages, P of them side by side; :class:`~.pipeline.Costs`)."""
-        return self.envs_per_process, self.stages_per_process, self.processes
+        return self.envs_per_process, self.stages_sharing_physics, self.processes
 
     @property
     def processes_per_stage(self) -> int:

@@ -4,7 +4,7 @@
 Per round (every env takes one chunk of N own actions), in ms:
 
 - the busiest worker's stepping, ``C * X``: C = chunks a worker steps per round (the plan's
-  ``stages_per_process``: K in hybrid partition, 1 in process partition), X = a stage's env time;
+  ``stages_sharing_physics``: K in hybrid partition, 1 in process partition), X = a stage's env time;
 - the driver's K forwards, ``K * T_m``, T_m = one forward at the stage batch (N_envs / K);
 - each stage's own env -> forward cycle, ``X + T_m`` (with K = 1 nothing overlaps: the whole round), less
   the lead L where the next chunk's forward starts before the current chunk ends (the ``lookahead``
@@ -57,13 +57,13 @@ class RoundModel:
         return self.round_ms / chunk_size
 
 
-def pipeline_round(stage_env_ms: float, t_model_ms: float, pipeline_stages: int, chunks_per_round: int,
+def pipeline_round(stage_env_ms: float, t_model_ms: float, pipeline_stages: int, stages_sharing_physics: int,
                    cpu_ms: float | None = None, lead_ms: float = 0.0) -> RoundModel:
     """The round of a pipeline whose stage steps in ``stage_env_ms`` (X) and forwards in ``t_model_ms`` (T_m),
-    with K = ``pipeline_stages`` and C = ``chunks_per_round``; ``cpu_ms`` is the CPU term, if modelled;
+    with K = ``pipeline_stages`` and C = ``stages_sharing_physics``; ``cpu_ms`` is the CPU term, if modelled;
     ``lead_ms`` the env time of a chunk still to run when the next chunk's forward starts."""
     terms = {
-        "workers": chunks_per_round * stage_env_ms,
+        "workers": stages_sharing_physics * stage_env_ms,
         "driver": pipeline_stages * t_model_ms,
         "stage_cycle": stage_env_ms + max(0.0, t_model_ms - lead_ms),
     }
@@ -96,7 +96,7 @@ def predict(layout: Layout, costs: Costs) -> dict[str, Any]:
     waits = layout.schedule != "async"  # barrier and lookahead wait for every process of the stage
     stage_env = expected_max(samples, layout.processes_per_stage) if waits else mean
     t_model = costs.model_ms[layout.stage_batch]
-    c, k = layout.stages_per_process, layout.pipeline_stages
+    c, k = layout.stages_sharing_physics, layout.pipeline_stages
     cpu_work = layout.processes * c * mean + k * t_model * costs.policy_cpu_threads
     # lookahead's "auto" lead covers the forward, up to all but one step of the chunk
     lead = min(t_model, stage_env * (costs.chunk_size - 1) / costs.chunk_size) if layout.schedule == "lookahead" else 0.0

@@ -28,7 +28,8 @@ class RowMeasure:
         processes: env processes P (a peer: its worker processes).
         envs_per_process: envs per process E.
         pipeline_stages: stages K (forwards per round).
-        chunks_per_round: chunks the busiest worker steps per round (the plan's ``stages_per_process``).
+        stages_sharing_physics: stages sharing one worker's physics, the chunks it steps per round (K in
+            hybrid partition, 1 in process partition and for a peer).
         chunk_size: actions per chunk N.
         rounds: timed rounds (one chunk per env each).
         own_actions: actions the envs took over the timed rounds.
@@ -67,7 +68,7 @@ class RowMeasure:
     processes: int
     envs_per_process: int
     pipeline_stages: int
-    chunks_per_round: int
+    stages_sharing_physics: int
     chunk_size: int
     rounds: int
     own_actions: int
@@ -131,13 +132,13 @@ class RowMeasure:
         if self.t_env_ms is None:
             return None
         lead_ms = self.lead_steps * self.t_env_ms / self.chunk_size
-        return pipeline_round(self.t_env_ms, self.t_model_ms, self.pipeline_stages, self.chunks_per_round,
+        return pipeline_round(self.t_env_ms, self.t_model_ms, self.pipeline_stages, self.stages_sharing_physics,
                               lead_ms=lead_ms)
 
     @property
     def sim_ms_per_step(self) -> float | None:
         """The busiest worker's simulator time per step."""
-        return None if self.t_env_ms is None else self.chunks_per_round * self.t_env_ms / self.chunk_size
+        return None if self.t_env_ms is None else self.stages_sharing_physics * self.t_env_ms / self.chunk_size
 
     @property
     def bound_ms_per_step(self) -> float | None:

@@ -103,13 +103,13 @@ class RowRun:
         usage = monitor.stop()
         pids = self.engine.worker_pids
         spans = self.profiler.spans
-        chunks_per_round = PartitionPlan.from_profile(profile).stages_per_process
-        worker_chunks = config.rounds * chunks_per_round
+        stages_sharing_physics = PartitionPlan.from_profile(profile).stages_sharing_physics
+        worker_chunks = config.rounds * stages_sharing_physics
         forwards = config.rounds * profile.pipeline_stages
         return stats, RowMeasure(
             name=self.row.name, label=self.row.label, processes=profile.num_env_processes,
             envs_per_process=profile.envs_per_process, pipeline_stages=profile.pipeline_stages,
-            chunks_per_round=chunks_per_round, chunk_size=profile.chunk_size, rounds=config.rounds,
+            stages_sharing_physics=stages_sharing_physics, chunk_size=profile.chunk_size, rounds=config.rounds,
             own_actions=int(stats.own_actions.sum()), wall_s=stats.wall_seconds, model_s=stats.model_seconds,
             t_model_ms=stats.model_seconds * 1e3 / forwards,
             t_env_ms=_busiest_worker_env_ms(spans, pids) / worker_chunks if pids else None,
