@@ -44,6 +44,7 @@ snapshot taken on the trainer's stream is waited for on that stream before it is
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import queue
 import sys
@@ -57,7 +58,7 @@ import numpy as np
 from ..core.checks import check_int, check_optional_positive_int, check_positive_int
 from .engine import EngineState, RolloutEngine
 from .errors import ClosedError
-from .policy import Policy, call_policy
+from .policy import Policy, call_policy, split_policy_output
 from .trajectory import Trajectory, TrajectoryRecorder
 
 #: Key of the extras (int64 ``[R, E]`` in a batch) that holds the weights version that chose each chunk.
@@ -326,13 +327,10 @@ class Collector:
         """One forward of the behaviour policy at a chunk boundary: the lag wait, the newest weights, the
         forward, its weights version in the extras."""
         self._await_weights()
-        if self._stream is None:
+        with self._on_policy_stream():
             out = call_policy(self.policy, obs)
-        else:
-            with sys.modules["torch"].cuda.stream(self._stream):
-                out = call_policy(self.policy, obs)
-        actions, extras = out if isinstance(out, tuple) else (out, {})
         batch = len(next(iter(obs.values())))
+        actions, extras = split_policy_output(out, batch)  # the engine's own check of a policy's output
         return actions, {**extras, WEIGHTS_VERSION_KEY: np.full(batch, self._acting, dtype=np.int64)}
 
     def _await_weights(self) -> None:
@@ -351,13 +349,17 @@ class Collector:
             self._load(pending)
 
     def _load(self, weights: _Weights) -> None:
-        if self._stream is not None:
+        if weights.ready is not None:
             self._stream.wait_event(weights.ready)
-            with sys.modules["torch"].cuda.stream(self._stream):
-                self._load_into_policy(weights.state)
-        else:
+        with self._on_policy_stream():
             self._load_into_policy(weights.state)
         self._acting = weights.version
+
+    def _on_policy_stream(self) -> Any:
+        """The behaviour policy's CUDA stream as the current one (nothing on the CPU)."""
+        if self._stream is None:
+            return contextlib.nullcontext()
+        return sys.modules["torch"].cuda.stream(self._stream)
 
     def _load_into_policy(self, state: Any) -> None:
         if self._load_weights is not None:

@@ -266,3 +266,15 @@ def test_a_closed_engine_is_refused():
     engine.close()
     with pytest.raises(ClosedError):
         Collector(engine, BiasPolicy(), 1)
+
+
+@pytest.mark.deadline(60)
+def test_a_malformed_policy_output_is_refused_with_the_engines_message():
+    def three_outputs(obs):
+        rows = len(obs["proprio"])
+        return np.zeros((rows, CHUNK, 2), np.float32), {}, None
+
+    with make_engine() as engine:
+        with Collector(engine, three_outputs, 1) as collector:
+            with pytest.raises(TypeError, match=r"actions or an \(actions, extras dict\) pair, got a tuple of 3"):
+                next(collector)
