@@ -178,7 +178,6 @@ class Collector:
         self._acting = 0  # the version loaded into the behaviour policy
         self._collecting = 0  # index of the batch being collected
         self._requested = 0  # batches the trainer has asked for (next() calls)
-        self._handed = 0
         self._state = CollectorState.COLLECTING
         self._stop = False
         self._done = False
@@ -218,7 +217,6 @@ class Collector:
             self._done = True
             raise item.exc
         batch, self.last_stats = item
-        self._handed += 1
         return batch
 
     def _take(self) -> Any:
