@@ -7,8 +7,10 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 ... -d .whl mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 \
 #     glfw==2.11.0 pyopengl==3.1.10 websockets gymnasium==1.4.0 farama-notifications==0.0.6 \
-#     torchrl==0.14.1 tensordict==0.14.3 pyvers==0.2.3 hoptorch==0.1.4 orjson importlib_metadata zipp cloudpickle
-#   (the last line: time_to_train's TorchRL peers, the `peers` extra; orjson is a manylinux_2_17 wheel)
+#     torchrl==0.14.1 tensordict==0.14.3 pyvers==0.2.3 hoptorch==0.1.4 orjson importlib_metadata zipp cloudpickle \
+#     nvidia-ml-py
+#   (the last lines: time_to_train's TorchRL peers, the `peers` extra, and its GPU busy time from NVML;
+#   orjson is a manylinux_2_17 wheel)
 #   (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 # Run there from the repo root: bash benchmarks/gpu_h200.sh bench|train; results go to $OUT (or
 # ./behavior1k_fast_results), then are copied into benchmarks/results/ here.
@@ -42,9 +44,11 @@ mkdir -p "$OUT"
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 } 2>&1 | tee "$OUT/h200_machine_$part.txt"
 cli="python3 -m behavior1k_fast.tools.cli"
-# time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the engine layouts that
-# decide the goals (each also +overlap), the policy on the GPU
-ttt="--processes 8 --envs 16 --iterations 100 --layouts k1_skip,process_k2,lookahead --device cuda"
+# time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the bench's 224 px camera
+# (the forward grows with the batch there), the engine layouts that decide the goals (each also +overlap), the
+# policy on the GPU. A 10-minute call fits one regime with k1_skip only (--layouts k1_skip, 3 seeds balanced,
+# 2 env-bound); the JSON is rewritten after each piece, so a call cut short keeps what it measured.
+ttt="--processes 8 --envs 16 --iterations 100 --resolution 224 --layouts k1_skip,process_k2,lookahead --device cuda"
 case "$part" in
   bench)
     timeout 70 $cli validate --json "$OUT/validate_h200.json" 2>&1 | tail -n 12

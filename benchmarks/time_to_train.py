@@ -49,7 +49,10 @@ measures both factors and their product:
   not), the update's (``update_s_per_sample``), and the busiest env worker's stepping seconds
   (``env_busy_s_per_sample``, the env side of the bound max(GPU work, env work)) and the behaviour
   policy's forwards (``model_s_per_sample``: what the regime's T_model is in the rollout itself, where the
-  adapted transformer runs without torch's fused inference path that calibration timed). The double-buffer
+  adapted transformer runs without torch's fused inference path that calibration timed); with the policy on
+  a GPU and ``nvidia-ml-py`` also the GPU's busy seconds (``gpu_busy_s_per_sample``, NVML's utilization
+  samples: :mod:`behavior1k_fast.tools.measure.gpu`), the bound max(GPU busy, busiest env worker)
+  (``bound_s_per_sample``) and the share of it the trainer's wall reaches (``of_bound``). The double-buffer
   peer's rollout seconds come from ``run_peer`` with the same policy acting, plus the update seconds per
   sample of ``k1_skip`` (the same batch); TorchRL's are the trainer's wall per batch with the update
   of a ``k1_skip`` batch of the same size run on each.
@@ -60,7 +63,10 @@ measures both factors and their product:
 - ``--lead-sweep``: the delay-sweep protocol for the lookahead lead: samples to target, seconds per sample
   and their product for d in 0, 1, 2, 4, N/2, N - 1 (committed actions as input), per seed.
 
-Writes ``time_to_train_<tag>.json`` and ``.png`` (``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
+The JSON is rewritten after each measured piece (``"complete": false``, the current regime's pieces under
+``in_progress``; the seconds per sample of every layout and peer come first, then the training runs seed by
+seed), so a run cut short keeps what it measured. Writes ``time_to_train_<tag>.json`` and ``.png``
+(``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
 to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's ``benchmarks/results/``).
 ``--quick`` is a small run for 2 cores (a minute or two): 64-wide model, 16-pixel camera, few
 iterations, one seed, the balanced regime, a low target. Bad arguments are one-line usage errors (exit
@@ -70,6 +76,7 @@ code 2) before any env starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import functools
 import multiprocessing
@@ -90,6 +97,7 @@ from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, device, env_cou
 from behavior1k_fast.tools.bench.report import format_model_cost
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
 from behavior1k_fast.tools.measure.files import save_figure, write_json
+from behavior1k_fast.tools.measure.gpu import GPUBusy, gpu_busy_missing
 from behavior1k_fast.tools.measure.machine import busy_warning, describe_machine, machine_tag, sample_load
 from behavior1k_fast.tools.measure.trainable import AdaptedVLA
 
@@ -210,18 +218,46 @@ def per_sample(run: dict[str, Any], key: str) -> float | None:
 
 
 def seconds_per_sample(config: Any, profile: RolloutProfile, factory: Any, policy_class: Callable,
-                       iterations: int) -> tuple[dict[str, float], tuple[Any, Any]]:
+                       iterations: int, device: str = "cpu") -> tuple[dict[str, Any], tuple[Any, Any]]:
     """Seconds per own action under ``profile`` and ``config``'s lag: medians over ``iterations`` PPO iterations
-    after a first, uncounted one (module docs), and (the trained model, its last batch)."""
+    after a first, uncounted one (module docs), and (the trained model, its last batch). On a GPU ``device``
+    with NVML also the GPU's busy seconds per own action (:class:`~behavior1k_fast.tools.measure.gpu.GPUBusy`:
+    kernel time of every stream, the forwards' and the update's), the bound max(GPU busy, busiest env
+    worker) and the share of it the trainer's wall reaches (``of_bound``)."""
     last: list = []
-    run, model = ppo.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
-                           make_policy=policy_class, on_iteration=lambda it, batch, entry: last[:1].clear() or
-                           last.append(batch))
+    marks = [time.time()]
+
+    def seen(it: int, batch: Any, entry: dict) -> None:
+        last[:] = [batch]
+        marks.append(time.time())
+
+    missing = gpu_busy_missing(device)
+    with GPUBusy(device) if missing is None else contextlib.nullcontext() as busy:
+        run, model = ppo.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
+                               make_policy=policy_class, on_iteration=seen)
     wait, update = per_sample(run, "rollout_s"), per_sample(run, "update_s")
-    return {"rollout_s_per_sample": per_sample(run, "collect_s"), "wait_s_per_sample": wait,
-            "update_s_per_sample": update, "env_busy_s_per_sample": per_sample(run, "busiest_env_s"),
-            "model_s_per_sample": per_sample(run, "model_s"),
-            "s_per_sample": wait + update}, (model, last[0])
+    env_busy = per_sample(run, "busiest_env_s")
+    gpu_busy = None
+    if busy is not None:
+        run["gpu_busy_s"] = [busy.seconds(a, b) for a, b in zip(marks, marks[1:])]
+        gpu_busy = per_sample(run, "gpu_busy_s")
+    return cost_row(wait, update, rollout=per_sample(run, "collect_s"), env_busy=env_busy,
+                    model=per_sample(run, "model_s"), gpu_busy=gpu_busy, gpu_busy_missing=missing), (model, last[0])
+
+
+def cost_row(wait: float, update: float, rollout: float | None = None, env_busy: float | None = None,
+             model: float | None = None, gpu_busy: float | None = None,
+             gpu_busy_missing: str | None = "not measured for a peer") -> dict[str, Any]:
+    """One layout's or peer's seconds per own action (module docs): the trainer's wait for a batch and its
+    update (their sum is ``s_per_sample``), the rollout's own wall, the busiest env worker's stepping, the
+    behaviour forwards, the GPU's busy time, and the bound max(GPU busy, env busy) with the share of it the
+    trainer's wall reaches (``of_bound``: 1.0 is the bound)."""
+    sides = [v for v in (gpu_busy, env_busy) if v is not None]
+    bound = max(sides) if sides else None
+    return {"rollout_s_per_sample": rollout, "wait_s_per_sample": wait, "update_s_per_sample": update,
+            "env_busy_s_per_sample": env_busy, "model_s_per_sample": model, "gpu_busy_s_per_sample": gpu_busy,
+            "gpu_busy_missing": gpu_busy_missing, "bound_s_per_sample": bound,
+            "of_bound": None if bound is None else bound / (wait + update), "s_per_sample": wait + update}
 
 
 def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile, factory: Any, config: Any,
@@ -239,21 +275,45 @@ def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile,
         raw = run_peer(factory, profile, act, spaces, profile.num_env_processes, profile.envs_per_process, 2,
                        config.rounds, warmup=1, seed=config.seed)
         rates.append(raw["wall_s"] / raw["own_actions"])
-    rollout = statistics.median(rates)
-    return {"rollout_s_per_sample": float(rollout), "wait_s_per_sample": float(rollout),
-            "update_s_per_sample": update_s_per_sample, "env_busy_s_per_sample": None, "model_s_per_sample": None,
-            "s_per_sample": float(rollout + update_s_per_sample)}
+    rollout = float(statistics.median(rates))
+    return cost_row(rollout, update_s_per_sample, rollout=rollout)
 
 
 class TorchRLActor(torch.nn.Module):
     """An engine policy as a TorchRL actor: the observation tensors of ``keys`` (in that order) -> (the chunk as
-    float64, log-prob, value)."""
+    float64, log-prob, value).
 
-    def __init__(self, policy: Any, keys: tuple[str, ...]) -> None:
+    Its only tensors are a CPU mirror of the policy's trained parameters (``trained``: the adapters and the
+    head), so TorchRL's weight sync carries those, as a LoRA user syncs a VLA. The policy itself is built by
+    ``make_policy`` (picklable, no tensors: a spawned worker builds its own, the frozen transformer from its
+    seed on its device) at the first forward, which, as each one, first copies the mirror into it. On the H200
+    (TorchRL 0.14.1, Python 3.12, 8 spawned workers) the collectors have not started in any form tried:
+    with the 858M-parameter CUDA policy itself, and with this actor, a spawned worker timed out waiting for
+    its initial weights (``queue.Empty`` from TorchRL's weight queue); on the CPU they run."""
+
+    def __init__(self, make_policy: Callable[[], Any], trained: dict, keys: tuple[str, ...]) -> None:
         super().__init__()
-        self.policy, self.keys = policy, tuple(keys)
+        self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
+        self.keys = tuple(keys)
+        self.mirror = torch.nn.ParameterDict({
+            name.replace(".", "__"): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
+            for name, p in trained.items()})
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "policy": None}  # a worker builds its own
+
+    def refresh(self, trained: dict) -> None:
+        """The mirror takes ``trained``'s values (the trainer's, before posting them)."""
+        with torch.no_grad():
+            for name, p in trained.items():
+                self.mirror[name.replace(".", "__")].copy_(p)
 
     def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.policy is None:
+            self.__dict__["policy"] = self.make_policy()
+        with torch.no_grad():
+            for name, p in ppo.trained_state(self.policy).items():
+                p.copy_(self.mirror[name.replace(".", "__")])
         chunk, extras = self.policy(dict(zip(self.keys, values)))
         return chunk.double(), extras["logprob"], extras["value"]
 
@@ -280,8 +340,8 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
     return env
 
 
-def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tuple, profile: RolloutProfile,
-                               factory: Any, config: Any, iterations: int) -> dict[str, float]:
+def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
+                               profile: RolloutProfile, factory: Any, config: Any, iterations: int) -> dict[str, float]:
     """Seconds per own action of TorchRL's ``MultiSyncCollector`` (``kind="torchrl_sync"``) or
     ``MultiAsyncCollector`` over ``profile``'s processes (module docs): per batch of ``config.rounds`` chunks
     per worker the trainer runs the PPO update on ``trained``'s batch (the same size) with ``trained``'s
@@ -294,8 +354,9 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
     model, batch = trained
     keys = tuple(spaces[0].spaces)
     outputs = ["action", "logprob", "value"]
-    behaviour = TensorDictModule(TorchRLActor(copy.deepcopy(model), keys), in_keys=list(keys), out_keys=outputs)
-    learner = TensorDictModule(TorchRLActor(model, keys), in_keys=list(keys), out_keys=outputs)
+    # the workers' policy; in this process its mirror is what the trainer posts
+    behaviour = TensorDictModule(TorchRLActor(make_policy, ppo.trained_state(model), keys), in_keys=list(keys),
+                                 out_keys=outputs)
     optimizer = torch.optim.Adam(list(ppo.trained_state(model).values()), lr=config.lr, eps=1e-5)
     rng = np.random.default_rng(config.seed)
     workers = profile.num_env_processes
@@ -319,7 +380,8 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
             got = time.perf_counter()
             samples = int(data["next", "own_actions"].sum())
             ppo.ppo_update(model, optimizer, batch, config, rng)
-            collector.update_policy_weights_(TensorDict.from_module(learner))
+            behaviour.module.refresh(ppo.trained_state(model))
+            collector.update_policy_weights_(TensorDict.from_module(behaviour))
             done = time.perf_counter()
             if i:
                 rollout.append((got - began) / samples)
@@ -330,10 +392,7 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], spaces: tupl
             began = time.perf_counter()
     finally:
         collector.shutdown()
-    return {"rollout_s_per_sample": None, "wait_s_per_sample": float(statistics.median(rollout)),
-            "update_s_per_sample": float(statistics.median(update)), "env_busy_s_per_sample": None,
-            "model_s_per_sample": None,
-            "s_per_sample": float(statistics.median(wall)),
+    return {**cost_row(float(statistics.median(rollout)), float(statistics.median(update))),
             "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys)}
 
 
@@ -424,38 +483,39 @@ class Judge:
         self.progress(f"{regime}: " + format_model_cost(calibration))
         return functools.partial(VLAActorCritic, arguments), vla, info
 
-    def trained(self, layout: str, profile: RolloutProfile, policy_class: Callable) -> list[dict]:
-        """``--seeds`` training runs under ``layout`` (samples to target)."""
-        runs = []
-        for seed in range(self.args.seeds):
-            config = replace(layout_config(self.base, layout), seed=seed)
-            run = samples_to_target(config, profile, self.factory, policy_class, self.args.target, self.args.window)
-            self.progress(f"{semantics_of(layout)} ({layout}) seed {seed}: samples to target {run['samples']} "
-                          f"({run['iterations']} iterations)")
-            runs.append(run)
-        return runs
+    def trained(self, layout: str, profile: RolloutProfile, policy_class: Callable, seed: int) -> dict:
+        """One training run under ``layout`` with ``seed`` (samples to target)."""
+        config = replace(layout_config(self.base, layout), seed=seed)
+        run = samples_to_target(config, profile, self.factory, policy_class, self.args.target, self.args.window)
+        self.progress(f"{semantics_of(layout)} ({layout}) seed {seed}: samples to target {run['samples']} "
+                      f"({run['iterations']} iterations)")
+        return run
 
-    def regime(self, regime: str) -> dict[str, Any]:
-        """Every layout's samples to target, seconds per sample and their product in ``regime``."""
+    def regime(self, regime: str, checkpoint: Callable[[dict], None]) -> dict[str, Any]:
+        """Every layout's samples to target, seconds per sample and their product in ``regime``: the seconds per
+        sample first (every layout, then the peers), then the training runs seed by seed, each semantics per
+        seed; ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         args = self.args
         policy_class, vla, calibration = self.policy_for(regime)
-        engine_layouts = [name + suffix for suffix in ("", OVERLAP) for name in self.profiles]
-        trained = {s: self.trained(layout, self.profiles[layout.removesuffix(OVERLAP)], policy_class)
-                   for s, layout in TRAINED_UNDER.items() if layout.removesuffix(OVERLAP) in self.profiles}
         cost: dict[str, dict] = {}
-        k1_run: tuple | None = None
-        for name in engine_layouts:
-            config = layout_config(self.base, name)
-            cost[name], last = seconds_per_sample(config, self.profiles[name.removesuffix(OVERLAP)], self.factory,
-                                                  policy_class, args.cost_iterations)
-            k1_run = last if name == "k1_skip" else k1_run
-            self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
         missing = dict(self.missing)
         missing.update({name + OVERLAP: why for name, why in self.missing.items()})
+        trained: dict[str, list] = {s: [] for s, layout in TRAINED_UNDER.items()
+                                    if layout.removesuffix(OVERLAP) in self.profiles}
+        so_far = {"calibration": calibration, "cost": cost, "not_run": missing, "training_runs": trained}
+        k1_run: tuple | None = None
+        for name in [name + suffix for suffix in ("", OVERLAP) for name in self.profiles]:
+            config = layout_config(self.base, name)
+            cost[name], last = seconds_per_sample(config, self.profiles[name.removesuffix(OVERLAP)], self.factory,
+                                                  policy_class, args.cost_iterations, self.device)
+            k1_run = last if name == "k1_skip" else k1_run
+            self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
+            checkpoint(so_far)
         spaces = (vla.observation_space, vla.action_space)
+        obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in ppo.OBS_KEYS)
+        make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)), args.chunk_size)
         if args.processes % 2 == 0:
-            obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in ppo.OBS_KEYS)
-            policy = policy_class(obs_dim, int(np.prod(vla.action_space.shape)), args.chunk_size)
+            policy = make_policy()
             cost["double_buffer_peer"] = peer_seconds_per_sample(policy, spaces, self.profiles["k1_skip"],
                                                                  self.factory, self.base,
                                                                  cost["k1_skip"]["update_s_per_sample"],
@@ -468,14 +528,21 @@ class Judge:
                 missing[kind] = why_not
                 continue
             try:
-                cost[kind] = torchrl_seconds_per_sample(kind, k1_run, spaces, self.profiles["k1_skip"], self.factory,
-                                                        self.base, args.cost_iterations)
+                cost[kind] = torchrl_seconds_per_sample(kind, k1_run, make_policy, spaces, self.profiles["k1_skip"],
+                                                        self.factory, self.base, args.cost_iterations)
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
-                missing[kind] = f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                # the end of the message: a worker's own error comes last, after TorchRL's traceback of it
+                missing[kind] = f"failed: {type(exc).__name__}: ...{' '.join(str(exc).split())[-600:]}"
                 self.progress(f"{regime} {kind}: {missing[kind]}")
         for name in PEER_SEMANTICS:
             if name in cost:
                 self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
+        checkpoint(so_far)
+        for seed in range(args.seeds):
+            for semantics, runs in trained.items():
+                layout = TRAINED_UNDER[semantics]
+                runs.append(self.trained(layout, self.profiles[layout.removesuffix(OVERLAP)], policy_class, seed))
+                checkpoint(so_far)
         layouts = {}
         for name, c in cost.items():
             runs = trained.get(semantics_of(name), [])
@@ -504,33 +571,43 @@ class Judge:
         self.progress(f"direct run of {best}: {run['direct_wall_s']} s to the target")
         return {"layout": best, "wall_s": run["direct_wall_s"], "samples": run["samples"], "from": "its own run"}
 
-    def lead_sweep(self, regime: str) -> dict[str, Any]:
-        """Samples to target, seconds per sample and wall to target per lookahead lead d (module docs)."""
+    def lead_sweep(self, regime: str, checkpoint: Callable[[dict], None]) -> dict[str, Any]:
+        """Samples to target, seconds per sample and wall to target per lookahead lead d (module docs);
+        ``checkpoint`` gets the finished leads' rows after each lead."""
         n = self.args.chunk_size
         leads = sorted({d for d in (0, 1, 2, 4, n // 2, n - 1) if 0 <= d < n})
         policy_class, _, calibration = self.policy_for(regime)
         rows = {}
         for d in leads:
             profile = self.profiles["k1_skip"].replace(schedule="lookahead", lookahead_steps=d)
-            runs = self.trained("lookahead", profile, policy_class)
-            cost, _ = seconds_per_sample(self.base, profile, self.factory, policy_class, self.args.cost_iterations)
+            runs = [self.trained("lookahead", profile, policy_class, seed) for seed in range(self.args.seeds)]
+            cost, _ = seconds_per_sample(self.base, profile, self.factory, policy_class, self.args.cost_iterations,
+                                         self.device)
             per_seed = [None if r["samples"] is None else r["samples"] * cost["s_per_sample"] for r in runs]
             rows[str(d)] = {"lead": d, **cost, "samples_to_target": spread([r["samples"] for r in runs]),
                             "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed),
                             "seeds_reached": sum(r["reached"] for r in runs), "training_runs": runs}
             self.progress(f"lead {d}: samples to target {rows[str(d)]['samples_to_target']['median']}, "
                           f"{cost['s_per_sample'] * 1e3:.3f} ms per sample")
+            checkpoint({"calibration": calibration, "leads": rows})
         return {"calibration": calibration, "leads": rows}
 
 
-def measure(args: argparse.Namespace, progress: Callable[[str], None] = print) -> dict[str, Any]:
+def measure(args: argparse.Namespace, progress: Callable[[str], None] = print,
+            checkpoint: Callable[[dict], None] = lambda partial: None) -> dict[str, Any]:
     """Per regime, every layout's samples to target, seconds per sample and their product (module docs); with
-    ``--lead-sweep`` the lead sweep of the first regime instead."""
+    ``--lead-sweep`` the lead sweep of the first regime instead. ``checkpoint`` gets the result so far after
+    each measured piece: the finished regimes and, under ``in_progress``, the current one's pieces."""
     judge = Judge(args, progress)
     profiles = {n: p.to_dict() for n, p in judge.profiles.items()}
     if args.lead_sweep:
-        return {"lead_sweep": judge.lead_sweep(args.regime[0]), "profiles": profiles}
-    return {"regimes": {regime: judge.regime(regime) for regime in args.regime}, "profiles": profiles}
+        sweep = judge.lead_sweep(args.regime[0], lambda rows: checkpoint({"lead_sweep": rows, "profiles": profiles}))
+        return {"lead_sweep": sweep, "profiles": profiles}
+    done: dict[str, Any] = {}
+    for regime in args.regime:
+        done[regime] = judge.regime(regime, lambda so_far: checkpoint(
+            {"regimes": done, "in_progress": {regime: so_far}, "profiles": profiles}))
+    return {"regimes": done, "profiles": profiles}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -710,16 +787,20 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     loads = [sample_load()]
     start = time.perf_counter()
-    result = measure(args)
-    loads.append(sample_load())
     machine = describe_machine(resolve_device(args.device))
-    config = {k: v for k, v in vars(args).items() if k != "out"}
-    result = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
-              "machine": machine, "config": config, "load": {"before": loads[0].to_dict(),
-                                                             "after": loads[1].to_dict()},
-              "wall_s": time.perf_counter() - start, **result}
     kind = "lead_sweep_" if args.lead_sweep else ""
     stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}"
+    header = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+              "machine": machine, "config": {k: v for k, v in vars(args).items() if k != "out"}}
+
+    def checkpoint(partial: dict) -> None:  # what is measured so far: a run cut short keeps it
+        write_json({**header, "complete": False, "wall_s": time.perf_counter() - start, **partial},
+                   out / f"{stem}.json")
+
+    result = measure(args, checkpoint=checkpoint)
+    loads.append(sample_load())
+    result = {**header, "complete": True, "load": {"before": loads[0].to_dict(), "after": loads[1].to_dict()},
+              "wall_s": time.perf_counter() - start, **result}
     write_json(result, out / f"{stem}.json")
     plot(result, out / f"{stem}.png")
     print(format_table(result))

@@ -53,8 +53,16 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     expected = {"k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_peer"}
     peers = {"torchrl_sync", "torchrl_async"}
     assert expected <= set(layouts) and set(layouts) | set(regime["not_run"]) >= expected | peers
+    if ttt.torchrl_missing() is None:  # installed (the test extra has it): its collectors ran
+        assert peers <= set(layouts), regime["not_run"]
+    assert result["complete"] is True
     for name, row in layouts.items():
         assert row["s_per_sample"] > 0 and row["update_s_per_sample"] > 0
+        # a CPU policy: no GPU busy time, so the bound is the busiest env worker's (engine rows measure it)
+        assert row["gpu_busy_s_per_sample"] is None and row["gpu_busy_missing"]
+        if row["env_busy_s_per_sample"] is not None:
+            assert row["bound_s_per_sample"] == row["env_busy_s_per_sample"]
+            assert row["of_bound"] == pytest.approx(row["bound_s_per_sample"] / row["s_per_sample"])
         if name not in peers:  # the trainer's wall per sample: its wait for the batch, then the update
             assert row["s_per_sample"] == pytest.approx(row["wait_s_per_sample"] + row["update_s_per_sample"])
         runs = regime["training_runs"][row["semantics"]]
@@ -149,3 +157,21 @@ def test_the_lookahead_layout_takes_the_lead_given_and_help_shows_the_defaults(c
     with pytest.raises(SystemExit):
         ttt.parse_args(["--help"])
     assert "(default: 150)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incomplete_json(tmp_path, monkeypatch):
+    ttt = load_script()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ttt, "samples_to_target", interrupted)  # the first training run is cut short
+    with pytest.raises(KeyboardInterrupt):
+        ttt.main(["--quick", "--device", "cpu", "--out-dir", str(tmp_path), "--tag", "cut", "--layouts", "k1_skip"])
+    result = json.loads((tmp_path / "time_to_train_cut.json").read_text())
+    assert result["complete"] is False and result["regimes"] == {}
+    so_far = result["in_progress"]["balanced"]
+    assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer"} <= set(so_far["cost"])
+    assert all(runs == [] for runs in so_far["training_runs"].values())
+    assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
