@@ -23,10 +23,11 @@ own and hands out one batch of ``rounds`` rounds per iteration; the trainer's mo
 policy that acts are two objects, the behaviour copy getting the trained weights after each update
 (:func:`trained_state`). By default the schedule is serial (``max_lag=0``: batch b is collected after the
 update from batch b - 1); ``--overlap`` (``max_lag=1``) collects batch b + 1 while PPO updates on batch
-b, so a batch may hold chunks chosen by the previous weights. PPO's ratio is always against the
-behaviour log-probs recorded with each chunk (``extras["logprob"]``, per sample), which corrects that lag
-as asynchronous PPO does; each chunk's weights version is in ``extras[WEIGHTS_VERSION_KEY]`` and the
-curve records the mean lag (``policy_lag``, in updates).
+b, so a batch may hold chunks chosen by the previous weights. Then PPO is decoupled (:func:`ppo_update`):
+its ratio is clipped around the policy at the update's start and each sample weighted by that policy's
+probability over the behaviour log-prob recorded with its chunk (``extras["logprob"]``), which corrects the
+lag; each chunk's weights version is in ``extras[WEIGHTS_VERSION_KEY]`` and the curve records the mean lag
+(``policy_lag``, in updates).
 
 Profiles (``--profile``): ``k2_skip`` (hybrid partition, K = 2, on-demand observation; physics rescale
 ``preserve_sim_time`` so every own action spans 1/30 s of simulated time as with K = 1), ``k1_skip`` (no
@@ -236,7 +237,13 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
                rng: np.random.Generator) -> dict[str, float]:
     """``config.epochs`` epochs of clipped PPO over the batch's chunks, on the input each chunk was chosen
     from (observations, and committed actions under ``lookahead``), leaving out chunks no step of which ran
-    (sat out under ``lookahead``); mean losses of the last epoch."""
+    (sat out under ``lookahead``); mean losses of the last epoch.
+
+    Serial (``config.max_lag == 0``) the ratio is against the behaviour log-probs, which are the current
+    policy's. Under collect-while-train it is decoupled PPO (Hilton et al. 2021, "Batch size-invariance for
+    policy optimization"): the ratio is clipped around the proximal policy, the policy at this update's start
+    (one no-grad pass over the batch), and each sample is weighted by proximal / behaviour probability, so a
+    chunk chosen by older weights corrects its bias without starting the update half clipped."""
     adv, returns = advantages(batch, policy, config)
     seen = dict(batch.obs)
     if getattr(batch, "committed", None) is not None:
@@ -250,6 +257,13 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
     n = len(adv)
+    prox_logprob = old_logprob
+    if config.max_lag > 0:
+        with torch.no_grad():
+            prox_logprob = torch.cat([policy.evaluate(policy.features({k: v[idx] for k, v in inputs.items()}),
+                                                      action[idx])[0]
+                                      for idx in np.array_split(np.arange(n), config.minibatches)])
+    weight = (prox_logprob - old_logprob).exp()  # 1 where the behaviour's weights are the current ones
     x = None
     for epoch in range(config.epochs):
         losses = []
@@ -262,8 +276,9 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
             else:
                 features = x[idx]
             logprob, entropy, value = policy.evaluate(features, action[idx])
-            ratio = (logprob - old_logprob[idx]).exp()
-            policy_loss = -torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx]).mean()
+            ratio = (logprob - prox_logprob[idx]).exp()
+            clipped = torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx])
+            policy_loss = -(weight[idx] * clipped).mean()
             value_loss = (value - returns[idx]).pow(2).mean()
             loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy.mean()
             optimizer.zero_grad()

@@ -206,3 +206,40 @@ def test_help_shows_each_default(capsys):
         ppo.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "(default: 100)" in out and "(default: 2)" in out and "behavior1k_fast_results" in out
+
+
+def test_decoupled_ppo_trains_a_batch_of_current_weights_as_serial_ppo_does_and_reweights_a_stale_one():
+    ppo = load_example()
+    import copy
+    import dataclasses
+
+    config = ppo.PPOConfig(profile="k1_skip", iterations=1, processes=1, envs=4, chunk_size=4, rounds=3, epochs=2,
+                           minibatches=2, executor="inline")
+    batches = []
+    _, policy = ppo.train(config, lambda it, batch, entry: batches.append(batch))
+    batch = batches[0]
+    obs = {k: v.reshape(-1, *v.shape[2:]) for k, v in batch.obs.items()}
+    with torch.no_grad():  # the batch as the current weights would have chosen it: behaviour = proximal
+        logprob, _, value = policy.evaluate(policy.features(obs),
+                                            torch.as_tensor(batch.actions[:, :, 0].reshape(-1, 11)))
+    batch.extras["logprob"] = logprob.numpy().reshape(3, 4)
+    batch.extras["value"] = value.numpy().reshape(3, 4)
+
+    def updated(max_lag: int, stale_by: float = 0.0) -> dict:
+        model = copy.deepcopy(policy)
+        stale = copy.deepcopy(batch)
+        stale.extras["logprob"] = batch.extras["logprob"] - stale_by  # chosen by weights that liked it less
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        losses = ppo.ppo_update(model, optimizer, stale, dataclasses.replace(config, max_lag=max_lag),
+                                np.random.default_rng(0))
+        return {"losses": losses, **{n: p.detach().clone() for n, p in model.named_parameters()}}
+
+    serial, decoupled = updated(0), updated(1)
+    assert serial["losses"] == pytest.approx(decoupled["losses"], rel=1e-5)
+    for name in serial:
+        if name != "losses":
+            torch.testing.assert_close(decoupled[name], serial[name], rtol=1e-5, atol=1e-6)
+    # stale behaviour log-probs: serial PPO starts its ratio at exp(0.5) (clipped), decoupled weights the sample
+    # by exp(0.5) and starts its ratio at 1, so the two updates differ
+    serial_stale, decoupled_stale = updated(0, 0.5), updated(1, 0.5)
+    assert any(not torch.allclose(serial_stale[n], decoupled_stale[n]) for n in serial if n != "losses")
