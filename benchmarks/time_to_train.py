@@ -296,8 +296,13 @@ class TorchRLActor(torch.nn.Module):
         self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
         self.keys = tuple(keys)
         self.mirror = torch.nn.ParameterDict({
-            name.replace(".", "__"): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
+            self.key(name): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
             for name, p in trained.items()})
+
+    @staticmethod
+    def key(name: str) -> str:
+        """The mirror's key of a parameter name (a ParameterDict key holds no dots)."""
+        return name.replace(".", "__")
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "policy": None}  # a worker builds its own
@@ -306,14 +311,14 @@ class TorchRLActor(torch.nn.Module):
         """The mirror takes ``trained``'s values (the trainer's, before posting them)."""
         with torch.no_grad():
             for name, p in trained.items():
-                self.mirror[name.replace(".", "__")].copy_(p)
+                self.mirror[self.key(name)].copy_(p)
 
     def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.policy is None:
             self.__dict__["policy"] = self.make_policy()
         with torch.no_grad():
             for name, p in ppo.trained_state(self.policy).items():
-                p.copy_(self.mirror[name.replace(".", "__")])
+                p.copy_(self.mirror[self.key(name)])
         chunk, extras = self.policy(dict(zip(self.keys, values)))
         return chunk.double(), extras["logprob"], extras["value"]
 

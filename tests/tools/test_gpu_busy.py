@@ -33,6 +33,9 @@ class StandInNVML(types.ModuleType):
     def nvmlInit(self) -> None:
         self.calls.append(("init",))
 
+    def nvmlShutdown(self) -> None:
+        self.calls.append(("shutdown",))
+
     def nvmlDeviceGetSamples(self, handle, kind, since_us):
         self.calls.append(("samples", handle, kind, since_us))
         newer = [s for s in self.ring if s.timeStamp > since_us]
@@ -70,10 +73,18 @@ def test_each_read_asks_for_the_samples_after_the_last_one_seen_and_keeps_each_o
     assert handles == {("handle", "cuda:1")} and all(c[2] == 1 for c in nvml.calls if c[0] == "samples")
     since = [c[3] for c in nvml.calls if c[0] == "samples"]
     assert since == sorted(since) and len(since) >= 1 + len(first)
+    # NVML is started before the first read and shut down after the last one
+    assert nvml.calls[0] == ("init",) and nvml.calls[-1] == ("shutdown",)
+    assert [c for c in nvml.calls if c[0] in ("init", "shutdown")] == [("init",), ("shutdown",)]
 
 
 def test_busy_time_is_not_measured_for_a_cpu_policy_and_says_why():
     assert "runs on cpu, not a GPU" in gpu.gpu_busy_missing("cpu")
+
+
+def test_the_check_for_a_gpu_starts_nvml_and_shuts_it_down_again(nvml):
+    assert gpu.gpu_busy_missing("cuda") is None
+    assert nvml.calls == [("init",), ("shutdown",)]
 
 
 def test_without_nvidia_ml_py_the_reason_names_the_package(monkeypatch):

@@ -33,16 +33,16 @@ def gpu_busy_missing(device: str) -> str | None:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         return f"NVML does not start: {exc}"
+    pynvml.nvmlShutdown()
     return None
 
 
 def nvml_handle(device: str) -> Any:
     """NVML's handle of the GPU that torch calls ``device``: by UUID (CUDA_VISIBLE_DEVICES renumbers devices),
-    by index where NVML does not know the UUID."""
+    by index where NVML does not know the UUID. NVML must be initialised."""
     import pynvml
     import torch
 
-    pynvml.nvmlInit()
     index = torch.device(device).index or 0
     uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", ""))
     if uuid:
@@ -69,6 +69,9 @@ class GPUBusy:
         self._last_us = 0
 
     def __enter__(self) -> "GPUBusy":
+        import pynvml
+
+        pynvml.nvmlInit()  # reference-counted: each start is paired with the exit's shutdown
         self._handle = nvml_handle(self.device)
         self._last_us = int(time.time() * 1e6)
         self._thread = threading.Thread(target=self._poll, name="gpu-busy", daemon=True)
@@ -80,6 +83,9 @@ class GPUBusy:
         if self._thread is not None:
             self._thread.join()
         self._read()
+        import pynvml
+
+        pynvml.nvmlShutdown()
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S):
