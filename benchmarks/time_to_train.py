@@ -33,13 +33,17 @@ measures both factors and their product:
   one worker's envs, through ``torchrl.envs.GymWrapper``), one worker process per env process, each
   acting with its copy of the same policy, while the trainer runs the same PPO update on each batch and
   posts its weights with ``update_policy_weights_()`` (the sync collector's next batch acts with them; the
-  async one's workers go on collecting meanwhile).
+  async one's workers go on collecting meanwhile); and ``torchrl_batched``: TorchRL's
+  ``AsyncBatchedCollector`` over the same envs one per TorchRL env (E per worker process, the same process
+  budget), with one copy of the policy on the trainer's device served from a thread of the trainer's
+  process by TorchRL's inference server (it batches whatever requests are ready; collection goes on while
+  the trainer updates), TorchRL's layout for a policy too large for a copy per worker.
 - **Samples to target** depend only on what each env sees and does, its semantics: ``fresh`` (an env acts
   on its own observation at its chunk's start: stock, K = 1, process partition, the double buffer),
   ``hybrid`` (the other stage's slice holds its last action while this one steps), ``lookahead`` (the chunk
   is chosen from an observation d steps before the previous chunk ends, with the committed actions as
-  input), each ``+lag1`` under collect-while-train (TorchRL's sync collector: ``fresh``, its async one:
-  ``fresh+lag1``). Per semantics
+  input), each ``+lag1`` under collect-while-train (TorchRL's sync collector: ``fresh``, its async and
+  batched ones: ``fresh+lag1``). Per semantics
   and seed, PPO trains under one layout of that semantics (:data:`TRAINED_UNDER`) until the
   episode-weighted success rate of the last ``--window`` iterations reaches ``--target``; samples to
   target = env steps (own actions) then, or none within ``--iterations``.
@@ -65,8 +69,8 @@ measures both factors and their product:
 
 The JSON is rewritten after each measured piece (``"complete": false``, the current regime's pieces under
 ``in_progress``; the seconds per sample of every layout and peer come first, then the training runs seed by
-seed), so a run cut short keeps what it measured. Writes ``time_to_train_<tag>.json`` and ``.png``
-(``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
+seed), so a run cut short keeps what it measured (``--plot RESULT.json`` draws its plot afterwards).
+Writes ``time_to_train_<tag>.json`` and ``.png`` (``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
 to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's ``benchmarks/results/``).
 ``--quick`` is a small run for 2 cores (a minute or two): 64-wide model, 16-pixel camera, few
 iterations, one seed, the balanced regime, a low target. Bad arguments are one-line usage errors (exit
@@ -80,6 +84,7 @@ import contextlib
 import copy
 import functools
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -92,8 +97,8 @@ import numpy as np
 import torch
 
 from behavior1k_fast.core.profile import SCHEDULES, RolloutProfile
-from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, device, env_count, file_name, lead_steps, path,
-                                            positive_int, positive_number, process_count)
+from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, device, env_count, file_name, lead_steps, one_line,
+                                            path, positive_int, positive_number, process_count)
 from behavior1k_fast.tools.bench.report import format_model_cost
 from behavior1k_fast.tools.measure.config import DEFAULT_OUT_DIR, RunConfig, record_dir, resolve_device
 from behavior1k_fast.tools.measure.files import save_figure, write_json
@@ -113,8 +118,13 @@ ENGINE_SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid",
 #: Peer -> its semantics. Checked at torchrl 0.14.1 by comparing each batch's recorded log-probs with the
 #: trainer's: ``MultiSyncCollector`` collects a batch with the weights posted after the previous one (lag 0,
 #: serial), ``MultiAsyncCollector`` goes on collecting while the trainer updates (lag 1, or more with more
-#: workers than batches in flight).
-PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh", "torchrl_async": "fresh+lag1"}
+#: workers than batches in flight); ``AsyncBatchedCollector`` also collects on while the trainer updates and
+#: takes the posted weights between two batched forwards, so a batch mixes the two latest versions (its
+#: ``policy_lag``: the mean lag, from the version TorchRL stamps on each transition).
+PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh", "torchrl_async": "fresh+lag1",
+                  "torchrl_batched": "fresh+lag1"}
+#: The TorchRL collector peers (:func:`torchrl_collector`).
+TORCHRL_PEERS = ("torchrl_sync", "torchrl_async", "torchrl_batched")
 #: Suffix of a collect-while-train layout, and of its semantics.
 OVERLAP, LAG = "+overlap", "+lag1"
 #: Semantics -> the layout PPO trains under to count its samples to target.
@@ -124,6 +134,13 @@ TRAINED_UNDER = {**{s: layout for layout, s in (("k1_skip", "fresh"), ("hybrid_k
                                                                 ("lookahead", "lookahead"))}}
 #: Regime -> one forward at the stage batch as a multiple of the env's ms per chunk.
 REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
+#: TorchRL's multi-process collectors: a spawned worker reads its start arguments (the env and policy factories,
+#: over 1 MB with a 224 px camera's spaces: more than a pipe holds) only after importing the main module, so
+#: each ``proc.start()`` returns once its worker has imported, the workers start one after another, and the
+#: first waits for its initial weights (sent once all have started) longer than TorchRL's 60 s on the H200
+#: (8 workers; ``queue.Empty``). That wait's limit (torchrl 0.14.1: ``WEIGHT_SYNC_TIMEOUT``, seconds, read
+#: when torchrl is imported) is raised here unless set.
+os.environ.setdefault("WEIGHT_SYNC_TIMEOUT", "900")
 #: Modalities the VLA-cost policy reads.
 MODALITIES = ("rgb", "proprio")
 
@@ -280,21 +297,20 @@ def peer_seconds_per_sample(policy: Any, spaces: tuple, profile: RolloutProfile,
 
 
 class TorchRLActor(torch.nn.Module):
-    """An engine policy as a TorchRL actor: the observation tensors of ``keys`` (in that order) -> (the chunk as
-    float64, log-prob, value).
+    """An engine policy as a TorchRL actor: the observation tensors of ``obs_space``'s keys (in that order), envs
+    stacked along any leading dims (a multi-process worker's E envs; the batched collector's requests of one
+    env each) -> (the chunk as float64, log-prob, value), with the same leading dims.
 
     Its only tensors are a CPU mirror of the policy's trained parameters (``trained``: the adapters and the
     head), so TorchRL's weight sync carries those, as a LoRA user syncs a VLA. The policy itself is built by
     ``make_policy`` (picklable, no tensors: a spawned worker builds its own, the frozen transformer from its
-    seed on its device) at the first forward, which, as each one, first copies the mirror into it. On the H200
-    (TorchRL 0.14.1, Python 3.12, 8 spawned workers) the collectors have not started in any form tried:
-    with the 858M-parameter CUDA policy itself, and with this actor, a spawned worker timed out waiting for
-    its initial weights (``queue.Empty`` from TorchRL's weight queue); on the CPU they run."""
+    seed on its device) at the first forward, which, as each one, first copies the mirror into it."""
 
-    def __init__(self, make_policy: Callable[[], Any], trained: dict, keys: tuple[str, ...]) -> None:
+    def __init__(self, make_policy: Callable[[], Any], trained: dict, obs_space: Any) -> None:
         super().__init__()
         self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
-        self.keys = tuple(keys)
+        self.keys = tuple(obs_space.spaces)
+        self.event_dims = {k: len(obs_space[k].shape) for k in self.keys}
         self.mirror = torch.nn.ParameterDict({
             self.key(name): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
             for name, p in trained.items()})
@@ -319,8 +335,11 @@ class TorchRLActor(torch.nn.Module):
         with torch.no_grad():
             for name, p in ppo.trained_state(self.policy).items():
                 p.copy_(self.mirror[self.key(name)])
-        chunk, extras = self.policy(dict(zip(self.keys, values)))
-        return chunk.double(), extras["logprob"], extras["value"]
+        lead = values[0].shape[:values[0].ndim - self.event_dims[self.keys[0]]]
+        obs = {k: v.reshape(-1, *v.shape[v.ndim - self.event_dims[k]:]) for k, v in zip(self.keys, values)}
+        chunk, extras = self.policy(obs)
+        return (chunk.double().reshape(*lead, *chunk.shape[1:]), extras["logprob"].reshape(lead),
+                extras["value"].reshape(lead))
 
 
 class CountedChunkEnv(gymnasium.Wrapper):
@@ -345,60 +364,98 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
     return env
 
 
-def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
-                               profile: RolloutProfile, factory: Any, config: Any, iterations: int) -> dict[str, float]:
-    """Seconds per own action of TorchRL's ``MultiSyncCollector`` (``kind="torchrl_sync"``) or
-    ``MultiAsyncCollector`` over ``profile``'s processes (module docs): per batch of ``config.rounds`` chunks
-    per worker the trainer runs the PPO update on ``trained``'s batch (the same size) with ``trained``'s
-    model and posts the weights; the trainer's wall per batch over the batch's own actions, median over
-    ``iterations`` batches after a first, uncounted one."""
-    from tensordict import TensorDict
-    from tensordict.nn import TensorDictModule
-    from torchrl.collectors import MultiAsyncCollector, MultiSyncCollector
+def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
+                      rounds: int, batches: int) -> Any:
+    """TorchRL's collector ``kind`` (:data:`PEER_SEMANTICS`) over ``profile``'s process budget, ``batches``
+    batches of ``rounds`` chunks per env. ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env
+    process, its E envs in one env, ``behaviour`` rebuilt in each worker (one policy copy per process, as those
+    collectors run it). ``AsyncBatchedCollector``: E one-env envs per worker process and ``behaviour`` served
+    from a thread of this process, whose inference server batches the requests that are ready (one policy
+    copy; TorchRL's design for a policy too large to copy per worker). No TorchRL device is set: the policy
+    places its own work (the transformer on its device, the head on the CPU, as in the engine's rows)."""
+    import torchrl.collectors as collectors
 
-    model, batch = trained
-    keys = tuple(spaces[0].spaces)
-    outputs = ["action", "logprob", "value"]
-    # the workers' policy; in this process its mirror is what the trainer posts
-    behaviour = TensorDictModule(TorchRLActor(make_policy, ppo.trained_state(model), keys), in_keys=list(keys),
-                                 out_keys=outputs)
-    optimizer = torch.optim.Adam(list(ppo.trained_state(model).values()), lr=config.lr, eps=1e-5)
-    rng = np.random.default_rng(config.seed)
-    workers = profile.num_env_processes
-    fns = [functools.partial(torchrl_env, factory, profile.envs_per_process, config.seed + i, profile, spaces)
-           for i in range(workers)]
-    frames = workers * config.rounds
-    collector_class = {"torchrl_sync": MultiSyncCollector, "torchrl_async": MultiAsyncCollector}[kind]
-    # TorchRL starts its workers with the global start method once one is set (the engine's use of
-    # multiprocessing sets "fork" on Linux); forked after this process has rendered, a worker's renderer hangs
+    workers, per = profile.num_env_processes, profile.envs_per_process
+    if kind == "torchrl_batched":
+        fns = [functools.partial(torchrl_env, factory, 1, seed + i, profile, spaces) for i in range(workers * per)]
+        frames = workers * per * rounds
+        return collectors.AsyncBatchedCollector(
+            fns, policy=behaviour, frames_per_batch=frames, total_frames=frames * batches,
+            env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
+    collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
+                       "torchrl_async": collectors.MultiAsyncCollector}[kind]
+    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]
+    frames = workers * rounds
+    return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=frames * batches)
+
+
+@contextlib.contextmanager
+def spawned_workers() -> Any:
+    """The global multiprocessing start method is "spawn" inside: TorchRL starts its workers with it (the
+    batched collector at its first batch), and the engine's use of multiprocessing sets "fork" on Linux, under
+    which a worker forked after this process has rendered hangs in its renderer."""
     previous = multiprocessing.get_start_method(allow_none=True)
     multiprocessing.set_start_method("spawn", force=True)
     try:
-        collector = collector_class(fns, behaviour, frames_per_batch=frames, total_frames=frames * (iterations + 1))
+        yield
     finally:
         multiprocessing.set_start_method(previous, force=True)
-    rollout, update, wall, kept = [], [], [], []
+
+
+def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
+                               profile: RolloutProfile, factory: Any, config: Any, iterations: int) -> dict[str, float]:
+    """Seconds per own action of TorchRL's collector ``kind`` (:func:`torchrl_collector`): per batch of
+    ``config.rounds`` chunks per env the trainer runs the PPO update on ``trained``'s batch (the same size)
+    with ``trained``'s model and posts the weights; the trainer's wall per batch over the batch's own actions,
+    median over ``iterations`` batches after a first, uncounted one. Also the seconds from the collector's
+    construction to its first batch (``first_batch_s``: its workers' start), the share of batches every chunk
+    of which the posted weights chose (:func:`acted_with_posted_weights`) and, where TorchRL stamps each
+    transition with the version of the weights that acted (the batched collector), their mean lag behind the
+    posted version (``policy_lag``)."""
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule
+
+    model, batch = trained
+    keys = tuple(spaces[0].spaces)
+
+    def actor() -> Any:
+        return TensorDictModule(TorchRLActor(make_policy, ppo.trained_state(model), spaces[0]), in_keys=list(keys),
+                                out_keys=["action", "logprob", "value"])
+
+    # the collector's policy, and the trainer's copy whose mirror it posts (the batched collector serves the
+    # former from this process: refreshing it in place would race its forwards)
+    behaviour, posting = actor(), actor()
+    optimizer = torch.optim.Adam(list(ppo.trained_state(model).values()), lr=config.lr, eps=1e-5)
+    rng = np.random.default_rng(config.seed)
+    rollout, update, kept, lags = [], [], [], []
     posted = [clone_trained(model)]  # version v: the weights after v updates
-    try:
+    with spawned_workers():
         began = time.perf_counter()
-        for i, data in enumerate(collector):
-            got = time.perf_counter()
-            samples = int(data["next", "own_actions"].sum())
-            ppo.ppo_update(model, optimizer, batch, config, rng)
-            behaviour.module.refresh(ppo.trained_state(model))
-            collector.update_policy_weights_(TensorDict.from_module(behaviour))
-            done = time.perf_counter()
-            if i:
-                rollout.append((got - began) / samples)
-                update.append((done - got) / samples)
-                wall.append((done - began) / samples)
-            kept.append(data)
-            posted.append(clone_trained(model))
-            began = time.perf_counter()
-    finally:
-        collector.shutdown()
-    return {**cost_row(float(statistics.median(rollout)), float(statistics.median(update))),
-            "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys)}
+        collector = torchrl_collector(kind, behaviour, profile, factory, spaces, config.seed, config.rounds,
+                                      iterations + 1)
+        try:
+            for i, data in enumerate(collector):
+                got = time.perf_counter()
+                if not i:
+                    first = got - began  # the workers' start and the first batch
+                samples = int(data["next", "own_actions"].sum())
+                ppo.ppo_update(model, optimizer, batch, config, rng)
+                posting.module.refresh(ppo.trained_state(model))
+                collector.update_policy_weights_(TensorDict.from_module(posting))
+                done = time.perf_counter()
+                if i:
+                    rollout.append((got - began) / samples)
+                    update.append((done - got) / samples)
+                    if "policy_version" in data.keys():
+                        lags.append(float((i - data["policy_version"].double()).mean()))
+                kept.append(data)
+                posted.append(clone_trained(model))
+                began = time.perf_counter()
+        finally:
+            collector.shutdown()
+    return {**cost_row(float(statistics.median(rollout)), float(statistics.median(update))), "first_batch_s": first,
+            "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys),
+            "policy_lag": float(np.mean(lags)) if lags else None}
 
 
 def clone_trained(model: Any) -> dict:
@@ -423,6 +480,22 @@ def acted_with_posted_weights(model: Any, batches: list, posted: list[dict], key
     return float(np.mean(current))
 
 
+def layout_rows(cost: dict[str, dict], trained: dict[str, list]) -> dict[str, dict]:
+    """Per layout or peer of ``cost`` (its seconds per sample): its semantics' samples to target from the
+    training runs ``trained`` (semantics -> runs, one per seed), and their product, the wall to target,
+    per seed and as :func:`spread`; a layout that the semantics trained under also gets the runs' own wall."""
+    layouts = {}
+    for name, c in cost.items():
+        runs = trained.get(semantics_of(name), [])
+        per_seed = [None if r["samples"] is None else r["samples"] * c["s_per_sample"] for r in runs]
+        layouts[name] = {"semantics": semantics_of(name), "trained_under": TRAINED_UNDER[semantics_of(name)], **c,
+                         "samples_to_target": spread([r["samples"] for r in runs]),
+                         "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed)}
+        if name == TRAINED_UNDER[semantics_of(name)]:
+            layouts[name]["direct_wall_to_target_s"] = spread([r["direct_wall_s"] for r in runs])
+    return layouts
+
+
 def spread(values: list[float | None]) -> dict[str, Any]:
     """Median and min-max of the values that exist (``None`` where no seed reached the target)."""
     have = [v for v in values if v is not None]
@@ -430,6 +503,15 @@ def spread(values: list[float | None]) -> dict[str, Any]:
         return {"median": None, "min": None, "max": None, "seeds_reached": 0}
     return {"median": float(statistics.median(have)), "min": float(min(have)), "max": float(max(have)),
             "seeds_reached": len(have)}
+
+
+def failure(exc: BaseException) -> str:
+    """A failed peer's line: ``exc`` and then each exception it came from (``__cause__``, else ``__context__``),
+    each as its type and the end of its message (a worker's own error comes last, after TorchRL's traceback)."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
 
 
 def torchrl_missing() -> str | None:
@@ -528,7 +610,7 @@ class Judge:
         else:
             missing["double_buffer_peer"] = f"a double buffer needs an even process count, got {args.processes}"
         why_not = torchrl_missing()
-        for kind in ("torchrl_sync", "torchrl_async"):
+        for kind in TORCHRL_PEERS:
             if why_not:
                 missing[kind] = why_not
                 continue
@@ -536,8 +618,7 @@ class Judge:
                 cost[kind] = torchrl_seconds_per_sample(kind, k1_run, make_policy, spaces, self.profiles["k1_skip"],
                                                         self.factory, self.base, args.cost_iterations)
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
-                # the end of the message: a worker's own error comes last, after TorchRL's traceback of it
-                missing[kind] = f"failed: {type(exc).__name__}: ...{' '.join(str(exc).split())[-600:]}"
+                missing[kind] = failure(exc)
                 self.progress(f"{regime} {kind}: {missing[kind]}")
         for name in PEER_SEMANTICS:
             if name in cost:
@@ -548,16 +629,8 @@ class Judge:
                 layout = TRAINED_UNDER[semantics]
                 runs.append(self.trained(layout, self.profiles[layout.removesuffix(OVERLAP)], policy_class, seed))
                 checkpoint(so_far)
-        layouts = {}
-        for name, c in cost.items():
-            runs = trained.get(semantics_of(name), [])
-            per_seed = [None if r["samples"] is None else r["samples"] * c["s_per_sample"] for r in runs]
-            layouts[name] = {"semantics": semantics_of(name), "trained_under": TRAINED_UNDER[semantics_of(name)], **c,
-                             "samples_to_target": spread([r["samples"] for r in runs]),
-                             "wall_to_target_s_per_seed": per_seed, "wall_to_target_s": spread(per_seed)}
-            if name == TRAINED_UNDER[semantics_of(name)]:
-                layouts[name]["direct_wall_to_target_s"] = spread([r["direct_wall_s"] for r in runs])
-        result = {"calibration": calibration, "layouts": layouts, "not_run": missing, "training_runs": trained}
+        result = {"calibration": calibration, "layouts": layout_rows(cost, trained), "not_run": missing,
+                  "training_runs": trained}
         result["direct"] = self.direct_run(result, policy_class)
         return result
 
@@ -617,7 +690,8 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None] = print,
 
 def plot(result: dict[str, Any], path: Path) -> None:
     """Per regime: wall clock to the target per layout (median, min-max over seeds) and seconds per sample
-    (rollout and update); ``--lead-sweep``: samples, seconds per sample and wall to target against the lead."""
+    (rollout and update), a regime of a run cut short (``in_progress``) with what it measured;
+    ``--lead-sweep``: samples, seconds per sample and wall to target against the lead."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -636,7 +710,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
         for ax in axes:
             ax.set_xlabel("lookahead lead d (steps)")
     else:
-        regimes = result["regimes"]
+        regimes = {**result["regimes"], **{f"{regime} (cut short)": {"layouts": layout_rows(data["cost"],
+                                                                                           data["training_runs"])}
+                                           for regime, data in result.get("in_progress", {}).items()}}
         fig, axes = plt.subplots(len(regimes), 2, figsize=(14, 4.5 * len(regimes)), squeeze=False)
         for (regime, data), (left, right) in zip(regimes.items(), axes):
             names = list(data["layouts"])
@@ -722,6 +798,19 @@ def success_rate(text: str) -> float:
     return value
 
 
+def recorded_result(parser: argparse.ArgumentParser, name: str) -> dict[str, Any]:
+    """The result JSON ``name`` of this benchmark (``--plot``), or a usage error naming it."""
+    import json
+
+    try:
+        result = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as exc:
+        parser.error(f"argument --plot: cannot read {name!r}: {one_line(exc)}")
+    if not isinstance(result, dict) or not ({"regimes", "lead_sweep"} & set(result)) or "config" not in result:
+        parser.error(f"argument --plot: {name!r} is not a time_to_train result (no regimes or lead_sweep)")
+    return result
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = Parser(description=__doc__.split("\n\n")[0], formatter_class=ppo.DefaultsHelp)
     parser.add_argument("--quick", action="store_true", help="small run for 2 cores: " + ", ".join(
@@ -756,7 +845,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out-dir", type=path, default=None, help=f"not given: ./{DEFAULT_OUT_DIR}")
     parser.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
     parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names")
+    parser.add_argument("--plot", type=path, default=None, metavar="JSON",
+                        help="only draw the .png of a recorded result beside it (a run cut short too: what it "
+                             "measured) and exit")
     args = parser.parse_args(argv)
+    if args.plot is not None:
+        args.result = recorded_result(parser, args.plot)
+        return args
     if args.quick:
         for key, value in QUICK.items():
             if parser.get_default(key) == getattr(args, key):
@@ -788,6 +883,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.plot is not None:
+        plot(args.result, Path(args.plot).with_suffix(".png"))
+        print(f"wrote {Path(args.plot).with_suffix('.png')}")
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     loads = [sample_load()]

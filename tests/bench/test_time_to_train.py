@@ -2,6 +2,7 @@
 regime, with collect-while-train layouts, the peers and the lead sweep."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -37,6 +38,7 @@ def test_each_layout_s_semantics_names_its_lag_and_each_semantics_trains_under_a
     assert ttt.semantics_of("k1_skip") == ttt.semantics_of("process_k2") == "fresh"
     assert ttt.semantics_of("hybrid_k2+overlap") == "hybrid+lag1"
     assert ttt.semantics_of("torchrl_sync") == "fresh" and ttt.semantics_of("torchrl_async") == "fresh+lag1"
+    assert ttt.semantics_of("torchrl_batched") == "fresh+lag1"
     for semantics, layout in ttt.TRAINED_UNDER.items():
         assert ttt.semantics_of(layout) == semantics
     base = ttt.ppo.PPOConfig()
@@ -51,7 +53,7 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     regime = result["regimes"]["balanced"]
     layouts = regime["layouts"]
     expected = {"k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_peer"}
-    peers = {"torchrl_sync", "torchrl_async"}
+    peers = set(ttt.TORCHRL_PEERS)
     assert expected <= set(layouts) and set(layouts) | set(regime["not_run"]) >= expected | peers
     if ttt.torchrl_missing() is None:  # installed (the test extra has it): its collectors ran
         assert peers <= set(layouts), regime["not_run"]
@@ -80,10 +82,14 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     assert layouts["k1_skip"]["samples_to_target"] == layouts["double_buffer_peer"]["samples_to_target"]
     assert layouts["hybrid_k2"]["trained_under"] == "hybrid_k2" and "direct_wall_to_target_s" in layouts["hybrid_k2"]
     assert layouts["k1_skip+overlap"]["semantics"] == "fresh+lag1"
-    # TorchRL's sync collector acts with the weights just posted, its async one collects ahead of them
+    # TorchRL's sync collector acts with the weights just posted, its async and batched ones collect ahead of
+    # them; the batched one stamps each transition with the version that acted (its mean lag)
     if "torchrl_sync" in layouts:
         assert layouts["torchrl_sync"]["batches_with_posted_weights"] == 1.0
         assert layouts["torchrl_async"]["batches_with_posted_weights"] < 1.0
+        assert layouts["torchrl_batched"]["batches_with_posted_weights"] < 1.0
+        assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 2
+        assert layouts["torchrl_sync"]["policy_lag"] is None
     # the double-buffer peer pays the same PPO update per sample as K = 1, after its rollout
     assert layouts["double_buffer_peer"]["update_s_per_sample"] == layouts["k1_skip"]["update_s_per_sample"]
     calibration = regime["calibration"]
@@ -129,6 +135,54 @@ def test_the_vla_head_trains_the_adapters_inside_the_frozen_transformer_through_
     torch.testing.assert_close(behaviour.features(obs), model.features(obs))
 
 
+def test_torchrl_s_wait_for_a_worker_s_initial_weights_outlasts_workers_that_start_one_after_another():
+    pytest.importorskip("torchrl")
+    import subprocess
+
+    # a fresh interpreter: the limit is read when torchrl is first imported
+    code = ("import inspect, sys; sys.path.insert(0, sys.argv[1]); import time_to_train; "
+            "from torchrl.weight_update._shared import SharedMemTransport as T; "
+            "print(inspect.signature(T.setup_connection_and_weights_on_receiver).parameters['timeout'].default)")
+    env = {k: v for k, v in os.environ.items() if k != "WEIGHT_SYNC_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", code, str(BENCHMARKS)], capture_output=True, text=True, env=env,
+                         check=True).stdout.split()
+    assert float(out[-1]) == 900.0
+
+
+def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrored_weights():
+    import functools
+
+    ttt = load_script()
+    from gymnasium import spaces
+
+    obs_space = spaces.Dict({"head::rgb": spaces.Box(0, 255, (16, 16, 3), np.uint8),
+                             "proprio": spaces.Box(-1, 1, (3,), np.float32),
+                             "task::target": spaces.Box(-1, 1, (2,), np.float32)})
+    arguments = dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64), chunk_size=2,
+                     width=64, depth=2)
+    make_policy = functools.partial(ttt.VLAActorCritic, arguments, 5, 2, 2)
+    torch.manual_seed(0)
+    model = make_policy()
+    actor = ttt.TorchRLActor(make_policy, ttt.ppo.trained_state(model), obs_space)
+    rng = np.random.default_rng(0)
+    obs = {"head::rgb": torch.as_tensor(rng.integers(0, 255, (4, 16, 16, 3), dtype=np.uint8)),
+           "proprio": torch.as_tensor(rng.standard_normal((4, 3)).astype(np.float32)),
+           "task::target": torch.as_tensor(rng.standard_normal((4, 2)).astype(np.float32))}
+    with torch.no_grad():
+        expected = model.critic(model.features(obs)).squeeze(-1)
+        for lead in [(2, 2), (4, 1), (4,)]:  # a worker's envs; the batched server's one-env requests; flat
+            chunk, logprob, value = actor(*(obs[k].reshape(*lead, *obs[k].shape[1:]) for k in actor.keys))
+            assert chunk.shape == (*lead, 2, 2) and chunk.dtype == torch.float64
+            assert logprob.shape == value.shape == lead
+            torch.testing.assert_close(value.reshape(-1), expected)
+        for p in ttt.ppo.trained_state(model).values():  # the trainer updates; the actor follows its refresh only
+            p.add_(0.5)
+        moved = model.critic(model.features(obs)).squeeze(-1)
+        assert not torch.allclose(actor(*(obs[k] for k in actor.keys))[2], moved)
+        actor.refresh(ttt.ppo.trained_state(model))
+        torch.testing.assert_close(actor(*(obs[k] for k in actor.keys))[2], moved)
+
+
 @pytest.mark.parametrize("argv, text", [
     (["--processes", "100000"], "--processes"), (["--chunk-size", "0"], "--chunk-size"),
     (["--envs", "7"], "7"), (["--resolution", "100000"], "resolution"), (["--resolution", "8"], "--resolution 8"),
@@ -138,6 +192,9 @@ def test_the_vla_head_trains_the_adapters_inside_the_frozen_transformer_through_
     (["--lookahead-steps", "soon"], "expected an int >= 0 or auto, got 'soon'"),
     (["--lookahead-steps", "-1"], "expected an int >= 0 or auto, got '-1'"),
     (["--lookahead-steps", "8"], "must be below --chunk-size 8, got 8"),
+    (["--plot", "/nonexistent/time_to_train.json"], "argument --plot: cannot read '/nonexistent/time_to_train.json'"),
+    (["--plot", str(Path(__file__))], "argument --plot: cannot read"),
+    (["--plot", str(Path(__file__).parents[2] / "pytest.ini")], "cannot read"),
 ])
 def test_a_bad_argument_is_a_one_line_usage_error_before_any_env_starts(argv, text, capsys):
     ttt = load_script()
@@ -159,6 +216,16 @@ def test_the_lookahead_layout_takes_the_lead_given_and_help_shows_the_defaults(c
     assert "(default: 150)" in capsys.readouterr().out
 
 
+def test_plot_refuses_a_json_that_is_not_a_result_of_this_benchmark(tmp_path, capsys):
+    ttt = load_script()
+    other = tmp_path / "bench.json"
+    other.write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit) as exc:
+        ttt.parse_args(["--plot", str(other)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "is not a time_to_train result" in err and "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incomplete_json(tmp_path, monkeypatch):
     ttt = load_script()
@@ -175,3 +242,6 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer"} <= set(so_far["cost"])
     assert all(runs == [] for runs in so_far["training_runs"].values())
     assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
+    # --plot draws what it measured, beside the JSON
+    assert ttt.main(["--plot", str(tmp_path / "time_to_train_cut.json")]) == 0
+    assert (tmp_path / "time_to_train_cut.png").read_bytes()[:4] == b"\x89PNG"
