@@ -46,8 +46,10 @@ mkdir -p "$OUT"
 cli="python3 -m behavior1k_fast.tools.cli"
 # time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the bench's 224 px camera
 # (the forward grows with the batch there), the engine layouts that decide the goals (each also +overlap), the
-# policy on the GPU. A 10-minute call fits one regime with k1_skip only (--layouts k1_skip, 3 seeds balanced,
-# 2 env-bound); the JSON is rewritten after each piece, so a call cut short keeps what it measured.
+# policy on the GPU. A 10-minute call fits one regime with k1_skip only: --layouts k1_skip, 2 seeds with the
+# TorchRL rows (balanced: 571 s with one of them running; their workers had started one after another, 82 s
+# for the batched collector's first batch, before the spaces were compacted), 3 seeds without. The JSON is
+# rewritten after each piece, so a call cut short keeps what it measured (time_to_train.py --plot draws it).
 ttt="--processes 8 --envs 16 --iterations 100 --resolution 224 --layouts k1_skip,process_k2,lookahead --device cuda"
 case "$part" in
   bench)

@@ -134,15 +134,35 @@ TRAINED_UNDER = {**{s: layout for layout, s in (("k1_skip", "fresh"), ("hybrid_k
                                                                 ("lookahead", "lookahead"))}}
 #: Regime -> one forward at the stage batch as a multiple of the env's ms per chunk.
 REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
-#: TorchRL's multi-process collectors: a spawned worker reads its start arguments (the env and policy factories,
-#: over 1 MB with a 224 px camera's spaces: more than a pipe holds) only after importing the main module, so
-#: each ``proc.start()`` returns once its worker has imported, the workers start one after another, and the
-#: first waits for its initial weights (sent once all have started) longer than TorchRL's 60 s on the H200
-#: (8 workers; ``queue.Empty``). That wait's limit (torchrl 0.14.1: ``WEIGHT_SYNC_TIMEOUT``, seconds, read
-#: when torchrl is imported) is raised here unless set.
+#: TorchRL's multi-process collectors: a spawned worker reads its start arguments only after importing the
+#: main module, so where they are more than a pipe holds (the env and policy factories hold the spaces, and a
+#: 224 px camera's Box pickles to 603 kB: :func:`compact_space` makes it a few hundred bytes) each
+#: ``proc.start()`` returns once its worker has imported, the workers start one after another, and the first
+#: waits for its initial weights (sent once all have started) longer than TorchRL's 60 s (the H200, 8
+#: workers: ``queue.Empty``). That wait's limit (torchrl 0.14.1: ``WEIGHT_SYNC_TIMEOUT``, seconds, read when
+#: torchrl is imported) is also raised here unless set.
 os.environ.setdefault("WEIGHT_SYNC_TIMEOUT", "900")
 #: Modalities the VLA-cost policy reads.
 MODALITIES = ("rgb", "proprio")
+
+
+class UniformBox(gymnasium.spaces.Box):
+    """A ``Box`` with one low and one high bound for every element, pickled as those two, its shape and dtype
+    (a ``Box`` pickles its full bound arrays)."""
+
+    def __reduce__(self) -> tuple:
+        return UniformBox, (self.low.flat[0], self.high.flat[0], self.shape, self.dtype)
+
+
+def compact_space(space: Any) -> Any:
+    """``space`` with each ``Box`` of uniform bounds, also inside a ``Dict``, as an equal :class:`UniformBox`
+    (the spaces that TorchRL's spawned workers get in their start arguments: see ``WEIGHT_SYNC_TIMEOUT``)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return gymnasium.spaces.Dict({k: compact_space(v) for k, v in space.spaces.items()})
+    if isinstance(space, gymnasium.spaces.Box) and space.low.size and all(
+            (bound == bound.flat[0]).all() for bound in (space.low, space.high)):
+        return UniformBox(space.low.flat[0], space.high.flat[0], space.shape, space.dtype)
+    return space
 
 
 def semantics_of(layout: str) -> str:
@@ -562,7 +582,8 @@ class Judge:
             if args.model_depth is None:
                 config = replace(config, model_ms=REGIMES[regime] * self.env_ms)
             vla, calibration = calibrate(self.factory, self.profiles["k1_skip"], config, max_processes=usable_cores())
-        arguments = dict(observation_space=vla.observation_space, action_space=vla.action_space,
+        arguments = dict(observation_space=compact_space(vla.observation_space),
+                         action_space=compact_space(vla.action_space),
                          chunk_size=args.chunk_size, width=calibration.model_width, depth=calibration.model_depth,
                          device=self.device, seed=0)
         info = {**calibration.to_dict(), "env_ms_per_stage_chunk": self.env_ms, "regime": regime,
@@ -598,7 +619,7 @@ class Judge:
             k1_run = last if name == "k1_skip" else k1_run
             self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
             checkpoint(so_far)
-        spaces = (vla.observation_space, vla.action_space)
+        spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
         obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in ppo.OBS_KEYS)
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)), args.chunk_size)
         if args.processes % 2 == 0:

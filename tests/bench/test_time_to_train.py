@@ -90,6 +90,7 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
         assert layouts["torchrl_batched"]["batches_with_posted_weights"] < 1.0
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 2
         assert layouts["torchrl_sync"]["policy_lag"] is None
+        assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
     # the double-buffer peer pays the same PPO update per sample as K = 1, after its rollout
     assert layouts["double_buffer_peer"]["update_s_per_sample"] == layouts["k1_skip"]["update_s_per_sample"]
     calibration = regime["calibration"]
@@ -133,6 +134,26 @@ def test_the_vla_head_trains_the_adapters_inside_the_frozen_transformer_through_
 
     behaviour = copy.deepcopy(model)
     torch.testing.assert_close(behaviour.features(obs), model.features(obs))
+
+
+def test_compact_spaces_equal_the_spaces_and_pickle_small_so_spawned_workers_start_side_by_side():
+    import pickle
+
+    ttt = load_script()
+    from gymnasium import spaces
+
+    camera = spaces.Box(0, 255, (224, 224, 3), np.uint8)
+    varied = spaces.Box(np.array([-1.0, 0.0]), np.array([1.0, 2.0]), dtype=np.float64)
+    obs = spaces.Dict({"head::rgb": camera, "proprio": spaces.Box(-np.inf, np.inf, (3,), np.float32),
+                       "offset": varied})
+    compact = ttt.compact_space(obs)
+    assert len(pickle.dumps(obs)) > 400_000 and len(pickle.dumps(compact)) < 4_000
+    again = pickle.loads(pickle.dumps(compact))
+    for space in (compact, again):
+        assert space == obs and list(space.spaces) == list(obs.spaces)
+        assert isinstance(space["head::rgb"], ttt.UniformBox) and space["head::rgb"].dtype == np.uint8
+        assert type(space["offset"]) is spaces.Box  # bounds that differ per element stay as they are
+        assert space["head::rgb"].contains(camera.sample())
 
 
 def test_torchrl_s_wait_for_a_worker_s_initial_weights_outlasts_workers_that_start_one_after_another():
