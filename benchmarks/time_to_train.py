@@ -529,7 +529,7 @@ def failure(exc: BaseException) -> str:
     """A failed peer's line: ``exc`` and then each exception it came from (``__cause__``, else ``__context__``),
     each as its type and the end of its message (a worker's own error comes last, after TorchRL's traceback)."""
     chain = [exc]
-    while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
+    while (chain[-1].__cause__ or chain[-1].__context__) not in (None, *chain):  # a chain can loop back
         chain.append(chain[-1].__cause__ or chain[-1].__context__)
     return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
 

@@ -136,6 +136,23 @@ def test_the_vla_head_trains_the_adapters_inside_the_frozen_transformer_through_
     torch.testing.assert_close(behaviour.features(obs), model.features(obs))
 
 
+def test_a_failed_peer_s_line_names_each_exception_it_came_from_and_ends_on_a_looping_chain():
+    ttt = load_script()
+    try:
+        try:
+            raise OSError("the worker's own error")
+        except OSError as cause:
+            raise RuntimeError("A collector worker thread raised an exception.") from cause
+    except RuntimeError as exc:
+        line = ttt.failure(exc)
+    assert line == ("failed: RuntimeError: ...A collector worker thread raised an exception. "
+                    "<- OSError: ...the worker's own error")
+    looped = ValueError("a")
+    looped.__context__ = KeyError("b")
+    looped.__context__.__context__ = looped
+    assert ttt.failure(looped) == "failed: ValueError: ...a <- KeyError: ...'b'"
+
+
 def test_compact_spaces_equal_the_spaces_and_pickle_small_so_spawned_workers_start_side_by_side():
     import pickle
 
