@@ -69,7 +69,8 @@ measures both factors and their product:
 
 The JSON is rewritten after each measured piece (``"complete": false``, the current regime's pieces under
 ``in_progress``; the seconds per sample of every layout and peer come first, then the training runs seed by
-seed), so a run cut short keeps what it measured (``--plot RESULT.json`` draws its plot afterwards).
+seed), so a run cut short keeps what it measured (``--plot RESULT.json`` draws its plot afterwards, into
+the same output folder as a run).
 Writes ``time_to_train_<tag>.json`` and ``.png`` (``--lead-sweep``: ``time_to_train_lead_sweep_<tag>``)
 to ``./behavior1k_fast_results`` (``--out-dir``; ``--record``: the checkout's ``benchmarks/results/``).
 ``--quick`` is a small run for 2 cores (a minute or two): 64-wide model, 16-pixel camera, few
@@ -140,8 +141,8 @@ REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
 #: ``proc.start()`` returns once its worker has imported, the workers start one after another, and the first
 #: waits for its initial weights (sent once all have started) longer than TorchRL's 60 s (the H200, 8
 #: workers: ``queue.Empty``). That wait's limit (torchrl 0.14.1: ``WEIGHT_SYNC_TIMEOUT``, seconds, read when
-#: torchrl is imported) is also raised here unless set.
-os.environ.setdefault("WEIGHT_SYNC_TIMEOUT", "900")
+#: torchrl is imported) is also raised, unless set, by :func:`torchrl_missing`, where torchrl is first imported.
+WEIGHT_SYNC_TIMEOUT = "900"
 #: Modalities the VLA-cost policy reads.
 MODALITIES = ("rgb", "proprio")
 
@@ -156,7 +157,7 @@ class UniformBox(gymnasium.spaces.Box):
 
 def compact_space(space: Any) -> Any:
     """``space`` with each ``Box`` of uniform bounds, also inside a ``Dict``, as an equal :class:`UniformBox`
-    (the spaces that TorchRL's spawned workers get in their start arguments: see ``WEIGHT_SYNC_TIMEOUT``)."""
+    (the spaces that TorchRL's spawned workers get in their start arguments: see :data:`WEIGHT_SYNC_TIMEOUT`)."""
     if isinstance(space, gymnasium.spaces.Dict):
         return gymnasium.spaces.Dict({k: compact_space(v) for k, v in space.spaces.items()})
     if isinstance(space, gymnasium.spaces.Box) and space.low.size and all(
@@ -535,7 +536,9 @@ def failure(exc: BaseException) -> str:
 
 
 def torchrl_missing() -> str | None:
-    """Why the TorchRL peers cannot run here (``None``: they can)."""
+    """Why the TorchRL peers cannot run here (``None``: they can); imports torchrl, with its wait for a worker's
+    initial weights raised to :data:`WEIGHT_SYNC_TIMEOUT` unless set."""
+    os.environ.setdefault("WEIGHT_SYNC_TIMEOUT", WEIGHT_SYNC_TIMEOUT)
     try:
         import tensordict  # noqa: F401
         import torchrl  # noqa: F401
@@ -867,12 +870,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
     parser.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names")
     parser.add_argument("--plot", type=path, default=None, metavar="JSON",
-                        help="only draw the .png of a recorded result beside it (a run cut short too: what it "
-                             "measured) and exit")
+                        help="only draw the .png of a recorded result (a run cut short too: what it measured) "
+                             "into the output folder and exit")
     args = parser.parse_args(argv)
-    if args.plot is not None:
-        args.result = recorded_result(parser, args.plot)
-        return args
     if args.quick:
         for key, value in QUICK.items():
             if parser.get_default(key) == getattr(args, key):
@@ -899,17 +899,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
+    if args.plot is not None:
+        args.result = recorded_result(parser, args.plot)
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.plot is not None:
-        plot(args.result, Path(args.plot).with_suffix(".png"))
-        print(f"wrote {Path(args.plot).with_suffix('.png')}")
-        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.plot is not None:
+        drawn = out / Path(args.plot).with_suffix(".png").name
+        plot(args.result, drawn)
+        print(f"wrote {drawn}")
+        return 0
     loads = [sample_load()]
     start = time.perf_counter()
     machine = describe_machine(resolve_device(args.device))

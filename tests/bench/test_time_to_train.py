@@ -179,6 +179,7 @@ def test_torchrl_s_wait_for_a_worker_s_initial_weights_outlasts_workers_that_sta
 
     # a fresh interpreter: the limit is read when torchrl is first imported
     code = ("import inspect, sys; sys.path.insert(0, sys.argv[1]); import time_to_train; "
+            "assert time_to_train.torchrl_missing() is None; "
             "from torchrl.weight_update._shared import SharedMemTransport as T; "
             "print(inspect.signature(T.setup_connection_and_weights_on_receiver).parameters['timeout'].default)")
     env = {k: v for k, v in os.environ.items() if k != "WEIGHT_SYNC_TIMEOUT"}
@@ -280,6 +281,7 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer"} <= set(so_far["cost"])
     assert all(runs == [] for runs in so_far["training_runs"].values())
     assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
-    # --plot draws what it measured, beside the JSON
-    assert ttt.main(["--plot", str(tmp_path / "time_to_train_cut.json")]) == 0
-    assert (tmp_path / "time_to_train_cut.png").read_bytes()[:4] == b"\x89PNG"
+    # --plot draws what it measured, into the output folder
+    drawn = tmp_path / "drawn"
+    assert ttt.main(["--plot", str(tmp_path / "time_to_train_cut.json"), "--out-dir", str(drawn)]) == 0
+    assert (drawn / "time_to_train_cut.png").read_bytes()[:4] == b"\x89PNG"
