@@ -33,7 +33,9 @@ measures both factors and their product:
   one worker's envs, through ``torchrl.envs.GymWrapper``), one worker process per env process, each
   acting with its copy of the same policy, while the trainer runs the same PPO update on each batch and
   posts its weights with ``update_policy_weights_()`` (the sync collector's next batch acts with them; the
-  async one's workers go on collecting meanwhile); and ``torchrl_batched``: TorchRL's
+  async one's workers go on collecting meanwhile, each keeping a batch of its own envs in flight, and the
+  trainer joins one from each worker into a PPO batch: a PPO batch of one worker's batch would act up to P
+  updates behind); and ``torchrl_batched``: TorchRL's
   ``AsyncBatchedCollector`` over the same envs one per TorchRL env (E per worker process, the same process
   budget), with one copy of the policy on the trainer's device served from a thread of the trainer's
   process by TorchRL's inference server (it batches whatever requests are ready; collection goes on while
@@ -43,7 +45,7 @@ measures both factors and their product:
   ``hybrid`` (the other stage's slice holds its last action while this one steps), ``lookahead`` (the chunk
   is chosen from an observation d steps before the previous chunk ends, with the committed actions as
   input), each ``+lag1`` under collect-while-train (TorchRL's sync collector: ``fresh``, its async and
-  batched ones: ``fresh+lag1``). Per semantics
+  batched ones: ``fresh+lag1``, each TorchRL row's measured lag in ``policy_lag``). Per semantics
   and seed, PPO trains under one layout of that semantics (:data:`TRAINED_UNDER`) until the
   episode-weighted success rate of the last ``--window`` iterations reaches ``--target``; samples to
   target = env steps (own actions) then, or none within ``--iterations``.
@@ -116,12 +118,13 @@ import train_ppo_reference as ppo  # noqa: E402  (the example, found through EXA
 #: Engine layout -> the semantics whose samples to target it shares (``+overlap`` layouts: ``+lag1``).
 ENGINE_SEMANTICS = {"stock": "fresh", "k1_skip": "fresh", "hybrid_k2": "hybrid", "process_k2": "fresh",
                     "lookahead": "lookahead"}
-#: Peer -> its semantics. Checked at torchrl 0.14.1 by comparing each batch's recorded log-probs with the
-#: trainer's: ``MultiSyncCollector`` collects a batch with the weights posted after the previous one (lag 0,
-#: serial), ``MultiAsyncCollector`` goes on collecting while the trainer updates (lag 1, or more with more
-#: workers than batches in flight); ``AsyncBatchedCollector`` also collects on while the trainer updates and
-#: takes the posted weights between two batched forwards, so a batch mixes the two latest versions (its
-#: ``policy_lag``: the mean lag, from the version TorchRL stamps on each transition).
+#: Peer -> its semantics. Checked at torchrl 0.14.1 by matching each chunk's recorded log-prob against the
+#: versions the trainer posted (:func:`acting_lags`, ``policy_lag``): ``MultiSyncCollector`` collects a batch
+#: with the weights posted after the previous one (lag 0, serial); ``MultiAsyncCollector``'s workers each
+#: keep one batch in flight, collecting on while the trainer updates, and the trainer joins one batch from
+#: each worker into its PPO batch (:func:`batch_parts`), so it acts one update behind; ``AsyncBatchedCollector``
+#: also collects on while the trainer updates and takes the posted weights between two batched forwards, so
+#: a batch mixes the two latest versions.
 PEER_SEMANTICS = {"double_buffer_peer": "fresh", "torchrl_sync": "fresh", "torchrl_async": "fresh+lag1",
                   "torchrl_batched": "fresh+lag1"}
 #: The TorchRL collector peers (:func:`torchrl_collector`).
@@ -387,27 +390,38 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
 
 def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
                       rounds: int, batches: int) -> Any:
-    """TorchRL's collector ``kind`` (:data:`PEER_SEMANTICS`) over ``profile``'s process budget, ``batches``
-    batches of ``rounds`` chunks per env. ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env
-    process, its E envs in one env, ``behaviour`` rebuilt in each worker (one policy copy per process, as those
-    collectors run it). ``AsyncBatchedCollector``: E one-env envs per worker process and ``behaviour`` served
-    from a thread of this process, whose inference server batches the requests that are ready (one policy
-    copy; TorchRL's design for a policy too large to copy per worker). No TorchRL device is set: the policy
-    places its own work (the transformer on its device, the head on the CPU, as in the engine's rows)."""
+    """TorchRL's collector ``kind`` (:data:`PEER_SEMANTICS`) over ``profile``'s process budget, for ``batches``
+    PPO batches of ``rounds`` chunks per env (each of :func:`batch_parts` TorchRL batches).
+    ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env process, its E envs in one env,
+    ``behaviour`` rebuilt in each worker (one policy copy per process, as those collectors run it); the async
+    one's batches are one worker's ``rounds`` chunks. ``AsyncBatchedCollector``: E one-env envs per worker
+    process and ``behaviour`` served from a thread of this process, whose inference server batches the
+    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker). No
+    TorchRL device is set: the policy places its own work (the transformer on its device, the head on the
+    CPU, as in the engine's rows)."""
     import torchrl.collectors as collectors
 
     workers, per = profile.num_env_processes, profile.envs_per_process
+    total = workers * per * rounds * batches  # frames: env steps of TorchRL envs (one of E envs, or of one)
     if kind == "torchrl_batched":
         fns = [functools.partial(torchrl_env, factory, 1, seed + i, profile, spaces) for i in range(workers * per)]
-        frames = workers * per * rounds
         return collectors.AsyncBatchedCollector(
-            fns, policy=behaviour, frames_per_batch=frames, total_frames=frames * batches,
+            fns, policy=behaviour, frames_per_batch=workers * per * rounds, total_frames=total,
             env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
     collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
                        "torchrl_async": collectors.MultiAsyncCollector}[kind]
     fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]
-    frames = workers * rounds
-    return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=frames * batches)
+    frames = workers * rounds // batch_parts(kind, profile)
+    return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=total // per)
+
+
+def batch_parts(kind: str, profile: RolloutProfile) -> int:
+    """TorchRL batches the trainer joins into one PPO batch: ``MultiAsyncCollector``'s workers each deliver
+    batches of their own and keep one in flight (a worker starts its next batch, with the weights it has,
+    when the trainer takes its last), so a PPO batch of one worker's batch would be chosen by weights up to P
+    updates old; a PPO batch of one batch from each of the P workers acts one update behind. The other
+    collectors' batches span every env: one."""
+    return profile.num_env_processes if kind == "torchrl_async" else 1
 
 
 @contextlib.contextmanager
@@ -425,14 +439,14 @@ def spawned_workers() -> Any:
 
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
                                profile: RolloutProfile, factory: Any, config: Any, iterations: int) -> dict[str, float]:
-    """Seconds per own action of TorchRL's collector ``kind`` (:func:`torchrl_collector`): per batch of
-    ``config.rounds`` chunks per env the trainer runs the PPO update on ``trained``'s batch (the same size)
-    with ``trained``'s model and posts the weights; the trainer's wall per batch over the batch's own actions,
-    median over ``iterations`` batches after a first, uncounted one. Also the seconds from the collector's
-    construction to its first batch (``first_batch_s``: its workers' start), the share of batches every chunk
-    of which the posted weights chose (:func:`acted_with_posted_weights`) and, where TorchRL stamps each
-    transition with the version of the weights that acted (the batched collector), their mean lag behind the
-    posted version (``policy_lag``)."""
+    """Seconds per own action of TorchRL's collector ``kind`` (:func:`torchrl_collector`): per PPO batch of
+    ``config.rounds`` chunks per env (:func:`batch_parts` TorchRL batches joined) the trainer runs the PPO
+    update on ``trained``'s batch (the same size) with ``trained``'s model and posts the weights; the
+    trainer's wall per PPO batch over the batch's own actions, median over ``iterations`` batches after a
+    first, uncounted one. Also the seconds from the collector's construction to its first batch
+    (``first_batch_s``: its workers' start) and the mean lag of the weights that chose each chunk behind the
+    version posted when the trainer asked for its batch (``policy_lag``, :func:`acting_lags`; ``lag_unmatched``:
+    the share of chunks no posted version chose, where the measure fails)."""
     from tensordict import TensorDict
     from tensordict.nn import TensorDictModule
 
@@ -448,14 +462,17 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
     behaviour, posting = actor(), actor()
     optimizer = torch.optim.Adam(list(ppo.trained_state(model).values()), lr=config.lr, eps=1e-5)
     rng = np.random.default_rng(config.seed)
-    rollout, update, kept, lags = [], [], [], []
+    parts = batch_parts(kind, profile)
+    rollout, update, kept = [], [], []
     posted = [clone_trained(model)]  # version v: the weights after v updates
     with spawned_workers():
         began = time.perf_counter()
         collector = torchrl_collector(kind, behaviour, profile, factory, spaces, config.seed, config.rounds,
                                       iterations + 1)
         try:
-            for i, data in enumerate(collector):
+            batches = iter(collector)
+            for i in range(iterations + 1):
+                data = torch.cat([next(batches) for _ in range(parts)])
                 got = time.perf_counter()
                 if not i:
                     first = got - began  # the workers' start and the first batch
@@ -467,16 +484,16 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
                 if i:
                     rollout.append((got - began) / samples)
                     update.append((done - got) / samples)
-                    if "policy_version" in data.keys():
-                        lags.append(float((i - data["policy_version"].double()).mean()))
                 kept.append(data)
                 posted.append(clone_trained(model))
                 began = time.perf_counter()
         finally:
             collector.shutdown()
+    lags = torch.cat(acting_lags(model, kept, posted, keys))
+    matched = ~lags.isnan()
     return {**cost_row(float(statistics.median(rollout)), float(statistics.median(update))), "first_batch_s": first,
-            "batches_with_posted_weights": acted_with_posted_weights(model, kept, posted, keys),
-            "policy_lag": float(np.mean(lags)) if lags else None}
+            "policy_lag": float(lags[matched].mean()) if matched.any() else None,
+            "lag_unmatched": float(1 - matched.double().mean())}
 
 
 def clone_trained(model: Any) -> dict:
@@ -484,21 +501,28 @@ def clone_trained(model: Any) -> dict:
     return {name: p.detach().clone() for name, p in ppo.trained_state(model).items()}
 
 
-def acted_with_posted_weights(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> float:
-    """The fraction of TorchRL batches after the first whose every chunk was chosen by the weights the trainer
-    had posted when it asked for the batch (batch i: version i): the recorded log-prob of each action against
-    that version's (1.0: serial; below: the workers collected ahead with older weights)."""
+def acting_lags(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> list[torch.Tensor]:
+    """Per TorchRL PPO batch ``i`` after the first (asked for when the trainer had posted version ``i``: the
+    weights ``posted[i]``), each chunk's lag ``i - v``: ``v`` the newest version whose log-prob of the chunk's
+    action is the one recorded (TorchRL's multi-process collectors record no version), NaN where none is
+    (all 0: serial; 1: collected while the trainer made the update before)."""
     checker = copy.deepcopy(model)
-    current = []
+    lags = []
     for i, data in enumerate(batches[1:], start=1):
-        checker.load_state_dict(posted[i], strict=False)
         flat = data.reshape(-1)
         obs = {k: flat[k].reshape(-1, *flat[k].shape[2:]) for k in keys}
         action = flat["action"][:, :, 0].reshape(-1, flat["action"].shape[-1]).float()
-        with torch.no_grad():
-            logprob = checker.evaluate(checker.features(obs), action)[0]
-        current.append(bool(torch.allclose(logprob, flat["logprob"].reshape(-1).float(), atol=1e-3)))
-    return float(np.mean(current))
+        recorded = flat["logprob"].reshape(-1).float()
+        lag = torch.full_like(recorded, float("nan"))
+        for version in range(i, -1, -1):
+            checker.load_state_dict(posted[version], strict=False)
+            with torch.no_grad():
+                logprob = checker.evaluate(checker.features(obs), action)[0]
+            lag[lag.isnan() & torch.isclose(logprob, recorded, rtol=0, atol=1e-3)] = i - version
+            if not lag.isnan().any():
+                break
+        lags.append(lag)
+    return lags
 
 
 def layout_rows(cost: dict[str, dict], trained: dict[str, list]) -> dict[str, dict]:

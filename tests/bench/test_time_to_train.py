@@ -82,14 +82,13 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     assert layouts["k1_skip"]["samples_to_target"] == layouts["double_buffer_peer"]["samples_to_target"]
     assert layouts["hybrid_k2"]["trained_under"] == "hybrid_k2" and "direct_wall_to_target_s" in layouts["hybrid_k2"]
     assert layouts["k1_skip+overlap"]["semantics"] == "fresh+lag1"
-    # TorchRL's sync collector acts with the weights just posted, its async and batched ones collect ahead of
-    # them; the batched one stamps each transition with the version that acted (its mean lag)
+    # TorchRL's sync collector acts with the weights just posted; its async one (a batch from each worker) and
+    # its batched one collect while the trainer updates: one update behind at most, measured from log-probs
     if "torchrl_sync" in layouts:
-        assert layouts["torchrl_sync"]["batches_with_posted_weights"] == 1.0
-        assert layouts["torchrl_async"]["batches_with_posted_weights"] < 1.0
-        assert layouts["torchrl_batched"]["batches_with_posted_weights"] < 1.0
-        assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 2
-        assert layouts["torchrl_sync"]["policy_lag"] is None
+        assert all(layouts[peer]["lag_unmatched"] == 0 for peer in peers)
+        assert layouts["torchrl_sync"]["policy_lag"] == 0
+        assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1
+        assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
         assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
     # the double-buffer peer pays the same PPO update per sample as K = 1, after its rollout
     assert layouts["double_buffer_peer"]["update_s_per_sample"] == layouts["k1_skip"]["update_s_per_sample"]
@@ -220,6 +219,51 @@ def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrore
         assert not torch.allclose(actor(*(obs[k] for k in actor.keys))[2], moved)
         actor.refresh(ttt.ppo.trained_state(model))
         torch.testing.assert_close(actor(*(obs[k] for k in actor.keys))[2], moved)
+
+
+def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
+    import functools
+
+    from tensordict import TensorDict
+
+    ttt = load_script()
+    from gymnasium import spaces
+
+    obs_space = spaces.Dict({"head::rgb": spaces.Box(0, 255, (16, 16, 3), np.uint8),
+                             "proprio": spaces.Box(-1, 1, (3,), np.float32),
+                             "task::target": spaces.Box(-1, 1, (2,), np.float32)})
+    arguments = dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64), chunk_size=2,
+                     width=64, depth=2)
+    torch.manual_seed(0)
+    model = ttt.VLAActorCritic(arguments, 5, 2, 2)
+    posted = [ttt.clone_trained(model)]
+    for _ in range(3):  # versions 1-3: three updates
+        with torch.no_grad():
+            for p in ttt.ppo.trained_state(model).values():
+                p.add_(0.05 * torch.randn_like(p))
+        posted.append(ttt.clone_trained(model))
+    rng = np.random.default_rng(0)
+
+    def batch(versions, unchosen=False):  # one chunk of 2 envs per step ([steps, envs, ...]) by ``versions``
+        steps = len(versions)
+        obs = {"head::rgb": torch.as_tensor(rng.integers(0, 255, (steps, 2, 16, 16, 3), dtype=np.uint8)),
+               "proprio": torch.randn(steps, 2, 3), "task::target": torch.randn(steps, 2, 2)}
+        action = torch.randn(steps, 2, 2, 2, dtype=torch.float64)
+        logprob = torch.empty(steps, 2)
+        for t, version in enumerate(versions):
+            model.load_state_dict(posted[version], strict=False)
+            with torch.no_grad():
+                flat = {k: v[t] for k, v in obs.items()}
+                logprob[t] = model.evaluate(model.features(flat), action[t, :, 0].float())[0]
+        if unchosen:
+            logprob[-1] += 1.0  # chunks no posted version chose
+        return TensorDict({**obs, "action": action, "logprob": logprob}, batch_size=[steps])
+
+    first = batch([0, 0])
+    lags = ttt.acting_lags(model, [first, batch([1, 0, 1]), batch([2, 2]), batch([2, 3, 1])], posted,
+                           tuple(obs_space.spaces))
+    assert [lag.tolist() for lag in lags] == [[0, 0, 1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0, 2, 2]]
+    assert ttt.acting_lags(model, [first, batch([1, 0], unchosen=True)], posted, tuple(obs_space.spaces))[0][-2:].isnan().all()
 
 
 @pytest.mark.parametrize("argv, text", [
