@@ -61,7 +61,10 @@ measures both factors and their product:
   (``bound_s_per_sample``) and the share of it the trainer's wall reaches (``of_bound``). The double-buffer
   peer's rollout seconds come from ``run_peer`` with the same policy acting, plus the update seconds per
   sample of ``k1_skip`` (the same batch); TorchRL's are the trainer's wall per batch with the update
-  of a ``k1_skip`` batch of the same size run on each.
+  of a batch of the same size run on each, the PPO of the engine layout of the same semantics: serial
+  (``k1_skip``'s batch) for the sync collector, decoupled (``k1_skip+overlap``'s, with its no-grad pass
+  over the batch) for the async and batched ones, whose samples to target come from that layout's runs
+  (``update_as`` names it).
 - Per layout and seed the product, with the median and min-max over seeds; the training runs of the
   semantics' own layouts are direct measurements of the same quantity (``direct_wall_to_target_s``), and
   the best engine layout of each regime gets one direct run if it is not one of those (``direct``). The
@@ -638,12 +641,11 @@ class Judge:
         trained: dict[str, list] = {s: [] for s, layout in TRAINED_UNDER.items()
                                     if layout.removesuffix(OVERLAP) in self.profiles}
         so_far = {"calibration": calibration, "cost": cost, "not_run": missing, "training_runs": trained}
-        k1_run: tuple | None = None
+        runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
         for name in [name + suffix for suffix in ("", OVERLAP) for name in self.profiles]:
             config = layout_config(self.base, name)
-            cost[name], last = seconds_per_sample(config, self.profiles[name.removesuffix(OVERLAP)], self.factory,
-                                                  policy_class, args.cost_iterations, self.device)
-            k1_run = last if name == "k1_skip" else k1_run
+            cost[name], runs[name] = seconds_per_sample(config, self.profiles[name.removesuffix(OVERLAP)],
+                                                        self.factory, policy_class, args.cost_iterations, self.device)
             self.progress(f"{regime} {name}: {cost[name]['s_per_sample'] * 1e3:.3f} ms per sample")
             checkpoint(so_far)
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
@@ -662,9 +664,13 @@ class Judge:
             if why_not:
                 missing[kind] = why_not
                 continue
+            # the PPO of the engine layout whose samples to target the peer shares: decoupled where it lags
+            twin = "k1_skip" + (OVERLAP if PEER_SEMANTICS[kind].endswith(LAG) else "")
             try:
-                cost[kind] = torchrl_seconds_per_sample(kind, k1_run, make_policy, spaces, self.profiles["k1_skip"],
-                                                        self.factory, self.base, args.cost_iterations)
+                cost[kind] = {**torchrl_seconds_per_sample(kind, runs[twin], make_policy, spaces,
+                                                           self.profiles["k1_skip"], self.factory,
+                                                           layout_config(self.base, twin), args.cost_iterations),
+                              "update_as": twin}
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
                 missing[kind] = failure(exc)
                 self.progress(f"{regime} {kind}: {missing[kind]}")

@@ -90,6 +90,9 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
         assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
         assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
+        # each runs the PPO of the engine layout whose samples to target it shares (decoupled where it lags)
+        assert {peer: layouts[peer]["update_as"] for peer in peers} == {
+            "torchrl_sync": "k1_skip", "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap"}
     # the double-buffer peer pays the same PPO update per sample as K = 1, after its rollout
     assert layouts["double_buffer_peer"]["update_s_per_sample"] == layouts["k1_skip"]["update_s_per_sample"]
     calibration = regime["calibration"]
