@@ -16,9 +16,10 @@
 # ./behavior1k_fast_results), then are copied into benchmarks/results/ here.
 #   bench: validate, then bench at a process budget of 8 (16 envs: P = 8 x E = 2) with default and BEHAVIOR-like costs
 #   train: time_to_train in the balanced regime (T_model = T_env; samples to target and seconds per sample of
-#     K = 1, process K = 2 and lookahead, each serial and collect-while-train, the double buffer and TorchRL's
+#     K = 1 and process K = 2, each serial and collect-while-train, the double buffer and TorchRL's
 #     collectors), then bench at a budget of 16
-#   train-env-bound, train-model-bound: the same in the other regimes (T_model = 0.25 / 4 T_env), without the bench
+#   train-env-bound, train-model-bound: the same in the other regimes (T_model = 0.25 / 4 T_env), 2 seeds, without
+#     the bench (model-bound: K = 1 only, 1 seed, and cut short)
 #   train-leads: time_to_train --lead-sweep (samples to target against the lookahead lead d, 3 seeds)
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
 #   rollout: bench at a process budget of 8 with rollouts of 12 chunks and Chrome traces (the lookahead
@@ -46,11 +47,11 @@ mkdir -p "$OUT"
 cli="python3 -m behavior1k_fast.tools.cli"
 # time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the bench's 224 px camera
 # (the forward grows with the batch there), the engine layouts that decide the goals (each also +overlap), the
-# policy on the GPU. A 10-minute call fits one regime with k1_skip only: --layouts k1_skip, 2 seeds with the
-# TorchRL rows (balanced: 571 s with one of them running; their workers had started one after another, 82 s
-# for the batched collector's first batch, before the spaces were compacted), 3 seeds without. The JSON is
+# policy on the GPU. A 10-minute call fits one regime with 2 seeds and the TorchRL rows: balanced 410 s,
+# env-bound 264 s; model-bound (a 2.57 B model) not even 1 seed with --layouts k1_skip (cut at 470 s after
+# its first training run; TorchRL's multi-process collectors run out of GPU memory there). The JSON is
 # rewritten after each piece, so a call cut short keeps what it measured (time_to_train.py --plot draws it).
-ttt="--processes 8 --envs 16 --iterations 100 --resolution 224 --layouts k1_skip,process_k2,lookahead --device cuda"
+ttt="--processes 8 --envs 16 --iterations 100 --resolution 224 --layouts k1_skip,process_k2 --device cuda"
 case "$part" in
   bench)
     timeout 70 $cli validate --json "$OUT/validate_h200.json" 2>&1 | tail -n 12
@@ -77,7 +78,9 @@ case "$part" in
     tail -n 30 "$OUT/tune_h200-p8.log" ;;
   train-env-bound|train-model-bound)
     regime="${part#train-}"
-    timeout 560 python3 benchmarks/time_to_train.py $ttt --regime "$regime" --seeds 2 --out-dir "$OUT" \
+    fit="--seeds 2"
+    [ "$regime" = model-bound ] && fit="--seeds 1 --layouts k1_skip"
+    timeout 560 python3 benchmarks/time_to_train.py $ttt --regime "$regime" $fit --out-dir "$OUT" \
       --tag "h200-$regime" 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-$regime.log" ;;
   train-leads)
     timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \

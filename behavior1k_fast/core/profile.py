@@ -62,11 +62,13 @@ AUTO_LEAD_MAX_FRACTION = 0.25
 
 def auto_lead_cap(chunk_size: int) -> int:
     """The longest lead ``lookahead_steps="auto"`` picks for chunks of ``chunk_size`` steps: a quarter of the
-    chunk, at least 1 (0 for a chunk of 1 step). A lead is chosen for learning, not only for speed: each step
-    of it is a step the policy acts without seeing, and in the delay sweep of ``benchmarks/time_to_train.py``
-    (``benchmarks/README.md``) leads past a quarter of the chunk cost more samples to the target than the
-    forward they hide saves in seconds (a lead of N - 1 did not reach the target). Where the forward needs a
-    longer lead to be hidden, the rest of it is a stall (``RolloutStats.stall_seconds_per_worker``)."""
+    chunk, at least 1 (0 for a chunk of 1 step). Each step of a lead is a step the policy acts without seeing:
+    in the delay sweep of ``benchmarks/time_to_train.py`` (``benchmarks/README.md``, 5 seeds) no lead of half
+    the chunk or more reached the target, and every shorter one cost more samples to it (1.57x and more) than
+    a lead can save in seconds ((N + d) / N at one stage). So the cap bounds how far ``auto`` goes to hide a
+    forward in rollouts and evaluation; training is best served by lead 0, the profile's default. Where the
+    forward needs a longer lead to be hidden, the rest of it is a stall
+    (``RolloutStats.stall_seconds_per_worker``)."""
     return min(chunk_size - 1, max(1, int(chunk_size * AUTO_LEAD_MAX_FRACTION)))
 
 #: Kit's built-in ``/rtx/descriptorSets``, which OmniGibson's trimmed ``.kit`` experience inherits (BEHAVIOR-1K

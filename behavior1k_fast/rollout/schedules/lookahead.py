@@ -29,10 +29,10 @@ on every worker (:mod:`~behavior1k_fast.rollout.protocol`), so no stage waits fo
   rollout's first choice) and no action is left committed across rollouts.
 - ``lookahead_steps="auto"``: the smallest d with ``d * t_step >= T_model + transfer``, measured per stage
   on the first round, and at most :func:`~behavior1k_fast.core.profile.auto_lead_cap` (a quarter of the
-  chunk: a longer lead costs more samples to a target than it saves in seconds; the rest of a forward it
-  does not hide is a stall): chunks 0 and 1 run with the cap, then T_model (the forward of chunk 1), the
-  transfer (the driver's time receiving the lead reports) and t_step (the stage's slowest worker's wall
-  seconds per step of chunk 0) give d for every later chunk. The committed actions are then always
+  chunk, its docs say why; the rest of a forward it does not hide is a stall): chunks 0 and 1 run with
+  the cap, then T_model (the forward of chunk 1), the transfer (the driver's time receiving the lead
+  reports) and t_step (the stage's slowest worker's wall seconds per step of chunk 0) give d for every
+  later chunk. The committed actions are then always
   ``[n, cap, action_dim]`` (the last d columns hold them, the others are zeros), so the policy input keeps
   one shape.
 
