@@ -190,17 +190,23 @@ def test_torchrl_s_wait_for_a_worker_s_initial_weights_outlasts_workers_that_sta
     assert float(out[-1]) == 900.0
 
 
-def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrored_weights():
-    import functools
-
-    ttt = load_script()
+def small_vla() -> tuple:
+    """A 16 px camera, proprioception and a target: the observation space and a tiny VLA's arguments (chunks of
+    2 actions of 2)."""
     from gymnasium import spaces
 
     obs_space = spaces.Dict({"head::rgb": spaces.Box(0, 255, (16, 16, 3), np.uint8),
                              "proprio": spaces.Box(-1, 1, (3,), np.float32),
                              "task::target": spaces.Box(-1, 1, (2,), np.float32)})
-    arguments = dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64), chunk_size=2,
-                     width=64, depth=2)
+    return obs_space, dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64),
+                           chunk_size=2, width=64, depth=2)
+
+
+def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrored_weights():
+    import functools
+
+    ttt = load_script()
+    obs_space, arguments = small_vla()
     make_policy = functools.partial(ttt.VLAActorCritic, arguments, 5, 2, 2)
     torch.manual_seed(0)
     model = make_policy()
@@ -230,13 +236,7 @@ def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
     from tensordict import TensorDict
 
     ttt = load_script()
-    from gymnasium import spaces
-
-    obs_space = spaces.Dict({"head::rgb": spaces.Box(0, 255, (16, 16, 3), np.uint8),
-                             "proprio": spaces.Box(-1, 1, (3,), np.float32),
-                             "task::target": spaces.Box(-1, 1, (2,), np.float32)})
-    arguments = dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64), chunk_size=2,
-                     width=64, depth=2)
+    obs_space, arguments = small_vla()
     torch.manual_seed(0)
     model = ttt.VLAActorCritic(arguments, 5, 2, 2)
     posted = [ttt.clone_trained(model)]
