@@ -665,7 +665,7 @@ class Judge:
                 missing[kind] = why_not
                 continue
             # the PPO of the engine layout whose samples to target the peer shares: decoupled where it lags
-            twin = "k1_skip" + (OVERLAP if PEER_SEMANTICS[kind].endswith(LAG) else "")
+            twin = TRAINED_UNDER[semantics_of(kind)]
             try:
                 cost[kind] = {**torchrl_seconds_per_sample(kind, runs[twin], make_policy, spaces,
                                                            self.profiles["k1_skip"], self.factory,
