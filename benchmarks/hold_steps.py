@@ -69,7 +69,7 @@ def step_round(env: ReferenceVectorEnv, chunk: int, totals: dict) -> None:
     prof = get_profiler()
     prof.clear()
     round_cpu = 0.0
-    for s in np.array_split(np.arange(env.num_envs), env.timing.stages):
+    for s in np.array_split(np.arange(env.num_envs), env.timing.stages_sharing_physics):
         actions = chunk_actions(env, s, chunk)
         before = env.data.time
         start, start_cpu = time.perf_counter(), time.process_time()

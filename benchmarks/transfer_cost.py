@@ -36,10 +36,10 @@ import numpy as np
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.rollout.executors import Supervisor, make_executor
 from behavior1k_fast.rollout.plan import PartitionPlan
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
-from behavior1k_fast.rollout.supervision import Supervision
+from behavior1k_fast.rollout.supervision import Supervision, Supervisor
+from behavior1k_fast.rollout.transports import make_executor
 from behavior1k_fast.rollout.worker import WorkerSpec
 from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, nonnegative_int, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import check_image_memory

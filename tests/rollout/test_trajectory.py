@@ -107,7 +107,7 @@ def test_a_batch_holds_the_observations_actions_and_extras_the_policy_saw_and_ga
     seen = SeenObs()
     with engine(partition) as e:
         stats, batch = TrajectoryRecorder(e).rollout(seen, 5)
-        stage_envs = [e.stage_envs(k) for k in range(e.pipeline_stages)]
+        stage_envs = [e.plan.stage_envs(k) for k in range(e.pipeline_stages)]
     assert batch.actions.shape == (5, 4, CHUNK, 2) and batch.rewards.shape == (5, 4, CHUNK)
     assert batch.obs["head::rgb"].shape == (5, 4, 3, 8, 8) and batch.extras["logprob"].shape == (5, 4, 3)
     # forwards alternate stages round by round; each batch row is the env's row of its stage's forward
