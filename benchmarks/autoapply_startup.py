@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from behavior1k_fast.patching import autoapply  # noqa: E402
 from behavior1k_fast.tools.argtypes import Parser, parse_checked, positive_int  # noqa: E402
-from behavior1k_fast.tools.bench.report import write_json  # noqa: E402
+from behavior1k_fast.tools.measure.files import write_json  # noqa: E402
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir  # noqa: E402
 from tests.autoapply.sitehook import child_env, make_venv  # noqa: E402
 

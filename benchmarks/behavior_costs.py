@@ -30,7 +30,7 @@ from behavior1k_fast.backends.reference.expert import expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import PHYSICS, get_profiler
 from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, nonnegative_int, parse_checked, positive_int
-from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.files import write_json
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 PROPRIO_ONLY = RolloutProfile(obs_modalities=("proprio",))

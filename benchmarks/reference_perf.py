@@ -33,7 +33,7 @@ from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorE
 from behavior1k_fast.backends.reference.expert import expert_actions
 from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import PIXEL_BYTES
-from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.files import write_json
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 
