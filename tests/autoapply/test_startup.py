@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .sitehook import ROOT, child_env, make_venv
+from behavior1k_fast.tools.measure.venvs import SOURCE_ROOT as ROOT, child_env, make_venv
 
 
 @pytest.fixture(scope="module")
