@@ -3,3 +3,5 @@ and the argument checks. Imports nothing else of the package.
 """
 
 __version__ = "0.4.0"
+
+__all__ = ["__version__"]

@@ -89,3 +89,6 @@ def check_runs(args: argparse.Namespace) -> Any:
             check_backend_build(runs.factory, peer.envs_per_process, config.seed, peer.profile)
         check_out_dir(config)
     return config
+
+
+__all__ = ["check_runs", "register", "run"]
