@@ -33,8 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.backends.reference.expert import expert_actions
+from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv, expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.chunk import run_chunk

@@ -32,8 +32,7 @@ import numpy as np
 
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.checks import MachineLimits
-from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
-from behavior1k_fast.rollout.plan import PartitionPlan
+from behavior1k_fast.rollout import PartitionPlan, RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
 from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, env_count, file_name, parse_checked, positive_int,
                                            process_count)

@@ -36,7 +36,7 @@ import numpy as np
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.rollout.plan import PartitionPlan
+from behavior1k_fast.rollout import PartitionPlan
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
 from behavior1k_fast.rollout.supervision import Supervision, Supervisor
 from behavior1k_fast.rollout.transports import make_executor
