@@ -453,4 +453,3 @@ def run(args: argparse.Namespace) -> int:
 def _tell(message: str) -> None:
     """One progress line on stderr (stdout holds the report)."""
     print(f"validate: {message} ...", file=sys.stderr, flush=True)
-

@@ -220,4 +220,3 @@ def write_plot(result: BenchResult, path: str | os.PathLike) -> Path:
     fig.suptitle(f"behavior1k-fast bench ({result.config['backend']}): {m['cpu_model']}, "
                  f"{m['logical_cores']} cores, {gpu}", fontsize=9)
     return save_figure(fig, path)
-
