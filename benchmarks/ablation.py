@@ -7,7 +7,7 @@ Same as ``behavior1k-fast bench``; runs from a source checkout without installin
 import argparse
 import sys
 
-from behavior1k_fast import bench
+from behavior1k_fast.tools import bench
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="benchmarks/ablation.py")

@@ -1,7 +1,7 @@
 """Interpreter start-up cost of the auto-apply ``.pth``: without it, with it and the variable unset or ``0``
 (inert), and with ``BEHAVIOR1K_FAST=1`` / ``rlinf`` (the profile applied at start-up).
 
-Two throw-away venvs over this environment's packages (``tests/autoapply/sitehook.py``), one with the hook
+Two throw-away venvs over this environment's packages (``behavior1k_fast.tools.measure.venvs``), one with the hook
 in its site-packages and one without. Each round runs every case once, in turn: ``python -c pass`` timed
 from the parent (wall ms, process spawn included), and ``python -X importtime -c pass`` for the cumulative
 import time of ``site``, which is where ``.pth`` files run (µs). Medians over the rounds. Also, in this
@@ -16,7 +16,6 @@ cores; ``--rounds`` to change).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -30,14 +29,12 @@ import time
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from behavior1k_fast.patching import autoapply  # noqa: E402
-from behavior1k_fast.tools.argtypes import Parser, parse_checked, positive_int  # noqa: E402
-from behavior1k_fast.tools.bench.report import write_json  # noqa: E402
-from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir  # noqa: E402
-from tests.autoapply.sitehook import child_env, make_venv  # noqa: E402
+from behavior1k_fast.patching.autoapply import PTH_SOURCE
+from behavior1k_fast.patching.startup_env import ENV_VAR
+from behavior1k_fast.tools.argtypes import Parser, parse_checked, positive_int
+from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
+from behavior1k_fast.tools.measure.files import write_json
+from behavior1k_fast.tools.measure.venvs import child_env, make_venv
 
 #: case -> (venv has the hook, BEHAVIOR1K_FAST value or None for unset)
 CASES = {
@@ -65,8 +62,8 @@ def wall_ms(python: Path, env: dict) -> float:
 
 def addpackage_us(folder: Path) -> dict[str, float]:
     """``site.addpackage`` per call (µs, best of 5 x 2000) on the hook (variable unset) and on an empty file."""
-    os.environ.pop(autoapply.ENV_VAR, None)
-    shutil.copyfile(autoapply.PTH_SOURCE, folder / "hook.pth")
+    os.environ.pop(ENV_VAR, None)
+    shutil.copyfile(PTH_SOURCE, folder / "hook.pth")
     (folder / "empty.pth").write_text("\n")
     return {
         name: min(timeit.repeat(lambda: site.addpackage(str(folder), f"{name}.pth", set()), number=2000, repeat=5))

@@ -24,19 +24,20 @@ import sys
 import time
 from pathlib import Path
 
-from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.backends.reference.config import BEHAVIOR_CONTACT_ITERATIONS, BEHAVIOR_SETTLE_STEPS
-from behavior1k_fast.backends.reference.expert import expert_actions
+from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv, expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import PHYSICS, get_profiler
 from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, nonnegative_int, parse_checked, positive_int
-from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.files import write_json
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 PROPRIO_ONLY = RolloutProfile(obs_modalities=("proprio",))
 #: Published ratio of contact bookkeeping to physics + render per OmniGibson step (99.3 ms / 82.2 ms).
 TARGET_RATIO = 99.3 / 82.2
 
+
+#: The BEHAVIOR-like costs of the reference scene (``ReferenceConfig.behavior_like``).
+BEHAVIOR_LIKE = ReferenceConfig.behavior_like()
 
 def contact_sweep(values: list[int], envs: int, steps: int) -> list[dict]:
     """Physics ms per env-step for each ``contact_iterations`` value (envs stepped in turn)."""
@@ -66,7 +67,7 @@ def contact_sweep(values: list[int], envs: int, steps: int) -> list[dict]:
 def reset_costs(envs: int, repeats: int) -> list[dict]:
     """ms per env reset without and with settling, and ms per env-step of the same env."""
     rows = []
-    for settle in (0, BEHAVIOR_SETTLE_STEPS):
+    for settle in (0, BEHAVIOR_LIKE.reset_settle_steps):
         env = ReferenceVectorEnv(envs, seed=1, profile=PROPRIO_ONLY,
                                  config=ReferenceConfig(resolution=(16, 16), reset_settle_steps=settle))
         start = time.perf_counter()
@@ -94,7 +95,7 @@ def plot(result: dict, path: Path) -> None:
     ax = axes[0]
     ax.plot([r["contact_iterations"] for r in sweep], [1 + r["extra_over_base"] for r in sweep], "o-")
     ax.axhline(1 + TARGET_RATIO, color="gray", ls="--", label=f"target: 1 + {TARGET_RATIO:.2f} (99.3 / 82.2 ms)")
-    ax.axvline(BEHAVIOR_CONTACT_ITERATIONS, color="C1", ls=":", label="behavior_like")
+    ax.axvline(BEHAVIOR_LIKE.contact_iterations, color="C1", ls=":", label="behavior_like")
     ax.set(xlabel="contact_iterations", ylabel="physics per env-step / physics at 0",
            title=f"Contact solver work (E={result['envs']})")
     ax.legend(fontsize=8)
@@ -132,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "envs": args.envs,
         "target_ratio": TARGET_RATIO,
-        "behavior_like": {"contact_iterations": BEHAVIOR_CONTACT_ITERATIONS,
-                          "reset_settle_steps": BEHAVIOR_SETTLE_STEPS},
+        "behavior_like": {"contact_iterations": BEHAVIOR_LIKE.contact_iterations,
+                          "reset_settle_steps": BEHAVIOR_LIKE.reset_settle_steps},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
         "contact_sweep": contact_sweep(args.values, args.envs, args.steps),
         "reset": reset_costs(args.envs, repeats=10),

@@ -33,8 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.backends.reference.expert import expert_actions
+from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv, expert_actions
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
 from behavior1k_fast.rollout.chunk import run_chunk
@@ -69,7 +68,7 @@ def step_round(env: ReferenceVectorEnv, chunk: int, totals: dict) -> None:
     prof = get_profiler()
     prof.clear()
     round_cpu = 0.0
-    for s in np.array_split(np.arange(env.num_envs), env.timing.stages):
+    for s in np.array_split(np.arange(env.num_envs), env.timing.stages_sharing_physics):
         actions = chunk_actions(env, s, chunk)
         before = env.data.time
         start, start_cpu = time.perf_counter(), time.process_time()

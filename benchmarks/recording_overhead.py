@@ -32,10 +32,7 @@ import numpy as np
 
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.checks import MachineLimits
-from behavior1k_fast.rollout import RolloutEngine, TrajectoryRecorder
-from behavior1k_fast.rollout import trajectory
-from behavior1k_fast.rollout.plan import PartitionPlan
-from behavior1k_fast.tools.bench import report
+from behavior1k_fast.rollout import PartitionPlan, RolloutEngine, TrajectoryRecorder
 from behavior1k_fast.tools.bench.ablation import ALL_ROW, BenchConfig, ablation_rows
 from behavior1k_fast.tools.argtypes import (Parser, chunk_steps, env_count, file_name, parse_checked, positive_int,
                                            process_count)
@@ -43,6 +40,8 @@ from behavior1k_fast.tools.backend_args import check_image_memory
 from behavior1k_fast.tools.measure.calibration import calibrate
 from behavior1k_fast.tools.measure.runs import Row
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
+from behavior1k_fast.tools.measure.files import write_json
+from behavior1k_fast.tools.measure.machine import describe_machine, machine_tag
 from behavior1k_fast.tools.measure.policy import check_image_size
 
 
@@ -57,29 +56,6 @@ class WithExtras:
         actions = self.policy(obs)
         batch = len(actions)
         return actions, {"value": np.zeros(batch, np.float32), "logprob": np.zeros(batch, np.float32)}
-
-
-class InsideTimer:
-    """Seconds spent in the recorder's batch methods (``_Batch.add`` and ``_Batch.finish``), wrapped here."""
-
-    def __init__(self):
-        self.seconds = 0.0
-        self._originals = {name: getattr(trajectory._Batch, name) for name in ("add", "finish")}
-        for name, original in self._originals.items():
-            setattr(trajectory._Batch, name, self._timed(original))
-
-    def _timed(self, original):
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-        return timed
-
-    def restore(self) -> None:
-        for name, original in self._originals.items():
-            setattr(trajectory._Batch, name, original)
 
 
 def all_row(processes: int, envs_per_process: int, chunk_size: int) -> Row:
@@ -99,26 +75,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     walls: dict[str, list[float]] = {"plain": [], "numpy": [], "torch": []}
     inside: dict[str, list[float]] = {"numpy": [], "torch": []}
     nbytes = None
-    timer = InsideTimer()
-    try:
-        with RolloutEngine(factory, row.profile, seed=0) as engine:
-            engine.rollout(policy, 1)  # warm-up
-            recorders = {"numpy": TrajectoryRecorder(engine), "torch": TrajectoryRecorder(engine, tensors=True)}
-            for _ in range(args.repeats):
-                for variant in walls:
-                    start = time.perf_counter()
-                    if variant == "plain":
-                        engine.rollout(policy, args.rounds, reset=False)
-                    else:
-                        recorder = recorders[variant]
-                        recorder.reset_episodes()  # the plain rollouts step the engine outside the recorder
-                        timer.seconds = 0.0
-                        batch = recorder.rollout(policy, args.rounds, reset=False)[1]
-                        inside[variant].append(timer.seconds)
-                        nbytes = batch.nbytes
-                    walls[variant].append(time.perf_counter() - start)
-    finally:
-        timer.restore()
+    with RolloutEngine(factory, row.profile, seed=0) as engine:
+        engine.rollout(policy, 1)  # warm-up
+        recorders = {"numpy": TrajectoryRecorder(engine), "torch": TrajectoryRecorder(engine, tensors=True)}
+        for _ in range(args.repeats):
+            for variant in walls:
+                start = time.perf_counter()
+                if variant == "plain":
+                    engine.rollout(policy, args.rounds, reset=False)
+                else:
+                    recorder = recorders[variant]
+                    recorder.reset_episodes()  # the plain rollouts step the engine outside the recorder
+                    before = recorder.recording_s
+                    batch = recorder.rollout(policy, args.rounds, reset=False)[1]
+                    inside[variant].append(recorder.recording_s - before)
+                    nbytes = batch.nbytes
+                walls[variant].append(time.perf_counter() - start)
     plain = float(np.median(walls["plain"]))
     result = {
         "layout": {"processes": config.processes, "envs_per_process": config.envs_per_process, "stages": 2,
@@ -173,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     result = measure(args)
     result["load_average_1min"] = {"before": load_before[0], "after": os.getloadavg()[0]}
-    result["machine"] = report.describe_machine("cpu")
+    result["machine"] = describe_machine("cpu")
     result["command"] = "python3 benchmarks/recording_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    tag = args.tag or report.machine_tag(result["machine"])
-    path = report.write_json(result, Path(args.out_dir) / f"recording_overhead_{tag}.json")
+    tag = args.tag or machine_tag(result["machine"])
+    path = write_json(result, Path(args.out_dir) / f"recording_overhead_{tag}.json")
     for variant in ("numpy", "torch"):
         print(f"{variant}: inside the recorder {result[f'{variant}_inside_fraction']:.2%} of a plain rollout, "
               f"wall {result[f'{variant}_wall_overhead_fraction']:+.2%}")

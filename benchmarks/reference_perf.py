@@ -29,11 +29,10 @@ import numpy as np
 from behavior1k_fast.core.checks import MachineLimits
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import STAGES, get_profiler
-from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceVectorEnv
-from behavior1k_fast.backends.reference.expert import expert_actions
+from behavior1k_fast.reference import ReferenceConfig, ReferenceVectorEnv, expert_actions
 from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import PIXEL_BYTES
-from behavior1k_fast.tools.bench.report import write_json
+from behavior1k_fast.tools.measure.files import write_json
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 
 

@@ -41,15 +41,12 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from behavior1k_fast import RolloutProfile  # noqa: E402
-from behavior1k_fast.core.profile import SCHEDULES  # noqa: E402
-from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory  # noqa: E402
-from behavior1k_fast.rollout import RestartPolicy, RolloutEngine  # noqa: E402
-from behavior1k_fast.rollout.plan import PartitionPlan  # noqa: E402
-from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner  # noqa: E402
-from behavior1k_fast.tools.argtypes import lead_steps  # noqa: E402
+from behavior1k_fast import RolloutProfile
+from behavior1k_fast.core.profile import SCHEDULES
+from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
+from behavior1k_fast.rollout import PartitionPlan, RestartPolicy, RolloutEngine
+from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner
+from behavior1k_fast.tools.argtypes import lead_steps
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
@@ -179,7 +176,7 @@ def main() -> int:
         samples.append(sample(engine, start))
     finally:
         engine.close()
-    tracker = _resource_tracker()
+    tracker = resource_trackers()
     after_close = {
         "children": len([c for c in psutil.Process().children(recursive=True) if c.pid not in tracker]),
         "segments": len(segments(os.getpid())),
@@ -233,12 +230,17 @@ def per_minute(times_s: list[float], minutes: float) -> list[int]:
     return counts
 
 
-def _resource_tracker() -> list[int]:
-    """multiprocessing's resource tracker: a child of this process that lives until it exits."""
-    from multiprocessing import resource_tracker
-
-    pid = resource_tracker._resource_tracker._pid
-    return [pid] if pid is not None and psutil.pid_exists(pid) else []
+def resource_trackers() -> list[int]:
+    """Pids of multiprocessing's resource tracker among this process's children: it lives until this process
+    exits (its command line runs ``multiprocessing.resource_tracker``)."""
+    pids = []
+    for child in psutil.Process().children():
+        try:
+            if "resource_tracker" in " ".join(child.cmdline()):
+                pids.append(child.pid)
+        except psutil.Error:  # gone or not ours to read: not the tracker, which lives as long as we do
+            pass
+    return pids
 
 
 def plot(result: dict, path: Path) -> Path:

@@ -36,10 +36,10 @@ import numpy as np
 from behavior1k_fast.backends import make_factory
 from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.core.tracing import get_profiler
-from behavior1k_fast.rollout.executors import Supervisor, make_executor
-from behavior1k_fast.rollout.plan import PartitionPlan
+from behavior1k_fast.rollout import PartitionPlan
 from behavior1k_fast.rollout.protocol import Chunk, Ok, Reset
-from behavior1k_fast.rollout.supervision import Supervision
+from behavior1k_fast.rollout.supervision import Supervision, Supervisor
+from behavior1k_fast.rollout.transports import make_executor
 from behavior1k_fast.rollout.worker import WorkerSpec
 from behavior1k_fast.tools.argtypes import Parser, chunk_steps, env_count, nonnegative_int, parse_checked, positive_int
 from behavior1k_fast.tools.backend_args import check_image_memory
@@ -107,9 +107,9 @@ def run(args: argparse.Namespace) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
-    spec = worker_spec(args.resolution, args.envs_per_process, args.stages, args.chunk_size)
+    spec = worker_spec(args.resolution, args.envs_per_process, args.pipeline_stages, args.chunk_size)
     # one stage's envs and all of them (one set when K = 1)
-    row_sets = list(dict.fromkeys([tuple(range(args.envs_per_process // args.stages)),
+    row_sets = list(dict.fromkeys([tuple(range(args.envs_per_process // args.pipeline_stages)),
                                    tuple(range(args.envs_per_process))]))
     results = []
     for rows in row_sets:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         "what": "driver's per-chunk transfer of boundary observations (collect after the reply is ready)",
         "command": "python3 benchmarks/transfer_cost.py",
         "layout": {"backend": "reference", "resolution": args.resolution, "envs_per_process": args.envs_per_process,
-                   "stages": args.stages, "chunk_size": args.chunk_size, "modalities": ["rgb", "proprio"]},
+                   "stages": args.pipeline_stages, "chunk_size": args.chunk_size, "modalities": ["rgb", "proprio"]},
         "machine": machine,
         "results": results,
     }
@@ -176,8 +176,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resolution", type=positive_int, default=224,
                         help="reference cameras' pixels per side (default: 224)")
     parser.add_argument("--envs-per-process", type=env_count, default=2,
-                        help="envs of the worker, a multiple of --stages (default: 2)")
-    parser.add_argument("--stages", type=positive_int, default=2, help="pipeline stages K (default: 2)")
+                        help="envs of the worker, a multiple of --pipeline-stages (default: 2)")
+    parser.add_argument("--pipeline-stages", type=positive_int, default=2, help="pipeline stages K (default: 2)")
     parser.add_argument("--chunk-size", type=chunk_steps, default=32, help="actions per chunk (default: 32)")
     parser.add_argument("--chunks", type=positive_int, default=20,
                         help="measured chunks per transport and chunk width (default: 20)")
@@ -190,9 +190,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace) -> None:
     """What the options do not check one by one (ValueError); ``out_dir`` resolved and made."""
     try:
-        worker_profile(args.envs_per_process, args.stages, args.chunk_size)
+        worker_profile(args.envs_per_process, args.pipeline_stages, args.chunk_size)
     except ValueError as exc:
-        raise ValueError(f"--envs-per-process {args.envs_per_process}, --stages {args.stages}: {exc}") from None
+        raise ValueError(f"--envs-per-process {args.envs_per_process}, --pipeline-stages {args.pipeline_stages}: {exc}") from None
     check_image_memory(args, args.envs_per_process)
     args.out_dir = checked_output_dir(args)
 

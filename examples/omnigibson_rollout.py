@@ -76,7 +76,7 @@ def read_env_config(file: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     from behavior1k_fast import RolloutProfile
     from behavior1k_fast.backends import check_installed
-    from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackendFactory
+    from behavior1k_fast.omnigibson import OmniGibsonBackendFactory
     from behavior1k_fast.rollout import RolloutEngine
 
     args = parse_args(argv)

@@ -78,9 +78,9 @@ def torch_policy(observation_space: Any, action_space: Any, chunk_size: int) -> 
 
 
 def job_profile(args: argparse.Namespace) -> RolloutProfile:
-    """The whole job's layout: ``--processes`` env workers of ``--envs-per-process`` envs in ``--stages`` stages."""
+    """The whole job's layout: ``--processes`` env workers of ``--envs-per-process`` envs in ``--pipeline-stages`` stages."""
     return RolloutProfile(num_env_processes=args.processes, total_num_envs=args.processes * args.envs_per_process,
-                          pipeline_stages=args.stages)
+                          pipeline_stages=args.pipeline_stages)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,7 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--processes", type=process_count, default=4,
                         help="env workers of the whole job, a multiple of --engines (default: 4)")
     parser.add_argument("--envs-per-process", type=env_count, default=2, help="envs per env worker (default: 2)")
-    parser.add_argument("--stages", type=positive_int, default=2, help="pipeline stages K per engine (default: 2)")
+    parser.add_argument("--pipeline-stages", type=positive_int, default=2, help="pipeline stages K per engine (default: 2)")
     parser.add_argument("--rounds", type=positive_int, default=4, help="rounds of the rollout (default: 4)")
     parser.add_argument("--resolution", type=positive_int, default=64,
                         help="reference cameras' pixels per side (default: 64; bench: 224)")
@@ -116,7 +116,7 @@ def check_args(args: argparse.Namespace) -> None:
             engine_shard(job, index, args.engines)
     except ValueError as exc:
         raise ValueError(f"--engines {args.engines}, --processes {args.processes}, --envs-per-process "
-                         f"{args.envs_per_process}, --stages {args.stages}: {exc}") from None
+                         f"{args.envs_per_process}, --pipeline-stages {args.pipeline_stages}: {exc}") from None
     check_image_memory(args, job.total_num_envs)
     check_image_size("--resolution", args.resolution)  # the benchmark policy's patches
 

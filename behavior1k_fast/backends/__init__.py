@@ -73,3 +73,6 @@ def make_factory(backend: str, **options: Any) -> Any:
 def isolate_sides(backend: str) -> bool:
     """True where two profiles cannot share one process (one Isaac Sim app per process, global patches)."""
     return backend == "omnigibson"
+
+
+__all__ = ["BACKENDS", "BACKEND_MODULES", "check_installed", "isolate_sides", "make_factory"]

@@ -2,4 +2,6 @@
 and the argument checks. Imports nothing else of the package.
 """
 
-__version__ = "0.2.0.dev0"
+__version__ = "0.4.0"
+
+__all__ = ["__version__"]

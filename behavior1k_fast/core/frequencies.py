@@ -21,7 +21,6 @@ of simulated time and physics on average. The rescale modes:
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -103,12 +102,6 @@ class StageTiming:
     def hold_steps_per_round(self, chunk_size: int) -> int:
         """Global steps per round in which an env holds its last action instead of taking a new one."""
         return (self.stages_sharing_physics - 1) * chunk_size
-
-    @property
-    def stages(self) -> int:
-        """Deprecated name of :attr:`stages_sharing_physics`."""
-        warnings.warn("StageTiming.stages is deprecated: use stages_sharing_physics", DeprecationWarning, stacklevel=2)
-        return self.stages_sharing_physics
 
 
 def rescale_for_stages(base: Frequencies, stages_sharing_physics: int, mode: str = "divide_physics") -> StageTiming:

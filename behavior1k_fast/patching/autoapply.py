@@ -4,7 +4,8 @@ environment apply a :class:`~behavior1k_fast.core.profile.RolloutProfile` with
 (as ``COVERAGE_PROCESS_START`` makes coverage measure subprocesses).
 
 This module is OmniGibson's, not generic: it reads the engine's profile and applies the OmniGibson set (the
-generic part, which knows no simulator and no profile field, is :mod:`behavior1k_fast.patching.registry`).
+generic part, which knows no simulator and no profile field, is :mod:`behavior1k_fast.patching.registry`;
+what the variables below say is read by :mod:`.startup_env`, which imports no patch set).
 
 ``pip install`` (regular or editable) puts this folder's ``autoapply.pth`` into site-packages as
 :data:`PTH_NAME`. Python's ``site`` runs its one line in every interpreter it starts. The line reads
@@ -38,25 +39,12 @@ import site
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from ..core.profile import RolloutProfile
 from . import omnigibson as omnigibson_patches
 from .registry import PatchReport
+from .startup_env import ENV_VAR, STRICT_EXIT_CODE, STRICT_VAR, exception_line, profile_for, strict
 
-#: The variable that switches auto-apply on.
-ENV_VAR = "BEHAVIOR1K_FAST"
-#: The variable that makes a refused value fatal at start-up (exit code :data:`STRICT_EXIT_CODE`).
-STRICT_VAR = "BEHAVIOR1K_FAST_STRICT"
-STRICT_EXIT_CODE = 2
-#: Values that leave auto-apply off (after stripping white space).
-OFF_VALUES = ("", "0")
-#: :data:`STRICT_VAR` values (white space stripped, any case) that leave strict mode off (unset too) or turn
-#: it on; any other value is refused as a bad value, fatally (:func:`strict`).
-STRICT_OFF_VALUES = ("", "0", "false", "no", "off")
-STRICT_ON_VALUES = ("1", "true", "yes", "on")
-#: Profile each named value stands for; any other value is a profile YAML path.
-PRESETS: dict[str, Callable[[], RolloutProfile]] = {"1": RolloutProfile, "rlinf": RolloutProfile.rlinf}
 #: Name of the ``.pth`` file in site-packages (sorts after setuptools' ``__editable__`` finders, which
 #: must have run so that an editable install imports).
 PTH_NAME = "behavior1k_fast_autoapply.pth"
@@ -83,61 +71,6 @@ class StartupApply:
 _startup: StartupApply | None = None
 
 
-def profile_for(value: str) -> tuple[RolloutProfile | None, str]:
-    """``(profile, source)`` for a ``BEHAVIOR1K_FAST`` value; ``(None, "off")`` when it leaves auto-apply off.
-
-    The off values and presets are matched before any file (a file named ``0`` or ``1`` is never read). A
-    path is resolved to an absolute one (``~`` expanded), which the source names. A value that is neither
-    off, a preset nor an existing file, and a profile file that does not load, raise ValueError naming the
-    variable and the value (one line)."""
-    name = value.strip()
-    if name in OFF_VALUES:
-        return None, "off"
-    if name.lower() in PRESETS:
-        return PRESETS[name.lower()](), f"preset {name.lower()!r}"
-    path = os.path.abspath(os.path.expanduser(name))
-    if not os.path.isfile(path):
-        raise ValueError(
-            f"{ENV_VAR}={value!r} is not one of {', '.join(map(repr, (*OFF_VALUES, *PRESETS)))} "
-            f"and not a profile YAML file (no file {path!r})"
-        )
-    try:
-        profile = RolloutProfile.from_yaml(path)
-    except Exception as exc:  # YAML syntax, unknown key, bad value: all reported as one line
-        raise ValueError(f"{ENV_VAR}={value!r}: profile file {path!r} does not load: {_one_line(exc)}") from None
-    return profile, f"profile file {path!r}"
-
-
-def strict(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether :data:`STRICT_VAR` of ``environ`` (default: this process's) turns strict mode on (one of
-    :data:`STRICT_ON_VALUES`, any case): a refused value ends start-up. Unset or one of
-    :data:`STRICT_OFF_VALUES`: off. Any other value raises ValueError naming the variable and the value
-    (one line)."""
-    value = (os.environ if environ is None else environ).get(STRICT_VAR, "")
-    word = value.strip().lower()
-    if word in STRICT_OFF_VALUES or word in STRICT_ON_VALUES:
-        return word in STRICT_ON_VALUES
-    raise ValueError(f"{STRICT_VAR}={value!r} is neither on ({'/'.join(STRICT_ON_VALUES)}) nor off "
-                     f"({'/'.join(STRICT_OFF_VALUES[1:])} or empty), in any case")
-
-
-def strict_refusal(environ: Mapping[str, str]) -> str | None:
-    """Why the start-up hook of a process started with the environment ``environ`` (in this working
-    directory) ended it with :data:`STRICT_EXIT_CODE`, as its one line says it, read here with the same
-    parsers; ``None`` where that environment leaves the hook off or not strict. A value that loads here
-    but did not apply there is named with a pointer to that process's stderr."""
-    value = environ.get(ENV_VAR, "")
-    if value.strip() in OFF_VALUES:
-        return None
-    try:
-        if not strict(environ):
-            return None
-        profile_for(value)
-    except Exception as exc:
-        return _one_line(exc)
-    return f"{ENV_VAR}={value!r} loads, but did not apply there (its stderr has the line)"
-
-
 def at_startup() -> StartupApply | None:
     """Apply the profile ``BEHAVIOR1K_FAST`` names to this process (the ``.pth`` line calls this).
 
@@ -155,7 +88,7 @@ def at_startup() -> StartupApply | None:
         strict()
         profile, source = profile_for(value)
     except Exception as exc:
-        _startup = _refused(value, "a bad value", _one_line(exc))
+        _startup = _refused(value, "a bad value", exception_line(exc))
         return _startup
     if profile is None:
         return None
@@ -163,7 +96,7 @@ def at_startup() -> StartupApply | None:
         report = omnigibson_patches.apply(profile)
     except Exception as exc:
         omnigibson_patches.revert()  # PatchError has rolled back already; anything else may not have
-        _startup = _refused(value, source, f"{ENV_VAR}={value!r} ({source}) does not apply: {_one_line(exc)}")
+        _startup = _refused(value, source, f"{ENV_VAR}={value!r} ({source}) does not apply: {exception_line(exc)}")
     else:
         _startup = StartupApply(value, source, profile, report=report)
     return _startup
@@ -192,6 +125,3 @@ def installed_pth() -> list[str]:
     dirs = [*site.getsitepackages(), site.getusersitepackages()]
     return [str(Path(d) / PTH_NAME) for d in dict.fromkeys(dirs) if (Path(d) / PTH_NAME).is_file()]
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

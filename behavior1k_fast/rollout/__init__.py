@@ -11,8 +11,9 @@ worker) is a module in ``transports/`` and a branch of ``transports.make_executo
 the wire format is ``protocol`` (``docs/ARCHITECTURE.md`` lists every module).
 """
 
-from .chunk import ChunkResult, check_chunk_actions, step_chunk
 from .accounting import RolloutStats
+from .chunk import ChunkResult, step_chunk
+from .collector import WEIGHTS_VERSION_KEY, Collector, CollectorState, CollectorTimes
 from .engine import EngineState, RolloutEngine
 from .errors import (
     ChunkInFlightError,
@@ -25,32 +26,23 @@ from .errors import (
     WorkerHungError,
 )
 from .gym_vector import EngineVectorEnv
-from .plan import PartitionPlan, StageSlice
-from .policy import COMMITTED_KEY, CommittedActions, PolicyProcess, call_policy, committed_width
+from .plan import PartitionPlan
+from .policy import COMMITTED_KEY, CommittedActions, PolicyProcess, committed_width
 from .shard import EngineShard, engine_shard, merge_stats
-from .shm import SharedBuffers
 from .supervision import RestartPolicy, RestartRecord
 from .trajectory import Episodes, Trajectory, TrajectoryRecorder
-from .collector import WEIGHTS_VERSION_KEY, Collector, CollectorState, CollectorTimes
 
+#: What a user imports: the engine and its state, its stats, the trainer's doors (recorder, collector, gymnasium
+#: vector env), a lookahead policy's input, shards for several engines, the restart policy and the errors.
+#: The driver face (``driver``), the schedules, transports, supervisor, wire format and shared memory are
+#: the engine's own: import them from their modules.
 __all__ = [
-    "ChunkResult",
-    "check_chunk_actions",
-    "step_chunk",
     "RolloutEngine",
     "EngineState",
     "RolloutStats",
+    "ChunkResult",
     "PartitionPlan",
-    "StageSlice",
-    "PolicyProcess",
-    "call_policy",
-    "COMMITTED_KEY",
-    "CommittedActions",
-    "committed_width",
-    "EngineShard",
-    "engine_shard",
-    "merge_stats",
-    "SharedBuffers",
+    "step_chunk",
     "TrajectoryRecorder",
     "Trajectory",
     "Episodes",
@@ -59,11 +51,18 @@ __all__ = [
     "CollectorTimes",
     "WEIGHTS_VERSION_KEY",
     "EngineVectorEnv",
+    "PolicyProcess",
+    "COMMITTED_KEY",
+    "CommittedActions",
+    "committed_width",
+    "EngineShard",
+    "engine_shard",
+    "merge_stats",
+    "RestartPolicy",
+    "RestartRecord",
     "WorkerError",
     "WorkerDiedError",
     "WorkerHungError",
-    "RestartPolicy",
-    "RestartRecord",
     "ClosedError",
     "EngineBusyError",
     "ChunkInFlightError",

@@ -27,7 +27,6 @@ import contextlib
 import functools
 import threading
 import time
-import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -320,23 +319,5 @@ class RolloutEngine:
         return (f"RolloutEngine({p.num_env_processes} workers x {p.envs_per_process} envs x {p.pipeline_stages} "
                 f"stages, partition={p.partition!r}, chunk_size={self.chunk_size}, state={self.state.value!r})")
 
-    def __getattr__(self, name: str) -> Any:
-        """The driver face's names the engine had before issue 29, each with a DeprecationWarning."""
-        if name in _MOVED_TO_DRIVER:
-            warnings.warn(f"RolloutEngine.{name} is deprecated: it is the schedules' driver face "
-                          f"(behavior1k_fast.rollout.driver.EngineDriver.{_MOVED_TO_DRIVER[name]})",
-                          DeprecationWarning, stacklevel=2)
-            return getattr(self.__dict__["_driver"], _MOVED_TO_DRIVER[name])
-        if name == "stage_envs":
-            warnings.warn("RolloutEngine.stage_envs is deprecated: use engine.plan.stage_envs",
-                          DeprecationWarning, stacklevel=2)
-            return self.__dict__["plan"].stage_envs
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-
-#: Old engine name -> the :class:`~.driver.EngineDriver` name that does its work now (deprecated aliases).
-_MOVED_TO_DRIVER = {"forward": "forward", "send": "send", "ready": "ready", "receive_lead": "receive_lead",
-                    "receive": "collect", "new_batch": "new_batch", "stage_busy": "stage_busy",
-                    "accounting": "accounting"}
 
 __all__ = ["ChunkInputs", "EngineState", "InFlight", "RolloutEngine"]

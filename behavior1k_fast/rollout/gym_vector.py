@@ -41,7 +41,6 @@ after it, ``reset`` and ``step`` raise :class:`~.errors.ClosedError` (nothing st
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -49,7 +48,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..core.checks import check_bool, check_int
+from ..core.checks import check_int
 from ..core.contract import BackendFactory
 from ..core.profile import RolloutProfile
 from .chunk import check_chunk_actions
@@ -74,8 +73,8 @@ class EngineVectorEnv(VectorEnv):
 
     ``autoreset_mode``: an ``AutoresetMode`` or its value (``"NextStep"``, ``"SameStep"``, ``"Disabled"``),
     as gymnasium's ``SyncVectorEnv`` takes it. ``seed`` and ``engine_kwargs`` (``executor``, ``timeout_s``,
-    ...) go to the engine. ``auto_reset`` is the deprecated spelling of ``SAME_STEP`` (True) and ``DISABLED``
-    (False).
+    ...) go to the engine; the engine's ``auto_reset`` is not among them: it follows ``autoreset_mode`` (on
+    for ``SAME_STEP`` only).
     """
 
     def __init__(
@@ -85,7 +84,6 @@ class EngineVectorEnv(VectorEnv):
         *,
         seed: int = 0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        auto_reset: bool | None = None,
         **engine_kwargs: Any,
     ):
         seed = check_int("seed", seed, low=0)
@@ -94,11 +92,9 @@ class EngineVectorEnv(VectorEnv):
             raise ValueError("EngineVectorEnv steps one whole chunk per step() and has no lead observation to "
                              "give: a profile with schedule='lookahead' runs through engine.rollout(policy, ...); "
                              "use schedule='barrier' or 'async' here")
-        if auto_reset is not None:
-            check_bool("auto_reset", auto_reset)
-            warnings.warn("EngineVectorEnv(auto_reset=...) is deprecated: pass autoreset_mode=AutoresetMode."
-                          "SAME_STEP (True) or AutoresetMode.DISABLED (False)", DeprecationWarning, stacklevel=2)
-            autoreset_mode = AutoresetMode.SAME_STEP if auto_reset else AutoresetMode.DISABLED
+        if "auto_reset" in engine_kwargs:
+            raise TypeError(f"auto_reset={engine_kwargs['auto_reset']!r}: EngineVectorEnv resets as autoreset_mode "
+                            "says (AutoresetMode.SAME_STEP, NEXT_STEP or DISABLED); pass that instead")
         try:
             self.autoreset_mode = AutoresetMode(autoreset_mode)
         except ValueError:

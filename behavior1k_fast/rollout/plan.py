@@ -13,7 +13,6 @@ Every worker's backend is built with the engine's profile, whose ``stages_sharin
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,18 +65,6 @@ class PartitionPlan:
         return cls(profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition)
 
     @property
-    def num_processes(self) -> int:
-        """Deprecated name of :attr:`num_env_processes`."""
-        warnings.warn("PartitionPlan.num_processes is deprecated: use num_env_processes", DeprecationWarning, stacklevel=2)
-        return self.num_env_processes
-
-    @property
-    def mode(self) -> str:
-        """Deprecated name of :attr:`partition`."""
-        warnings.warn("PartitionPlan.mode is deprecated: use partition", DeprecationWarning, stacklevel=2)
-        return self.partition
-
-    @property
     def num_envs(self) -> int:
         return self.num_env_processes * self.envs_per_process
 
@@ -91,20 +78,6 @@ class PartitionPlan:
         """Stages that share one process's physics (``RolloutProfile.stages_sharing_physics``): K in hybrid
         partition, 1 in process partition."""
         return self.pipeline_stages if self.partition == "hybrid" else 1
-
-    @property
-    def stages_per_process(self) -> int:
-        """Deprecated name of :attr:`stages_sharing_physics`."""
-        warnings.warn("PartitionPlan.stages_per_process is deprecated: use stages_sharing_physics",
-                      DeprecationWarning, stacklevel=2)
-        return self.stages_sharing_physics
-
-    def worker_profile(self, profile: RolloutProfile) -> RolloutProfile:
-        """Deprecated: every worker's backend is built with the engine's profile itself (its
-        ``stages_sharing_physics`` is the count a backend rescales for); returns ``profile``."""
-        warnings.warn("PartitionPlan.worker_profile is deprecated: workers are built with the profile itself "
-                      "(profile.stages_sharing_physics)", DeprecationWarning, stacklevel=2)
-        return profile
 
     def check_stage(self, stage: Any) -> None:
         """TypeError unless ``stage`` is an int, ValueError unless it is in ``[0, pipeline_stages)``."""

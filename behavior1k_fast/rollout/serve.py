@@ -211,16 +211,17 @@ class ProcessChannel:
 
 def _startup_refusal(exitcode: int | None, env: Mapping[str, str]) -> str:
     """Why a process started with ``env`` on top of this environment and gone with ``exitcode`` before its
-    INIT reply was ended by the strict start-up hook (:func:`~..patching.autoapply.strict_refusal`), as a
-    clause for the :class:`~.errors.WorkerDiedError`; ``""`` where the hook did not end it."""
-    from ..patching import autoapply  # only where a process died at start-up
+    INIT reply was ended by the strict start-up hook (:func:`~..patching.startup_env.strict_refusal`), as a
+    clause for the :class:`~.errors.WorkerDiedError`; ``""`` where the hook did not end it. Reads the hook's
+    variables only (:mod:`..patching.startup_env`): no simulator's patch set is imported here."""
+    from ..patching import startup_env  # only where a process died at start-up
 
     reason = None
-    if exitcode == autoapply.STRICT_EXIT_CODE:
-        reason = autoapply.strict_refusal({**os.environ, **env})
+    if exitcode == startup_env.STRICT_EXIT_CODE:
+        reason = startup_env.strict_refusal({**os.environ, **env})
     if reason is None:
         return ""
-    return f" (ended at start-up by the auto-apply hook under {autoapply.STRICT_VAR}: {reason})"
+    return f" (ended at start-up by the auto-apply hook under {startup_env.STRICT_VAR}: {reason})"
 
 
 def _start_from_a_lasting_thread(proc: Any) -> None:

@@ -39,6 +39,7 @@ overwritten by the next rollout.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -187,6 +188,10 @@ class TrajectoryRecorder:
         #: Per stage, the engine's boundary observations after the last recorded rollout (outside resets and
         #: steps replace them).
         self._last_obs: list[Any] = [None] * engine.pipeline_stages
+        #: Wall seconds this recorder has spent inside its rollouts' recording, over its life: writing each
+        #: chunk into the batch with its episode bookkeeping, and building the batch at the end (what
+        #: recording costs on top of ``engine.rollout``; ``benchmarks/recording_overhead.py``).
+        self.recording_s = 0.0
 
     def reset_episodes(self) -> None:
         """Forget the running episode sums (after resetting the engine by hand)."""
@@ -218,13 +223,18 @@ class TrajectoryRecorder:
         batch = _Batch(self, num_rounds)
 
         def record(stage: int, result: ChunkResult) -> None:
+            start = time.perf_counter()
             batch.add(stage, result)
+            self.recording_s += time.perf_counter() - start
             if on_chunk is not None:
                 on_chunk(stage, result)
 
         stats = self.engine.rollout(policy, num_rounds, reset=reset, overlap=overlap, on_chunk=record)
         self._last_obs = [self.engine.stage_obs(k) for k in range(self.engine.pipeline_stages)]
-        return stats, batch.finish()
+        start = time.perf_counter()
+        trajectory = batch.finish()
+        self.recording_s += time.perf_counter() - start
+        return stats, trajectory
 
 
 class _Ended(NamedTuple):

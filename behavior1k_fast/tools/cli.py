@@ -25,7 +25,7 @@ COMMANDS = (doctor, bench, validate, tune, selftest)
 EXAMPLES = {
     "doctor": ["behavior1k-fast doctor", "behavior1k-fast doctor --json --profile my_profile.yaml",
                "behavior1k-fast doctor --upstream ~/BEHAVIOR-1K"],
-    "bench": ["behavior1k-fast bench --quick", "behavior1k-fast bench --processes 8 --envs-per-process 2 --stages 2",
+    "bench": ["behavior1k-fast bench --quick", "behavior1k-fast bench --processes 8 --envs-per-process 2 --pipeline-stages 2",
               "behavior1k-fast bench --backend omnigibson --backend-config examples/configs/behavior_task.yaml"],
     "validate": ["behavior1k-fast validate", "behavior1k-fast validate --chunks 10 --json validate.json",
                  "behavior1k-fast validate --backend omnigibson --backend-config examples/configs/behavior_task.yaml"],

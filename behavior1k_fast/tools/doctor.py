@@ -312,7 +312,7 @@ def _render_schedule(state: dict[str, Any]) -> list[str]:
                  "while one steps (shared physics)" if state["holds"] else "  every env steps at every global step")
     if state["schedule"] == "lookahead":
         lead = state["lookahead_steps"]
-        lines.append(f"  lead: {'auto (measured on the first round)' if lead == 'auto' else f'{lead} steps'}; the "
+        lines.append(f"  lookahead_steps: {'auto (measured on the first round)' if lead == 'auto' else lead}; the "
                      f"policy also gets {state['policy_input']}")
     return lines
 

@@ -289,10 +289,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       quick_rounds=4, reference="the default layout", repeats=1, quick_repeats=1)
     p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
-    p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=int_list, default=None,
-                   metavar="K1,K2,...",
-                   help="pipeline stage counts to consider (default: all that divide; quick: 1,2; --stages is its "
-                        "older name)")
+    p.add_argument("--pipeline-stages", type=int_list, default=None, metavar="K1,K2,...",
+                   help="pipeline stage counts to consider (default: all that divide; quick: 1,2)")
     p.add_argument("--top", type=positive_int, default=3, help="best predicted layouts run for real (default: 3)")
     p.add_argument("--exhaustive", action="store_true",
                    help="run every feasible layout for real (at most --max-layouts) to check the pick")

@@ -453,12 +453,3 @@ def run(args: argparse.Namespace) -> int:
 def _tell(message: str) -> None:
     """One progress line on stderr (stdout holds the report)."""
     print(f"validate: {message} ...", file=sys.stderr, flush=True)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Trajectory":  # renamed: the rollout layer's Trajectory is the one of that name
-        import warnings
-
-        warnings.warn("behavior1k_fast.tools.validate.Trajectory is now SideRecord", DeprecationWarning, stacklevel=2)
-        return SideRecord
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

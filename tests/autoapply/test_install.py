@@ -13,7 +13,7 @@ import pytest
 
 from behavior1k_fast.patching import autoapply
 
-from .sitehook import ROOT
+from behavior1k_fast.tools.measure.venvs import SOURCE_ROOT as ROOT
 
 
 @pytest.mark.slow

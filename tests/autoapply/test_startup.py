@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .sitehook import ROOT, child_env, make_venv
+from behavior1k_fast.tools.measure.venvs import SOURCE_ROOT as ROOT, child_env, make_venv
 
 
 @pytest.fixture(scope="module")
@@ -171,18 +171,23 @@ STRICT_DRIVER = (
     "    RolloutEngine(PointMassFactory(), {'num_env_subprocess': 1, 'total_num_envs': 2, 'num_action_chunks': 4})\n"
     "except WorkerDiedError as exc:\n"
     "    print(exc)\n"
+    "print(' '.join(m for m in sys.modules if m.startswith('behavior1k_fast.patching.')))\n"
 )
 
 
 @pytest.mark.parametrize("case, strict", [("missing file", "1"), ("yaml syntax", "yes"), ("missing file", "maybe")])
 def test_a_worker_ended_by_strict_mode_names_the_refusal_in_the_worker_died_error(hook_python, tmp_path, case,
                                                                                    strict):
+    """... and the driver reads why from the hook's variables alone: it imports no simulator patch set (nor
+    the OmniGibson hook) to say so."""
     value, expected = bad_value(tmp_path, case)
     if strict == "maybe":
         expected = "BEHAVIOR1K_FAST_STRICT='maybe' is neither on (1/true/yes/on) nor off"
     done = run_child(hook_python, tmp_path, None, ["-c", STRICT_DRIVER, value, strict])
     assert done.returncode == 0, done.stderr
-    (message,) = done.stdout.splitlines()
+    message, driver_patching = done.stdout.splitlines()
+    assert "behavior1k_fast.patching.startup_env" in driver_patching.split()  # the refusal was read
+    assert not [m for m in driver_patching.split() if ".omnigibson" in m or m.endswith(".autoapply")], driver_patching
     assert message.startswith("worker 0 (envs [0, 1]) died while running 'init': pid ")
     assert " exit code 2 (ended at start-up by the auto-apply hook under BEHAVIOR1K_FAST_STRICT: " in message
     assert expected in message

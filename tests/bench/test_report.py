@@ -84,13 +84,6 @@ def test_machine_tag_names_cpu_cores_and_gpu():
     assert machine_tag({"logical_cores": 16, "gpu": {"name": "NVIDIA H200"}}) == "h200-cpu16"
 
 
-def test_the_machine_helpers_keep_their_old_names_in_report_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="moved to behavior1k_fast.tools.measure.machine"):
-        assert report.machine_tag is machine_tag
-    with pytest.warns(DeprecationWarning):
-        assert report.write_json is write_json
-
-
 def test_describe_machine_has_cores_and_versions():
     machine = describe_machine("cpu")
     assert machine["logical_cores"] >= 1

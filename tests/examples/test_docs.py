@@ -52,7 +52,7 @@ def test_normalize_observation_on_the_env_as_it_comes_fails_as_the_docs_say():
     assert "fails (`AxisError`)" in (ROOT / "docs" / "training.md").read_text()
 
 
-def test_the_training_docs_give_the_autoreset_mode_the_code_has_and_not_its_deprecated_spelling():
+def test_the_training_docs_give_the_autoreset_mode_the_code_has_and_not_the_engines_auto_reset():
     from gymnasium.vector import AutoresetMode
 
     from behavior1k_fast.rollout import EngineVectorEnv

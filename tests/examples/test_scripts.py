@@ -16,7 +16,7 @@ BAD_ARGUMENTS = {
     ("examples", "omnigibson_rollout"): [["--rounds", "0"], ["--rounds", "-3"], ["--seed", "-1"],
                                          ["--executor", "ray"], ["--env-config", ""]],
     ("examples", "two_engines_ray"): [["--engines", "0"], ["--processes", "3"], ["--processes", "100000"],
-                                      ["--envs-per-process", "3"], ["--stages", "0"], ["--rounds", "0"],
+                                      ["--envs-per-process", "3"], ["--pipeline-stages", "0"], ["--rounds", "0"],
                                       ["--resolution", "100000"], ["--resolution", "8"], ["--engine-cpus", "0"],
                                       ["--engine-gpus", "-1"],
                                       ["--placement", "everywhere"]],
@@ -33,7 +33,7 @@ BAD_ARGUMENTS = {
                                            ["--processes", "100000"]],
     ("benchmarks", "reference_perf"): [["--resolution", "0", "4"], ["--resolution", "100000", "100000"],
                                        ["--envs", "0"], ["--steps", "0"]],
-    ("benchmarks", "transfer_cost"): [["--envs-per-process", "3"], ["--stages", "0"], ["--chunk-size", "0"],
+    ("benchmarks", "transfer_cost"): [["--envs-per-process", "3"], ["--pipeline-stages", "0"], ["--chunk-size", "0"],
                                       ["--chunks", "0"], ["--warmup", "-1"], ["--resolution", "100000"]],
 }
 #: the scripts that write results (the others print them)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from behavior1k_fast.rollout import SharedBuffers
+from behavior1k_fast.rollout.shm import SharedBuffers
 
 from .helpers import our_segments
 

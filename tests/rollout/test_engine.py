@@ -30,7 +30,7 @@ def test_auto_reset_and_stage_results_cross_the_process_boundary():
         obs = e.reset()
         assert [o["head::rgb"].shape for o in obs] == [(2, 3, 8, 8)] * 2
         result = e.step(1, np.zeros((2, CHUNK, 2), np.float32))
-        assert result.env_ids.tolist() == e.stage_envs(1).tolist() == [1, 3]
+        assert result.env_ids.tolist() == e.plan.stage_envs(1).tolist() == [1, 3]
         assert result.applied.tolist() == [[True, True, True, False]] * 2
         for info in result.infos:
             assert info["final_info"]["episode_step"] == 3
@@ -142,9 +142,7 @@ def test_rollout_flags_must_be_bools():
 
 def test_the_engine_has_the_users_face_only():
     """The engine's public names (class and instance) are the user's: about 20, none of the driver face
-    (issue 29: 32 before); the driver's names stay reachable as deprecated aliases."""
-    import warnings
-
+    (issue 29: 32 before), and the driver's are not reachable through it."""
     import numpy as np
 
     from behavior1k_fast.rollout.driver import EngineDriver
@@ -157,12 +155,8 @@ def test_the_engine_has_the_users_face_only():
         assert not names & driver_only and len(names) <= 21, sorted(names)
         assert {"rollout", "submit", "collect", "reset", "close", "state", "stage_obs"} <= names
         assert {"forward", "send", "collect", "receive_lead", "stage_obs", "require"} <= set(dir(EngineDriver))
+        assert not [name for name in driver_only if hasattr(engine, name)]
         engine.reset()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert engine.stage_envs(0).tolist() == engine.plan.stage_envs(0).tolist()
-            assert engine.new_batch(1)["proprio"].shape[0] == 1
-        assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
         assert np.isfinite(engine.stage_obs(0)["proprio"]).all()
 
 

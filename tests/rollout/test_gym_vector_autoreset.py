@@ -1,8 +1,6 @@
 """EngineVectorEnv's next-step autoreset (gymnasium's default), against its same-step runs, and under gymnasium's
 wrappers that need it (NormalizeObservation) or count episodes by it (RecordEpisodeStatistics)."""
 
-import warnings
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -98,15 +96,11 @@ def test_observation_wrappers_refuse_same_step_so_the_mode_is_reported_truly():
             gym.wrappers.vector.FilterObservation(env, ["proprio"])
 
 
-def test_a_bad_mode_is_a_one_line_error_and_auto_reset_is_its_deprecated_spelling():
+def test_a_bad_mode_is_a_one_line_error_and_the_engines_auto_reset_is_refused_for_the_mode():
     with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['NextStep', 'SameStep', 'Disabled'\].*"
                                          r"got 'next'"):
         EngineVectorEnv(FACTORY, profile(), executor="inline", autoreset_mode="next")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        env = EngineVectorEnv(FACTORY, profile(), executor="inline", auto_reset=False)
-    assert env.autoreset_mode is AutoresetMode.DISABLED
-    assert any(issubclass(w.category, DeprecationWarning) and "autoreset_mode" in str(w.message) for w in caught)
-    env.close()
+    with pytest.raises(TypeError, match=r"^auto_reset=False: EngineVectorEnv resets as autoreset_mode says"):
+        EngineVectorEnv(FACTORY, profile(), executor="inline", auto_reset=False)
     with EngineVectorEnv(FACTORY, profile(), executor="inline", autoreset_mode="SameStep") as env:
         assert env.autoreset_mode is AutoresetMode.SAME_STEP

@@ -60,16 +60,12 @@ def test_stage_out_of_range_or_not_an_int():
         PartitionPlan(1, 2, 2).stage_slices("1")
 
 
-def test_the_count_of_stages_sharing_physics_has_one_name_and_the_old_ones_warn():
+def test_the_count_of_stages_sharing_physics_has_one_name():
     hybrid = RolloutProfile(num_env_processes=2, total_num_envs=8, pipeline_stages=2)
     process = hybrid.replace(partition="process")
     assert (hybrid.stages_sharing_physics, process.stages_sharing_physics) == (2, 1)
     assert process.pipeline_stages == 2  # K, the driver's stages, whatever the partition
     plan = PartitionPlan.from_profile(process)
     assert plan.stages_sharing_physics == process.stages_sharing_physics == 1
-    with pytest.warns(DeprecationWarning, match="stages_sharing_physics"):
-        assert plan.stages_per_process == 1
-    with pytest.warns(DeprecationWarning, match="num_env_processes"):
-        assert plan.num_processes == 2
-    with pytest.warns(DeprecationWarning, match="partition"):
-        assert plan.mode == "process"
+    assert (plan.num_env_processes, plan.partition) == (2, "process")
+    assert not [old for old in ("stages_per_process", "num_processes", "mode", "worker_profile") if hasattr(plan, old)]

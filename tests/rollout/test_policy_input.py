@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from behavior1k_fast import RolloutProfile
-from behavior1k_fast.rollout import PolicyProcess, RolloutEngine, WorkerDiedError, call_policy
+from behavior1k_fast.rollout import PolicyProcess, RolloutEngine, WorkerDiedError
+from behavior1k_fast.rollout.policy import call_policy
 
 from .helpers import CHUNK, assert_gone, make_policy, policy
 from .pointmass import PointMassFactory

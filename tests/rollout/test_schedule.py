@@ -8,7 +8,7 @@ from behavior1k_fast import RolloutProfile
 from behavior1k_fast.core.profile import SCHEDULES
 from behavior1k_fast.core.tracing import SLICE_WAIT
 from behavior1k_fast.rollout import EngineState, NoChunkInFlightError, RolloutEngine, WorkerHungError
-from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES, schedule_class
+from behavior1k_fast.rollout.schedules import SCHEDULE_CLASSES, Schedule, schedule_class
 
 from .faulty import FaultyFactory
 from .helpers import CHUNK, assert_gone, assert_same_trajectories, our_segments, policy, record, traced
@@ -100,24 +100,41 @@ def test_each_schedule_of_the_profile_has_one_driver_module_registered_under_its
         schedule_class("eager")
 
 
-def test_receive_takes_the_oldest_chunk_of_each_worker_as_it_was_sent_and_settles_the_state():
-    with RolloutEngine(PointMassFactory(), profile(), executor="inline") as e:
-        e.reset()
-        assert e.state is EngineState.IDLE
-        sent = []
+class HandDriven(Schedule):
+    """A schedule whose round is the test's own calls on the driver face (:attr:`body`)."""
+
+    name = "barrier"
+    body = None
+
+    def run(self) -> None:
+        type(self).body(self.driver)
+
+
+def test_collect_takes_the_oldest_chunk_of_each_worker_as_it_was_sent_and_settles_the_state(monkeypatch):
+    sent, results = [], []
+
+    def body(driver):
+        assert driver.state is EngineState.IDLE
         for k in range(2):
-            obs = e.stage_obs(k)
-            actions, extras = e.forward(policy, obs)
-            e.send(e.plan.stage_slices(k), actions, obs, extras)
+            obs = driver.stage_obs(k)
+            actions, extras = driver.forward(policy, obs)
+            driver.send(driver.plan.stage_slices(k), actions, obs, extras)
             sent.append((obs, actions))
-        assert e.state is EngineState.STEPPING
-        first, second = e.plan.stage_slices(0), e.plan.stage_slices(1)
+        assert driver.state is EngineState.STEPPING
+        first, second = driver.plan.stage_slices(0), driver.plan.stage_slices(1)
         with pytest.raises(NoChunkInFlightError, match="not the oldest chunk in flight on its worker"):
-            e.receive(second)  # stage 0's chunks are older on every worker
+            driver.collect(second)  # stage 0's chunks are older on every worker
         with pytest.raises(ValueError, match="slices sent together by one send"):
-            e.receive(first[::-1])
-        results = [e.receive(first), e.receive(second)]
-        assert e.state is EngineState.IDLE and e.accounting.own.sum() == 8 * CHUNK
-        for (obs, actions), result in zip(sent, results):  # each result carries the inputs of its chunk
-            np.testing.assert_array_equal(result.actions, actions)
-            np.testing.assert_array_equal(result.policy_obs["proprio"], obs["proprio"])
+            driver.collect(first[::-1])
+        results.extend([driver.collect(first), driver.collect(second)])
+        assert driver.state is EngineState.IDLE and driver.accounting.own.sum() == 8 * CHUNK
+
+    monkeypatch.setattr(HandDriven, "body", staticmethod(body))
+    monkeypatch.setitem(SCHEDULE_CLASSES, "barrier", HandDriven)
+    with RolloutEngine(PointMassFactory(), profile(), executor="inline") as e:
+        assert e.rollout(policy, 1).own_actions.sum() == 8 * CHUNK
+        assert e.state is EngineState.IDLE
+    assert len(results) == 2
+    for (obs, actions), result in zip(sent, results):  # each result carries the inputs of its chunk
+        np.testing.assert_array_equal(result.actions, actions)
+        np.testing.assert_array_equal(result.policy_obs["proprio"], obs["proprio"])

@@ -107,7 +107,7 @@ def test_a_batch_holds_the_observations_actions_and_extras_the_policy_saw_and_ga
     seen = SeenObs()
     with engine(partition) as e:
         stats, batch = TrajectoryRecorder(e).rollout(seen, 5)
-        stage_envs = [e.stage_envs(k) for k in range(e.pipeline_stages)]
+        stage_envs = [e.plan.stage_envs(k) for k in range(e.pipeline_stages)]
     assert batch.actions.shape == (5, 4, CHUNK, 2) and batch.rewards.shape == (5, 4, CHUNK)
     assert batch.obs["head::rgb"].shape == (5, 4, 3, 8, 8) and batch.extras["logprob"].shape == (5, 4, 3)
     # forwards alternate stages round by round; each batch row is the env's row of its stage's forward
@@ -289,3 +289,33 @@ def test_results_that_arrive_env_by_env_fill_the_same_batch(monkeypatch):
     np.testing.assert_array_equal(split.extras["value"], whole.extras["value"])
     assert sorted(zip(split.episodes.env.tolist(), split.episodes.round.tolist())) == sorted(
         zip(whole.episodes.env.tolist(), whole.episodes.round.tolist()))
+
+
+class StepClock:
+    """A stand-in for the recorder's ``time`` module: ``perf_counter`` moves on only when told to, or by
+    ``tick`` seconds after each reading."""
+
+    def __init__(self):
+        self.now, self.tick = 0.0, 0.0
+
+    def perf_counter(self):
+        self.now += self.tick
+        return self.now - self.tick
+
+
+def test_the_recorder_counts_its_own_seconds_and_not_the_callers_on_chunk(monkeypatch):
+    from behavior1k_fast.rollout import trajectory
+
+    clock = StepClock()
+    monkeypatch.setattr(trajectory, "time", clock)
+
+    def slow_caller(stage, result):
+        clock.now += 100.0  # the caller's own work: not the recorder's
+
+    with engine() as e:
+        recorder = TrajectoryRecorder(e)
+        recorder.rollout(policy_with_extras, 3, on_chunk=slow_caller)
+        assert recorder.recording_s == 0.0 and clock.now == 600.0
+        clock.tick = 1.0  # now each span the recorder times takes one second
+        recorder.rollout(policy_with_extras, 3, reset=False)
+    assert recorder.recording_s == 7.0  # 3 rounds x 2 stages of chunks written, and the batch built

@@ -245,9 +245,9 @@ BAD_INPUT = [
     (["tune", "--top", "0"], "argument --top: must be an int >= 1, got 0"),
     (["tune", "--max-processes", "x"], "argument --max-processes: expected an int, got 'x'"),
     (["tune", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
-    (["tune", "--envs", "3", "--max-processes", "1", "--stages", "2"],
+    (["tune", "--envs", "3", "--max-processes", "1", "--pipeline-stages", "2"],
      "no feasible layout for --envs 3 with at most 1 env processes and stages (2,)"),
-    (["tune", "--envs", "16", "--max-processes", "2", "--stages", "2,8"],
+    (["tune", "--envs", "16", "--max-processes", "2", "--pipeline-stages", "2,8"],
      "stages=8 is impossible with physics_rescale='divide_physics'"),
     (["tune", "--model-depth", "4"], "model_depth=4 needs model_width too"),
     (["tune", "--model-width", "100"], "model_width must be a multiple of 64"),
@@ -367,7 +367,7 @@ def test_the_space_lists_only_schedules_the_engine_can_run():
 
 def test_stage_counts_the_backend_cannot_build_leave_the_space_when_not_asked_for(tmp_path):
     """The reference simulator's frequencies (30 Hz rendering, 120 Hz physics) allow hybrid K in {1, 2, 4}:
-    without ``--stages`` the other K leave the space with their reason; the rest is the whole space."""
+    without ``--pipeline-stages`` the other K leave the space with their reason; the rest is the whole space."""
     parser = argparse.ArgumentParser()
     tune.register(parser.add_subparsers())
     config = tune.check_args(parser.parse_args(["tune", "--envs", "16", "--max-processes", "2", "--device", "cpu",

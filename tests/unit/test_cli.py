@@ -90,8 +90,8 @@ def files(tmp_path):
 
 
 BAD_INPUT = [
-    (["bench", "--pipeline-stages", "0"], "argument --pipeline-stages/--stages: must be an int >= 1, got 0"),
-    (["bench", "--stages", "-2"], "argument --pipeline-stages/--stages: must be an int >= 1, got -2"),
+    (["bench", "--pipeline-stages", "0"], "argument --pipeline-stages: must be an int >= 1, got 0"),
+    (["bench", "--pipeline-stages", "-2"], "argument --pipeline-stages: must be an int >= 1, got -2"),
     (["bench", "--rounds", "-1"], "argument --rounds: must be an int >= 1, got -1"),
     (["bench", "--processes", "two"], "argument --processes: expected an int, got 'two'"),
     (["bench", "--warmup", "-1"], "argument --warmup: must be an int >= 0, got -1"),
@@ -104,8 +104,8 @@ BAD_INPUT = [
     (["bench", "--device", "tpu"], "argument --device: expected auto, cpu, cuda or cuda:<index>, got 'tpu'"),
     (["bench", "--tag", "a/b"], "argument --tag: expected a name without '/', got 'a/b'"),
     (["bench", "--resolution", "0"], "argument --resolution: must be an int >= 1, got 0"),
-    (["bench", "--stages", "3", "--processes", "2", "--envs-per-process", "2"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
-    (["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7"], "stages=7 is impossible"),
+    (["bench", "--pipeline-stages", "3", "--processes", "2", "--envs-per-process", "2"], "process partition needs pipeline_stages=3 to divide num_env_processes=2"),
+    (["bench", "--pipeline-stages", "7", "--processes", "7", "--envs-per-process", "7"], "stages=7 is impossible"),
     (["bench", "--backend-config", "{files}/typo.yaml"],
      "unknown reference config key 'resolutoin'; did you mean 'resolution'?"),
     (["bench", "--backend-config", "{files}/broken.yaml"], "broken.yaml': invalid YAML at line 2, column 1"),
@@ -183,9 +183,9 @@ PAST_THE_MACHINE = [
      "the policy with model_width=64, model_depth=100000000, chunk_size=32 at a stage batch of "),
     (["bench", "--model-width", "1000000000"], "the policy with model_width=1000000000, model_depth=1"),
     (["bench", "--max-processes", "100000"], "argument --max-processes: must be an int in [1, 8] " + ON_THIS_MACHINE),
-    (["bench", "--no-baseline", "--envs-per-process", "500", "--resolution", "4096"],
+    (["bench", "--no-peers", "--envs-per-process", "500", "--resolution", "4096"],
      "--resolution 4096 for 500"),
-    (["bench", "--no-baseline", "--envs-per-process", "500", "--chunk-size", "4000000"],
+    (["bench", "--no-peers", "--envs-per-process", "500", "--chunk-size", "4000000"],
      "x chunk_size=4000000 needs about"),
     (["validate", "--num-envs", "1000000"], "argument --num-envs: must be an int in [1, 1024] " + ON_THIS_MACHINE),
     (["validate", "--chunks", "100000000"], "chunks=100000000 x num_envs=2 x chunk_size=32 (the actions, drawn up "
@@ -228,11 +228,11 @@ def test_omnigibson_without_isaac_sim_is_a_usage_error(monkeypatch, no_heavy_wor
 
 WRITES_NOTHING = [
     ["bench", "--backend-config", "{files}/typo.yaml"],
-    ["bench", "--stages", "7", "--processes", "7", "--envs-per-process", "7", "--no-baseline"],
+    ["bench", "--pipeline-stages", "7", "--processes", "7", "--envs-per-process", "7", "--no-peers"],
     ["bench", "--tuned", "{files}/absent.yaml"],
     ["bench", "--model-width", "100"],
     ["tune", "--backend-config", "{files}/broken.yaml"],
-    ["tune", "--envs", "3", "--max-processes", "1", "--stages", "2"],
+    ["tune", "--envs", "3", "--max-processes", "1", "--pipeline-stages", "2"],
 ]
 
 

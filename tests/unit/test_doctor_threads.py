@@ -134,7 +134,7 @@ def test_the_schedule_section_says_what_each_env_does_and_what_a_lookahead_polic
     assert (state["stage_batch"], state["processes_per_stage"], state["holds"], state["error"]) == (4, 2, False, None)
     assert state["policy_input"] == "committed_actions [batch, 4, action_dim]"  # auto: a quarter of 16 steps
     text = doctor.render_text(report)
-    assert "every env steps at every global step" in text and "lead: auto (measured on the first round)" in text
+    assert "every env steps at every global step" in text and "lookahead_steps: auto (measured on the first round)" in text
     hybrid = doctor.collect(RolloutProfile(num_env_processes=2, total_num_envs=4, pipeline_stages=2))
     assert hybrid["schedule"]["holds"] and "lookahead_steps" not in hybrid["schedule"]
     assert "hold their last action while one steps" in doctor.render_text(hybrid)

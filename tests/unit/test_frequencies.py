@@ -71,8 +71,7 @@ def test_bad_mode():
         rescale_for_stages(Frequencies(30, 30, 120), 2, "halve")
 
 
-def test_the_timing_names_the_stages_sharing_one_physics_and_the_old_name_warns():
+def test_the_timing_names_the_stages_sharing_one_physics():
     timing = rescale_for_stages(Frequencies(60, 60, 120), stages_sharing_physics=2)
     assert timing.stages_sharing_physics == 2 and timing.hold_steps_per_round(8) == 8
-    with pytest.warns(DeprecationWarning, match="stages_sharing_physics"):
-        assert timing.stages == 2
+    assert not hasattr(timing, "stages")

@@ -122,27 +122,10 @@ def test_importing_the_rollout_layer_imports_no_simulator_patch_set():
     assert late.stdout.strip() == f"{PACKAGE}.patching.omnigibson"
 
 
-@pytest.mark.parametrize("module, names", [
-    ("executors", ["Supervisor", "make_executor", "ProcessTransport", "InlineTransport", "EXECUTORS", "placeholder"]),
-    ("transport", ["Transport", "RESTART_HINT"]),
-])
-def test_the_moved_rollout_modules_still_import_with_a_deprecation_warning(module, names):
-    """Issue 29 moved them (``supervision``, ``transports/``); the old paths keep working, and say where."""
-    import importlib
-    import sys
+@pytest.mark.parametrize("module", ["executors", "transport", "ray_executor"])
+def test_the_rollout_modules_issue_29_moved_are_gone_from_their_old_paths(module):
+    """Nothing was released, so nothing keeps a deprecated path: the supervisor is in ``supervision``, the
+    transports in ``transports/``."""
+    import importlib.util
 
-    from behavior1k_fast.rollout import supervision, transports
-
-    sys.modules.pop(f"{PACKAGE}.rollout.{module}", None)
-    with pytest.warns(DeprecationWarning, match=f"{PACKAGE}.rollout.{module} is deprecated"):
-        old = importlib.import_module(f"{PACKAGE}.rollout.{module}")
-    for name in names:
-        assert getattr(old, name) is getattr(supervision, name, None) or getattr(old, name) is getattr(transports, name)
-
-
-def test_the_schedules_old_surface_name_is_the_driver_with_a_warning():
-    from behavior1k_fast.rollout import schedules
-    from behavior1k_fast.rollout.driver import EngineDriver
-
-    with pytest.warns(DeprecationWarning, match="EngineDriver"):
-        assert schedules.EngineSurface is EngineDriver
+    assert importlib.util.find_spec(f"{PACKAGE}.rollout.{module}") is None

@@ -22,6 +22,7 @@ if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules:
 
 from .config import CAMERAS, SUPPORTED_VISION_MODALITIES, ReferenceConfig  # noqa: E402
 from .env import ACTION_DIM, STOCK_COSTS, ReferenceFactory, ReferenceVectorEnv  # noqa: E402
+from .expert import expert_actions  # noqa: E402
 from .reach import ReachFactory, ReachVectorEnv  # noqa: E402
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "SUPPORTED_VISION_MODALITIES",
     "ACTION_DIM",
     "STOCK_COSTS",
+    "expert_actions",
 ]

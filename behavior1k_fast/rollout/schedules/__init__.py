@@ -12,9 +12,6 @@ in ``core.profile.SCHEDULES``, the profile's allowed values), registered in :dat
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import base
 from .asynchronous import Asynchronous
 from .barrier import Barrier
 from .base import Schedule
@@ -30,12 +27,6 @@ def schedule_class(name: str) -> type[Schedule]:
         return SCHEDULE_CLASSES[name]
     except KeyError:
         raise ValueError(f"schedule={name!r} has no driver in this version; there are {sorted(SCHEDULE_CLASSES)}") from None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EngineSurface":  # deprecated (issue 29): the driver face
-        return getattr(base, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Asynchronous", "Barrier", "Lookahead", "Schedule", "SCHEDULE_CLASSES", "schedule_class"]

@@ -9,8 +9,7 @@ schedules (``tests/unit/test_private_access.py``), and reads no private of the d
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 from ..driver import ChunkResult, EngineDriver, Policy
 
@@ -47,11 +46,3 @@ class Schedule:
         """Hand one received result to ``on_chunk``."""
         if self.on_chunk is not None:
             self.on_chunk(stage, result)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EngineSurface":
-        warnings.warn("schedules.base.EngineSurface is deprecated: a schedule drives an "
-                      "behavior1k_fast.rollout.driver.EngineDriver", DeprecationWarning, stacklevel=2)
-        return EngineDriver
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

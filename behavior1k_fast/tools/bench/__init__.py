@@ -35,12 +35,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="env processes P of the ablation (default: the most within the process budget and 8 that "
                         "K divides; quick: K)")
     p.add_argument("--envs-per-process", type=env_count, default=None, help="envs per process E (default: 2)")
-    p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=positive_int, default=2,
-                   help="pipeline stages K of the pipeline rows (default: 2; --stages is its older name)")
+    p.add_argument("--pipeline-stages", type=positive_int, default=2,
+                   help="pipeline stages K of the pipeline rows (default: 2)")
     p.add_argument("--scaling", type=process_list, default=None, metavar="P1,P2,...",
                    help="also sweep the number of env processes with every optimisation on, e.g. 1,2,4,8,14")
-    p.add_argument("--no-peers", "--no-baseline", dest="no_peers", action="store_true",
-                   help="skip the gymnasium AsyncVectorEnv peers (--no-baseline is its older name)")
+    p.add_argument("--no-peers", action="store_true", help="skip the gymnasium AsyncVectorEnv peers")
     p.add_argument("--tuned", type=path, metavar="PATH", default=None,
                    help="a profile YAML written by `behavior1k-fast tune` for the same number of envs: its layout "
                         "is one more row, with every optimisation on")
@@ -90,3 +89,6 @@ def check_runs(args: argparse.Namespace) -> Any:
             check_backend_build(runs.factory, peer.envs_per_process, config.seed, peer.profile)
         check_out_dir(config)
     return config
+
+
+__all__ = ["check_runs", "register", "run"]

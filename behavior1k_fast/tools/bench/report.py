@@ -3,15 +3,13 @@
 Everything here reads the typed result (:class:`~.result.BenchResult`, its
 :class:`~..measure.record.RowMeasure` rows); the JSON is :meth:`~.result.BenchResult.to_dict`, written by
 :func:`~..measure.files.write_json`. Times are wall ms per step, where a step is one own action of every env.
-The machine helpers that lived here (``describe_machine``, ``machine_tag``, ``write_json``; ``save_figure``)
-are the measurement kit's now (:mod:`..measure.machine`, :mod:`..measure.files`); the old names still work,
-with a deprecation warning.
+What describes the machine and writes the files is the measurement kit's (:mod:`..measure.machine`,
+:mod:`..measure.files`).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -222,19 +220,3 @@ def write_plot(result: BenchResult, path: str | os.PathLike) -> Path:
     fig.suptitle(f"behavior1k-fast bench ({result.config['backend']}): {m['cpu_model']}, "
                  f"{m['logical_cores']} cores, {gpu}", fontsize=9)
     return save_figure(fig, path)
-
-
-#: Names that moved to the measurement kit: old name -> (module, name) (deprecated here).
-_MOVED = {"describe_machine": ("machine", "describe_machine"), "machine_tag": ("machine", "machine_tag"),
-          "write_json": ("files", "write_json")}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    module, attr = _MOVED[name]
-    warnings.warn(f"behavior1k_fast.tools.bench.report.{name} moved to behavior1k_fast.tools.measure.{module}."
-                  f"{attr}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(f"..measure.{module}", __package__), attr)

@@ -18,6 +18,8 @@
 - :mod:`.files`: every result file written whole or not at all (:func:`~.files.write_json`,
   :func:`~.files.write_text`, :func:`~.files.save_figure`); a failed write is a
   :class:`~.files.ResultWriteError` (exit code 74 on the command line).
+- :mod:`.venvs`: throw-away venvs with or without the auto-apply hook, as ``pip install`` leaves it (the
+  start-up cost benchmark and the hook's tests).
 
 Importing this package is light: torch, the engine and the backends are imported where a run needs them.
 """

@@ -57,7 +57,7 @@ class RowMeasure:
         speedup_vs_stock: stock row's ms/step over this one's (filled by ``bench``).
         speedup_vs_prev: ``prev`` row's ms/step over this one's.
         repeat_ms_per_step: ms per step of every run of this row, in run order (one run: just this one).
-        lead_steps: the lookahead schedule's lead d of most chunks (``RolloutStats.lookahead_steps``; 0
+        lookahead_steps: the lookahead schedule's lead d of most chunks (``RolloutStats.lookahead_steps``; 0
             elsewhere): the next chunk's forward starts d steps before the current chunk ends.
         critical_path: a one-stage ``lookahead`` run's rounds broken down (:func:`.critical_path.summarize` of
             :func:`.critical_path.lookahead_rounds`), ``None`` for other runs.
@@ -92,7 +92,7 @@ class RowMeasure:
     speedup_vs_stock: float | None = None
     speedup_vs_prev: float | None = None
     repeat_ms_per_step: tuple[float, ...] = ()
-    lead_steps: int = 0
+    lookahead_steps: int = 0
     critical_path: dict | None = None
 
     @property
@@ -131,7 +131,7 @@ class RowMeasure:
         """The pipeline model's round from this run's T_env and T_model (``None`` without T_env)."""
         if self.t_env_ms is None:
             return None
-        lead_ms = self.lead_steps * self.t_env_ms / self.chunk_size
+        lead_ms = self.lookahead_steps * self.t_env_ms / self.chunk_size
         return pipeline_round(self.t_env_ms, self.t_model_ms, self.pipeline_stages, self.stages_sharing_physics,
                               lead_ms=lead_ms)
 

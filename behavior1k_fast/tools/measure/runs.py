@@ -116,7 +116,7 @@ class RowRun:
             t_env_source="busiest env worker's stage spans",
             t_env_worker_ms=float(stats.env_wall_seconds_per_worker.max()) * 1e3 / worker_chunks,
             partition=profile.partition, overlap=self.row.overlap, prev=self.row.prev, profile=profile.to_dict(),
-            lead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
+            lookahead_steps=stats.lookahead_steps or 0, **usage_fields(usage, pids, profile.total_num_envs),
             critical_path=(summarize(lookahead_rounds(spans))
                            if profile.schedule == "lookahead" and profile.pipeline_stages == 1 else None),
         )
