@@ -579,23 +579,23 @@ def _write(result: TuneResult, config: TuneConfig) -> list[Path]:
     JSON; each atomically. The paths written."""
     import yaml
 
-    from .measure.files import write_json, write_text
+    from .measure.files import result_stem, write_json, write_text
     from .rlinf_keys import rlinf_overrides
 
     base, tag = _base_profile(config), result.config["tag"]
-    out_dir = Path(config.run.out_dir)
+    out_dir, stem = Path(config.run.out_dir), result_stem("tune", tag, quick=config.run.quick)
     winner = result.summary.winner
     header = (f"behavior1k-fast tune: measured winner {winner.name}, {winner.measured_env_steps_per_s:.0f} "
               f"env-steps/s on {tag}")
-    written = [write_text(out_dir / f"tune_{tag}.yaml", winner.layout.profile(base).to_yaml(None, header))]
+    written = [write_text(out_dir / f"{stem}.yaml", winner.layout.profile(base).to_yaml(None, header))]
     result.profile_yaml = str(written[0])
     if result.rlinf is not None:
         keys = rlinf_overrides(result.rlinf.run.layout.profile(base))
-        written.append(write_text(out_dir / f"tune_{tag}.rlinf.yaml",
+        written.append(write_text(out_dir / f"{stem}.rlinf.yaml",
                                   result.rlinf.header(tag) + yaml.safe_dump(keys, sort_keys=False)))
         result.rlinf_yaml = str(written[1])
     result.complete = True
-    return [*written, write_json(result.to_dict(), out_dir / f"tune_{tag}.json")]
+    return [*written, write_json(result.to_dict(), out_dir / f"{stem}.json")]
 
 
 def _print(result: TuneResult, config: TuneConfig) -> None:

@@ -24,7 +24,7 @@ def quick_result(tmp_path_factory):
     args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--max-processes", "2", "--out-dir", str(out),
                               "--tag", "ci"])
     assert args.func(args) == 0
-    return out, json.loads((out / "bench_ci.json").read_text())
+    return out, json.loads((out / "bench_ci_quick.json").read_text())
 
 
 def test_every_row_has_positive_times(quick_result):
@@ -129,4 +129,4 @@ def test_goals_headline_load_and_files(quick_result):
     assert [c["batch"] for c in curve] == list(range(1, by["hybrid_overlap"]["total_envs"] + 1))
     assert all(c["ms"] > 0 for c in curve)
     assert result["machine"]["logical_cores"] >= 1
-    assert (out / "bench_ci.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "bench_ci_quick.png").read_bytes()[:4] == b"\x89PNG"

@@ -42,8 +42,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-peers", "--no-baseline", dest="no_peers", action="store_true",
                    help="skip the gymnasium AsyncVectorEnv peers (--no-baseline is its older name)")
     p.add_argument("--tuned", type=path, metavar="PATH", default=None,
-                   help="a profile YAML written by `behavior1k-fast tune` for the same number of envs: its layout "
-                        "is one more row, with every optimisation on")
+                   help="a profile YAML written by `behavior1k-fast tune`: its layout is one more row, with every "
+                        "optimisation on, and every row runs its envs (total_num_envs; P the most processes within "
+                        "the budget that divide them, unless --processes or --envs-per-process says) and needs its "
+                        "chunk size")
     p.add_argument("--executor", choices=("process", "ray"), default="process", help="engine executor")
     p.add_argument("--trace", action="store_true", help="also export Chrome traces of the all-optimisations row and the lookahead rows")
     p.add_argument("--shards", type=int_list, default=None, metavar="1,G2,...",
