@@ -34,7 +34,7 @@ def make_venv(path: Path, hook: bool = True) -> Path:
 def child_env(**variables: str | None) -> dict[str, str]:
     """This process's environment for a child: the tree under test on ``PYTHONPATH``, no auto-apply
     variable unless given, and ``variables`` set (``None`` removes one)."""
-    env = {k: v for k, v in os.environ.items() if k != autoapply.ENV_VAR}
+    env = {k: v for k, v in os.environ.items() if k not in (autoapply.ENV_VAR, autoapply.REPORTED_VAR)}
     env["PYTHONPATH"] = str(ROOT)
     for name, value in variables.items():
         if value is None:
