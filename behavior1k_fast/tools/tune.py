@@ -52,7 +52,9 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
    ``num_action_chunks``; ours for ``partition``, ``schedule``...; written by
    :meth:`~behavior1k_fast.core.profile.RolloutProfile.to_yaml`, loadable by ``from_yaml``), and the table of
    predicted against measured (printed, and as JSON next to the YAML: ``tune_<tag>.yaml`` /
-   ``tune_<tag>.json``, in ``./behavior1k_fast_results`` unless ``--out-dir`` or ``--record`` says otherwise),
+   ``tune_<tag>.json``, a ``--quick`` run's ``tune_<tag>_quick.*`` so it never replaces a full one
+   (:func:`~.measure.files.result_stem`), in ``./behavior1k_fast_results`` unless ``--out-dir`` or
+   ``--record`` says otherwise),
    with the machine's load before and after and a warning when it was busy. ``--format rlinf`` also writes
    ``tune_<tag>.rlinf.yaml``: the winner's layout as RLinf's nested config keys
    (:func:`~.rlinf_keys.rlinf_overrides`), to merge into an RLinf config.
