@@ -28,16 +28,26 @@ from ..argtypes import env_count, int_list, path, positive_int, process_count, p
 from ..measure.config import add_run_arguments
 
 
+#: What ``--help`` says of the table's ``pipe eff`` column.
+EFFICIENCY_HELP = """\
+pipe eff: the pipeline model's bound from a run's own T_env and T_model (less a lookahead row's lead) over
+its measured time. Not capped at 100 %: where workers and policy share too few cores, each measured time
+holds waiting for the other, and the bound can pass the measured time (a core-bound row, named under the
+table)."""
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` sub-command."""
     p = subparsers.add_parser("bench", help="ablation benchmark: stock -> slim -> skip obs -> pipeline",
-                              description=__doc__.split("\n\n")[0])
-    add_run_arguments(p, quick_help="small layout, low resolution, few chunks: under a minute on 2 cores",
+                              description=f"{__doc__.split(chr(10) * 2)[0]}\n\n{EFFICIENCY_HELP}")
+    add_run_arguments(p, quick_help="small layout, low resolution, few chunks: under a minute on 2 cores; writes "
+                                    "bench_<tag>_quick.*, never replacing a full run's bench_<tag>.*",
                       quick_rounds=1, reference="the all-optimisations row", repeats=3, quick_repeats=1)
     p.add_argument("--processes", type=process_count, default=None,
                    help="env processes P of the ablation (default: the most, at most 8 (quick: K) and within the "
                         "process budget, that K divides; the budget where it is below K; --tuned: see there)")
-    p.add_argument("--envs-per-process", type=env_count, default=None, help="envs per process E (default: 2)")
+    p.add_argument("--envs-per-process", type=env_count, default=None,
+                   help="envs per process E (default: K; --tuned: its envs over P)")
     p.add_argument("--pipeline-stages", "--stages", dest="pipeline_stages", type=positive_int, default=2,
                    help="pipeline stages K of the pipeline rows (default: 2; --stages is its older name)")
     p.add_argument("--scaling", type=process_list, default=None, metavar="P1,P2,...",
