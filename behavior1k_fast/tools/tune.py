@@ -287,7 +287,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command."""
     p = subparsers.add_parser("tune", help="pick the layout (P x E x K, partition, schedule) by measuring",
                               description=__doc__.split("\n\n")[0])
-    add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores",
+    add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores; writes "
+                                    "tune_<tag>_quick.*, never replacing a full run's tune_<tag>.*",
                       quick_rounds=4, reference="the default layout", repeats=1, quick_repeats=1)
     p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
