@@ -109,7 +109,7 @@ def test_engines_on_a_two_node_cluster_run_one_per_node(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
-    one, two = json.loads((tmp_path / "shards_nodes.json").read_text())["shards"]
+    one, two = json.loads((tmp_path / "shards_nodes_quick.json").read_text())["shards"]
     assert set(one["engine_nodes"]) <= nodes
     assert sorted(two["engine_nodes"]) == sorted(nodes)  # a logical CPU per node: one engine actor on each
     assert two["merged_stats"]["own_actions"] == [v for p in two["engine_stats"] for v in p["own_actions"]]
