@@ -370,8 +370,14 @@ def _umask(mask):
 def test_a_quick_bench_writes_names_of_its_own_with_the_umasks_mode_and_says_where(tmp_path, monkeypatch, capsys):
     """A full run's files stay whole when a quick run follows; both follow the umask as a plain write does, and
     the last line names the files written."""
+    traces = []
+
+    def run_row(factory, row, policy, config, trace_path=None):
+        traces.append(trace_path)
+        return _stand_in_run(factory, row, policy, config)
+
     monkeypatch.setattr(ablation, "calibrate", _stand_in_calibrate)
-    monkeypatch.setattr(ablation, "run_engine_row", _stand_in_run)
+    monkeypatch.setattr(ablation, "run_engine_row", run_row)
     common = ["--device", "cpu", "--no-peers", "--rounds", "1", "--repeats", "1", "--out-dir", str(tmp_path),
               "--tag", "t"]
     old = _umask(0o027)
@@ -379,10 +385,14 @@ def test_a_quick_bench_writes_names_of_its_own_with_the_umasks_mode_and_says_whe
         full = _parse(*common)
         assert full.func(full) == 0
         full_text = (tmp_path / "bench_t.json").read_text()
-        quick = _parse("--quick", *common)
+        traces.clear()
+        quick = _parse("--quick", "--trace", *common)
         assert quick.func(quick) == 0
     finally:
         _umask(old)
+    traced = {t for t in traces if t}  # the all-optimisations row's and the lookahead rows' traces
+    assert str(tmp_path / "bench_t_quick.trace.json") in traced
+    assert str(tmp_path / "bench_t_quick.lookahead.trace.json") in traced
     names = sorted(path.name for path in tmp_path.iterdir())
     assert names == ["bench_t.json", "bench_t.png", "bench_t_quick.json", "bench_t_quick.png"]
     assert (tmp_path / "bench_t.json").read_text() == full_text  # the full run is not replaced

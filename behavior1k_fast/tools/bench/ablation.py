@@ -384,13 +384,13 @@ def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
     from .peers import run_peer_row
 
     reference = _reference(plan)
-    json_path, _ = _files(config, tag)
+    json_path, stem = _files(config, tag)[0], result_stem("bench", tag, quick=config.quick)
     runs = []
     for section, rows in (("rows", plan.rows), ("budget_rows", plan.budget_rows)):
         for row in rows:
             traced = config.trace and (row is reference or row.profile.schedule == "lookahead")
             suffix = "" if row is reference else "." + row.name
-            trace = str(json_path.with_name(f"{json_path.name.removesuffix('.json')}{suffix}.trace.json")) if traced else None
+            trace = str(json_path.with_name(f"{stem}{suffix}.trace.json")) if traced else None
             runs.append(_Run(row.name, section, functools.partial(run_engine_row, plan.factory, row, policy, config,
                                                                    trace_path=trace), once=row.name == "stock"))
     for peer in plan.peers:
