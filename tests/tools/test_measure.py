@@ -254,9 +254,10 @@ def test_a_replaced_result_file_keeps_its_mode(tmp_path):
 
     path = tmp_path / "a.yaml"
     write_text(path, "a: 1\n")
-    os.chmod(path, 0o604)
-    write_text(path, "a: 2\n")
-    assert path.read_text() == "a: 2\n" and path.stat().st_mode & 0o777 == 0o604
+    for mode in (0o604, 0o444):  # a read-only result is replaced too (the rename needs the folder only)
+        os.chmod(path, mode)
+        write_text(path, f"mode: {mode}\n")
+        assert path.read_text() == f"mode: {mode}\n" and path.stat().st_mode & 0o777 == mode
     assert os.listdir(tmp_path) == ["a.yaml"]
 
 

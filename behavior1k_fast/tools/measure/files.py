@@ -64,9 +64,9 @@ def _replacing(path: str | os.PathLike) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = _new_file(target)
-        _keep_mode(target, temp)
         yield Path(temp)
         _sync(temp)
+        _keep_mode(target, temp)  # once written: a read-only target's mode would stop the write
         os.replace(temp, target)
         temp = None
     except OSError as exc:
