@@ -74,12 +74,12 @@ def read_env_config(file: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)  # first: a usage error is said before the engine and the backend are imported
     from behavior1k_fast import RolloutProfile
     from behavior1k_fast.backends import check_installed
     from behavior1k_fast.omnigibson import OmniGibsonBackendFactory
     from behavior1k_fast.rollout import RolloutEngine
 
-    args = parse_args(argv)
     try:
         profile = RolloutProfile.from_yaml(Path(args.profile))
         factory = OmniGibsonBackendFactory(read_env_config(args.env_config))

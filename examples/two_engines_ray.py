@@ -22,8 +22,6 @@ import math
 import sys
 from typing import Any, Callable
 
-import ray
-
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import RolloutEngine, RolloutStats, engine_shard, merge_stats
 from behavior1k_fast.tools.argtypes import (Parser, env_count, nonnegative_number, parse_checked, positive_int,
@@ -56,6 +54,8 @@ def run_engines(factory: Any, job: RolloutProfile, num_engines: int, rounds: int
                 seed: int = 0) -> tuple[RolloutStats, list[RolloutStats], list[list[str | None]]]:
     """Start ``num_engines`` engine actors (``engine_options``: their Ray resources), run ``rounds`` rounds in
     all of them at once; the merged stats, each engine's stats and each engine's worker nodes."""
+    import ray  # here, not at the top: a usage error is said before Ray is imported
+
     actor_cls = ray.remote(EngineActor)
     actors = [actor_cls.options(**(engine_options or {})).remote(factory, job, i, num_engines, make_policy, placement, seed)
               for i in range(num_engines)]
@@ -71,6 +71,8 @@ def run_engines(factory: Any, job: RolloutProfile, num_engines: int, rounds: int
 
 def torch_policy(observation_space: Any, action_space: Any, chunk_size: int) -> Any:
     """The benchmark's torch chunk policy on this engine's device (a GPU when Ray gave the actor one)."""
+    import ray
+
     from behavior1k_fast.tools.measure.policy import ChunkPolicy
 
     device = "cuda" if ray.get_gpu_ids() else "cpu"
@@ -123,6 +125,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    import ray
+
     from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
 
     if args.address:

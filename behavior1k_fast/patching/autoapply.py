@@ -23,7 +23,11 @@ preload, GPU binding) until the process imports OmniGibson, so a trainer, a Ray 
 that never runs the simulator keeps its thread pools and environment. A bad value, or a profile this install
 cannot take, prints one line to stderr and applies nothing: start-up goes on, unless
 ``BEHAVIOR1K_FAST_STRICT`` is set (not empty, not ``0``), which makes that line fatal: the interpreter exits
-with code 2 before running anything. Every process that inherits the environment applies it too:
+with code 2 before running anything. The line is printed once per job: the process that prints it sets
+:data:`REPORTED_VAR` to the value in its environment, and its children (the engine's env workers, any
+subprocess, Ray workers it starts) inherit it and refuse the same value without a word (their
+:func:`startup` record holds the error; under strict mode each still prints its fatal line). Every process
+that inherits the environment applies it too:
 multiprocessing and subprocess children, Ray workers (``runtime_env={"env_vars": {...}}``) and the actors
 they start.
 
@@ -45,6 +49,9 @@ from . import omnigibson as omnigibson_patches
 from .registry import PatchReport
 from .startup_env import ENV_VAR, STRICT_EXIT_CODE, STRICT_VAR, exception_line, profile_for, strict
 
+#: Set, to the refused value, by the process that printed a refused value's line: its children inherit it
+#: and stay quiet about that value (module docs: once per job).
+REPORTED_VAR = "BEHAVIOR1K_FAST_REPORTED"
 #: Name of the ``.pth`` file in site-packages (sorts after setuptools' ``__editable__`` finders, which
 #: must have run so that an editable install imports).
 PTH_NAME = "behavior1k_fast_autoapply.pth"
@@ -111,7 +118,9 @@ def _refused(value: str, source: str, message: str) -> StartupApply:
         print(f"behavior1k_fast: {message}; exiting ({STRICT_VAR} is set)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(STRICT_EXIT_CODE)
-    print(f"behavior1k_fast: {message}; nothing applied", file=sys.stderr)
+    if os.environ.get(REPORTED_VAR) != value:  # a parent printed the line for this job already
+        print(f"behavior1k_fast: {message}; nothing applied", file=sys.stderr)
+        os.environ[REPORTED_VAR] = value
     return StartupApply(value, source, None, message)
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
+import re
 import sys
 import tempfile
 from typing import Any, Callable, Iterator, NoReturn
@@ -30,11 +32,57 @@ class UsageError(ValueError):
     """A bad command-line input found after parsing (one line, exit code 2)."""
 
 
+#: argparse's message for a value outside an argument's choices (a sub-command name included).
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'[^']*') \(choose from (?P<choices>.*)\)$")
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line, ``prog: error: message``, and exit code 2."""
+    """An ``ArgumentParser`` whose errors are one line, ``prog: error: message``, and exit code 2; a mistyped
+    option or choice (a sub-command name included) gets the closest one suggested
+    (``unrecognized arguments: --quik (did you mean --quick?)``, :func:`did_you_mean`)."""
+
+    subcommands: argparse.Action | None = None
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def option_strings(self) -> list[str]:
+        """Every option string this parser takes (``--quick``, ``-h``, ...)."""
+        return list(self._option_string_actions)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:  # said by the parser of the command that did not take them, with its options' hints
+            command = self.command_parser(namespace)
+            options = command.option_strings()
+            hints = [(word, did_you_mean(word.split("=", 1)[0], options)) for word in extras if word.startswith("-")]
+            hints = [(word, close) for word, close in hints if close]
+            hint = "" if not hints else (f" (did you mean {hints[0][1]}?)" if len(hints) == 1 else
+                                        f" (did you mean {', '.join(f'{c} for {w}' for w, c in hints)}?)")
+            command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return namespace
+
+    def command_parser(self, namespace: argparse.Namespace) -> "Parser":
+        """The parser of the (sub-)command ``namespace`` was parsed for: this one, or the sub-command's."""
+        if self.subcommands is None:
+            return self
+        chosen = self.subcommands.choices.get(getattr(namespace, self.subcommands.dest or "", None))
+        return chosen.command_parser(namespace) if isinstance(chosen, Parser) else self
 
     def error(self, message: str) -> NoReturn:
+        invalid = _INVALID_CHOICE.search(one_line(message))
+        if invalid:
+            choices = re.findall(r"'([^']*)'", invalid["choices"])
+            close = did_you_mean(invalid["value"].strip("'"), choices)
+            message = f"{one_line(message)} (did you mean {close}?)" if close else message
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def did_you_mean(word: str, candidates: list[str]) -> str | None:
+    """The closest of ``candidates`` to a mistyped ``word`` (``difflib.get_close_matches``), or ``None``."""
+    close = difflib.get_close_matches(word, candidates, n=1)
+    return close[0] if close else None
 
 
 def one_line(text: Any) -> str:

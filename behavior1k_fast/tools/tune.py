@@ -52,7 +52,9 @@ totals may be given, and the layouts of all of them compete on env-steps per sec
    ``num_action_chunks``; ours for ``partition``, ``schedule``...; written by
    :meth:`~behavior1k_fast.core.profile.RolloutProfile.to_yaml`, loadable by ``from_yaml``), and the table of
    predicted against measured (printed, and as JSON next to the YAML: ``tune_<tag>.yaml`` /
-   ``tune_<tag>.json``, in ``./behavior1k_fast_results`` unless ``--out-dir`` or ``--record`` says otherwise),
+   ``tune_<tag>.json``, a ``--quick`` run's ``tune_<tag>_quick.*`` so it never replaces a full one
+   (:func:`~.measure.files.result_stem`), in ``./behavior1k_fast_results`` unless ``--out-dir`` or
+   ``--record`` says otherwise),
    with the machine's load before and after and a warning when it was busy. ``--format rlinf`` also writes
    ``tune_<tag>.rlinf.yaml``: the winner's layout as RLinf's nested config keys
    (:func:`~.rlinf_keys.rlinf_overrides`), to merge into an RLinf config.
@@ -285,7 +287,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command."""
     p = subparsers.add_parser("tune", help="pick the layout (P x E x K, partition, schedule) by measuring",
                               description=__doc__.split("\n\n")[0])
-    add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores",
+    add_run_arguments(p, quick_help="low resolution, four rounds, K <= 2: under 2 minutes on 2 cores; writes "
+                                    "tune_<tag>_quick.*, never replacing a full run's tune_<tag>.*",
                       quick_rounds=4, reference="the default layout", repeats=1, quick_repeats=1)
     p.add_argument("--envs", type=env_list, default=None, metavar="N1,N2,...",
                    help="total envs N to lay out (several: their layouts compete; default: 2 x cores)")
@@ -577,23 +580,23 @@ def _write(result: TuneResult, config: TuneConfig) -> list[Path]:
     JSON; each atomically. The paths written."""
     import yaml
 
-    from .measure.files import write_json, write_text
+    from .measure.files import result_stem, write_json, write_text
     from .rlinf_keys import rlinf_overrides
 
     base, tag = _base_profile(config), result.config["tag"]
-    out_dir = Path(config.run.out_dir)
+    out_dir, stem = Path(config.run.out_dir), result_stem("tune", tag, quick=config.run.quick)
     winner = result.summary.winner
     header = (f"behavior1k-fast tune: measured winner {winner.name}, {winner.measured_env_steps_per_s:.0f} "
               f"env-steps/s on {tag}")
-    written = [write_text(out_dir / f"tune_{tag}.yaml", winner.layout.profile(base).to_yaml(None, header))]
+    written = [write_text(out_dir / f"{stem}.yaml", winner.layout.profile(base).to_yaml(None, header))]
     result.profile_yaml = str(written[0])
     if result.rlinf is not None:
         keys = rlinf_overrides(result.rlinf.run.layout.profile(base))
-        written.append(write_text(out_dir / f"tune_{tag}.rlinf.yaml",
+        written.append(write_text(out_dir / f"{stem}.rlinf.yaml",
                                   result.rlinf.header(tag) + yaml.safe_dump(keys, sort_keys=False)))
         result.rlinf_yaml = str(written[1])
     result.complete = True
-    return [*written, write_json(result.to_dict(), out_dir / f"tune_{tag}.json")]
+    return [*written, write_json(result.to_dict(), out_dir / f"{stem}.json")]
 
 
 def _print(result: TuneResult, config: TuneConfig) -> None:

@@ -363,7 +363,8 @@ def validate(
     for name, profile, wrap in (("stock", RolloutProfile.stock(chunk_size=chunk_size), None),
                                 ("fast", RolloutProfile(chunk_size=chunk_size), fault)):
         where = "in its own process" if isolate_sides(backend) else "here"
-        say(f"recording the {name} side ({size}, {where})")
+        cost = "; every step rendered: the slow side" if name == "stock" else ""
+        say(f"recording the {name} side ({size}, {where}{cost})")
         sides.append(call_with_profile(isolate_sides(backend), record, profile, factory, num_envs, seed, actions,
                                        chunks, wrap))
     say("comparing the sides")

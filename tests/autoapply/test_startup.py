@@ -162,6 +162,45 @@ def test_strict_mode_lets_a_good_value_start(hook_python, tmp_path):
     assert done.returncode == 0 and done.stdout == "ran\n" and done.stderr == ""
 
 
+JOB_DRIVER = (
+    "import json, subprocess, sys\n"
+    "import numpy as np\n"
+    "from behavior1k_fast.rollout import RolloutEngine\n"
+    "from tests.rollout.pointmass import PointMassFactory\n"
+    "if __name__ == '__main__':\n"
+    "    profile = {'num_env_subprocess': 2, 'total_num_envs': 2, 'num_action_chunks': 4}\n"
+    "    with RolloutEngine(PointMassFactory(), profile) as engine:\n"
+    "        engine.rollout(lambda obs: np.zeros((len(obs['proprio']), 4, 2), np.float32), num_rounds=1)\n"
+    "    child = subprocess.run([sys.executable, '-m', 'tests.autoapply.probe'], capture_output=True, text=True)\n"
+    "    print(json.dumps({'stderr': child.stderr, 'report': json.loads(child.stdout)}))\n"
+)
+
+
+def test_a_bad_value_is_printed_once_per_job_by_its_driver_and_children_refuse_it_quietly(hook_python, tmp_path):
+    """A driver with two env workers and a subprocess, all started with a missing profile file: one line, the
+    driver's; the child refused the value too (its record holds the error), without a word."""
+    value, expected = bad_value(tmp_path, "missing file")
+    done = run_child(hook_python, tmp_path, value, ["-c", JOB_DRIVER])
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"behavior1k_fast: BEHAVIOR1K_FAST={value!r}") and expected in line
+    child = json.loads(done.stdout.splitlines()[-1])
+    assert child["stderr"] == "" and child["report"]["startup"]["profile"] is None
+    assert expected in child["report"]["startup"]["error"]
+
+
+def test_a_child_given_another_bad_value_than_its_parent_prints_its_own_line(hook_python, tmp_path):
+    value, _ = bad_value(tmp_path, "missing file")
+    other, expected = bad_value(tmp_path, "yaml syntax")
+    driver = ("import os, subprocess, sys\n"
+              f"os.environ['BEHAVIOR1K_FAST'] = {other!r}\n"
+              "subprocess.run([sys.executable, '-c', 'pass'])\n")
+    done = run_child(hook_python, tmp_path, value, ["-c", driver])
+    assert done.returncode == 0, done.stderr
+    first, second = done.stderr.splitlines()
+    assert "no file" in first and expected in second and second.endswith("; nothing applied")
+
+
 STRICT_DRIVER = (
     "import os, sys\n"
     "from behavior1k_fast.rollout import RolloutEngine, WorkerDiedError\n"

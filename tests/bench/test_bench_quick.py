@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from behavior1k_fast.core.profile import auto_lead_cap
 from behavior1k_fast.tools.bench import register
 
 ROW_NAMES = ["stock", "slim", "skip_obs", "hybrid_serial", "hybrid_overlap", "hybrid_async", "process_serial",
@@ -24,7 +25,7 @@ def quick_result(tmp_path_factory):
     args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--max-processes", "2", "--out-dir", str(out),
                               "--tag", "ci"])
     assert args.func(args) == 0
-    return out, json.loads((out / "bench_ci.json").read_text())
+    return out, json.loads((out / "bench_ci_quick.json").read_text())
 
 
 def test_every_row_has_positive_times(quick_result):
@@ -68,6 +69,12 @@ def test_speedups_agree_with_the_times(quick_result):
         assert row["bound_ms_per_step"] == pytest.approx(bound)
         assert row["sim_ms_per_step"] == pytest.approx(stages_sharing_physics * row["t_env_ms"] / row["chunk_size"])
         assert row["pipeline_efficiency"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
+    # the user-level lookahead peer's bound counts its lead, as the engine's lookahead row's does
+    peer = by["peer_lookahead"]
+    assert peer["lead_steps"] == auto_lead_cap(peer["chunk_size"]) > 0
+    lead_ms = peer["lead_steps"] * peer["t_env_ms"] / peer["chunk_size"]
+    assert peer["bound_ms_per_step"] == pytest.approx(
+        (peer["t_env_ms"] + max(0.0, peer["t_model_ms"] - lead_ms)) / peer["chunk_size"])
 
 
 def test_peers_run_the_same_envs_and_policy_on_the_same_profile(quick_result):
@@ -129,4 +136,4 @@ def test_goals_headline_load_and_files(quick_result):
     assert [c["batch"] for c in curve] == list(range(1, by["hybrid_overlap"]["total_envs"] + 1))
     assert all(c["ms"] > 0 for c in curve)
     assert result["machine"]["logical_cores"] >= 1
-    assert (out / "bench_ci.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "bench_ci_quick.png").read_bytes()[:4] == b"\x89PNG"

@@ -307,7 +307,7 @@ def test_a_full_results_disk_after_the_first_row_prints_that_row_and_exits_74(tm
     assert measured[0].startswith("stock ") and all(line.startswith("left out") for line in measured[1:])
     assert "Traceback" not in printed.err
     error = printed.err.strip().splitlines()[-1]
-    assert error == (f"behavior1k-fast bench: error: cannot write {out / 'bench_full.json'}: No space left on device "
+    assert error == (f"behavior1k-fast bench: error: cannot write {out / 'bench_full_quick.json'}: No space left on device "
                      f"(the results above were measured but not saved)")
     assert list(out.iterdir()) == []
 
@@ -358,3 +358,82 @@ def test_the_stock_profile_rows_run_once_and_every_other_row_repeats(tmp_path, m
     stock = next(r for r in result["rows"] if r["name"] == "stock")
     assert len(stock["repeat_ms_per_step"]) == 1
     assert all(len(r["repeat_ms_per_step"]) == 3 for r in result["rows"] if r["name"] != "stock")
+
+
+def _umask(mask):
+    """Set the process's umask to ``mask``; the old one."""
+    import os
+
+    return os.umask(mask)
+
+
+def test_a_quick_bench_writes_names_of_its_own_with_the_umasks_mode_and_says_where(tmp_path, monkeypatch, capsys):
+    """A full run's files stay whole when a quick run follows; both follow the umask as a plain write does, and
+    the last line names the files written."""
+    traces = []
+
+    def run_row(factory, row, policy, config, trace_path=None):
+        traces.append(trace_path)
+        return _stand_in_run(factory, row, policy, config)
+
+    monkeypatch.setattr(ablation, "calibrate", _stand_in_calibrate)
+    monkeypatch.setattr(ablation, "run_engine_row", run_row)
+    common = ["--device", "cpu", "--no-peers", "--rounds", "1", "--repeats", "1", "--out-dir", str(tmp_path),
+              "--tag", "t"]
+    old = _umask(0o027)
+    try:
+        full = _parse(*common)
+        assert full.func(full) == 0
+        full_text = (tmp_path / "bench_t.json").read_text()
+        traces.clear()
+        quick = _parse("--quick", "--trace", *common)
+        assert quick.func(quick) == 0
+    finally:
+        _umask(old)
+    traced = {t for t in traces if t}  # the all-optimisations row's and the lookahead rows' traces
+    assert str(tmp_path / "bench_t_quick.trace.json") in traced
+    assert str(tmp_path / "bench_t_quick.lookahead.trace.json") in traced
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["bench_t.json", "bench_t.png", "bench_t_quick.json", "bench_t_quick.png"]
+    assert (tmp_path / "bench_t.json").read_text() == full_text  # the full run is not replaced
+    assert json.loads((tmp_path / "bench_t_quick.json").read_text())["config"]["quick"]
+    assert {(tmp_path / name).stat().st_mode & 0o777 for name in names} == {0o640}
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"wrote {tmp_path / 'bench_t_quick.json'} and {tmp_path / 'bench_t_quick.png'}"
+
+
+@pytest.mark.parametrize("cores, total, layout", [(2, 4, (1, 4)), (4, 8, (2, 4)), (3, 6, (2, 3))])
+def test_bench_tuned_runs_the_envs_of_tunes_default_layout(cores, total, layout, tmp_path, monkeypatch):
+    """``tune`` lays out 2 x cores envs; ``bench --tuned`` with its defaults runs those envs, P the most
+    processes within the budget that divide them (both partitions holding the layout where one does)."""
+    from behavior1k_fast.tools import tune
+    from behavior1k_fast.tools.cli import build_parser
+    from behavior1k_fast.tools.measure.layouts import default_layout
+
+    monkeypatch.setattr(measure_config, "usable_cores", lambda: cores)
+    monkeypatch.setattr(tune, "usable_cores", lambda: cores)
+    tune_config = tune.check_args(build_parser().parse_args(["tune", "--device", "cpu", "--pipeline-stages", "1",
+                                                             "--out-dir", str(tmp_path)]))
+    assert tune_config.total_envs == (total,)
+    path = tmp_path / "tune_t.yaml"
+    default_layout(total, tune_config.max_processes).profile(RolloutProfile()).to_yaml(path)
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--tuned", str(path)))
+    assert (config.processes, config.envs_per_process) == layout
+    assert config.processes * config.envs_per_process == config.tuned.total_num_envs == total
+    assert "tuned" in {row.name for row in ablation.plan_runs(config).rows}
+
+
+def test_bench_tuned_takes_the_layout_option_given_and_refuses_one_that_does_not_divide(tmp_path):
+    path = tmp_path / "tune_t.yaml"
+    RolloutProfile(num_env_processes=2, total_num_envs=8, pipeline_stages=2).to_yaml(path)
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--tuned", str(path)))
+    assert (config.processes, config.envs_per_process) == (2, 4)
+    config = ablation.BenchConfig.from_args(_parse("--device", "cpu", "--envs-per-process", "8", "--tuned", str(path)))
+    assert (config.processes, config.envs_per_process) == (1, 8)
+    with pytest.raises(ValueError, match=r"--processes 3 does not divide the --tuned profile's total_num_envs=8"):
+        ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "3", "--tuned", str(path)))
+    with pytest.raises(ValueError, match=r"the bench runs 4 envs.*leave out --processes or --envs-per-process"):
+        ablation.BenchConfig.from_args(_parse("--device", "cpu", "--processes", "2", "--envs-per-process", "2",
+                                              "--tuned", str(path)))
+    with pytest.raises(ValueError, match=r"chunk_size=16 \(every row runs the same envs and chunks: give --chunk-size 32\)"):
+        ablation.BenchConfig.from_args(_parse("--device", "cpu", "--chunk-size", "16", "--tuned", str(path)))

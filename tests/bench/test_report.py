@@ -183,3 +183,13 @@ def test_the_printed_result_shows_what_was_measured_so_far():
     assert text.splitlines()[0].startswith("row") and "+ fast" in text and "Process budget 2" in text
     empty = BenchResult(machine={}, config={}, load_before=result.load_before, left_out={"x": "P is odd"})
     assert report.format_result(empty).splitlines() == ["(no row measured)", "left out x: P is odd"]
+
+
+def test_a_row_above_its_bound_is_named_with_why_its_efficiency_may_pass_100_percent():
+    result = _result()  # T_env 5 ms + T_model 1 ms per chunk of 10: bound 0.6 ms/step
+    assert "pipe eff over 100 %" not in report.format_result(result)
+    result.peers = [_row("peer_double_buffer", "two AsyncVectorEnvs", 0.5, None).replace(t_env_ms=5.0)]
+    assert result.peers[0].pipeline_efficiency == pytest.approx(1.2)
+    note = next(line for line in report.format_result(result).splitlines() if line.startswith("pipe eff over"))
+    assert note.startswith("pipe eff over 100 % (peer_double_buffer): the bound comes from the run's own T_env")
+    assert "core-bound" in note

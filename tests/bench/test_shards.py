@@ -34,13 +34,13 @@ def shards_result(tmp_path_factory):
     args = parser.parse_args(["bench", "--quick", "--device", "cpu", "--shards", "1,2", *LAYOUT,
                               "--out-dir", str(out), "--tag", "ci"])
     assert args.func(args) == 0
-    return out, json.loads((out / "shards_ci.json").read_text())
+    return out, json.loads((out / "shards_ci_quick.json").read_text())
 
 
 @pytest.mark.slow
 def test_shards_run_every_engine_count_with_the_one_layout(shards_result):
     out, result = shards_result
-    assert result["complete"] and (out / "shards_ci.png").stat().st_size > 0
+    assert result["complete"] and (out / "shards_ci_quick.png").stat().st_size > 0
     assert result["layout"] | {"label": None} == {"processes": 1, "envs_per_process": 2, "pipeline_stages": 2,
                                                   "partition": "hybrid", "schedule": "barrier", "overlap": True,
                                                   "label": None}
@@ -109,7 +109,7 @@ def test_engines_on_a_two_node_cluster_run_one_per_node(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
-    one, two = json.loads((tmp_path / "shards_nodes.json").read_text())["shards"]
+    one, two = json.loads((tmp_path / "shards_nodes_quick.json").read_text())["shards"]
     assert set(one["engine_nodes"]) <= nodes
     assert sorted(two["engine_nodes"]) == sorted(nodes)  # a logical CPU per node: one engine actor on each
     assert two["merged_stats"]["own_actions"] == [v for p in two["engine_stats"] for v in p["own_actions"]]

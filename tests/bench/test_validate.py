@@ -184,6 +184,7 @@ def test_cli_exit_code_and_json(tmp_path, capsys):
     assert [line.split(" (")[0] for line in printed.err.splitlines()] == [
         "validate: finding the scripted expert's actions", "validate: recording the stock side",
         "validate: recording the fast side", "validate: comparing the sides ..."]
+    assert "every step rendered: the slow side" in printed.err.splitlines()[1]  # why it takes the longest
     data = json.loads(out.read_text())
     assert data["passed"] and data["chunks"] == 1 and data["truncations"] == 2
 

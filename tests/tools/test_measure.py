@@ -224,6 +224,51 @@ def test_a_result_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     assert os.listdir(path.parent) == ["result.json"]  # the temporary file went
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_new_result_file_has_the_mode_a_plain_write_gives_under_the_umask(umask, tmp_path):
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from behavior1k_fast.tools.measure.files import save_figure, write_json, write_text
+
+    old = os.umask(umask)
+    try:
+        (tmp_path / "plain.txt").write_text("x")
+        write_text(tmp_path / "a.yaml", "a: 1\n")
+        write_json({"a": 1}, tmp_path / "a.json")
+        save_figure(plt.figure(), tmp_path / "a.png")
+    finally:
+        os.umask(old)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(("plain.txt", "a.yaml", "a.json", "a.png"), 0o666 & ~umask)
+
+
+def test_a_replaced_result_file_keeps_its_mode(tmp_path):
+    import os
+
+    from behavior1k_fast.tools.measure.files import write_text
+
+    path = tmp_path / "a.yaml"
+    write_text(path, "a: 1\n")
+    for mode in (0o604, 0o444):  # a read-only result is replaced too (the rename needs the folder only)
+        os.chmod(path, mode)
+        write_text(path, f"mode: {mode}\n")
+        assert path.read_text() == f"mode: {mode}\n" and path.stat().st_mode & 0o777 == mode
+    assert os.listdir(tmp_path) == ["a.yaml"]
+
+
+def test_a_quick_runs_result_names_are_its_own():
+    from behavior1k_fast.tools.measure.files import result_stem
+
+    assert result_stem("bench", "cpu2") == "bench_cpu2"
+    assert result_stem("bench", "cpu2", quick=True) == "bench_cpu2_quick"
+    assert result_stem("tune", "h200-cpu16", quick=True) == "tune_h200-cpu16_quick"
+
+
 def test_a_result_file_in_a_folder_that_cannot_exist_is_a_result_write_error(tmp_path):
     from behavior1k_fast.tools.measure.files import ResultWriteError, write_text
 
@@ -233,11 +278,11 @@ def test_a_result_file_in_a_folder_that_cannot_exist_is_a_result_write_error(tmp
 
 
 @pytest.mark.parametrize("command", ["bench", "tune"])
-def test_a_quick_run_does_not_replace_the_committed_full_run_without_force(command, tmp_path, monkeypatch, capsys):
+def test_a_quick_run_is_not_recorded_into_the_committed_results_without_force(command, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(measure_config, "record_dir", lambda: str(tmp_path))
     assert cli.main([command, "--quick", "--device", "cpu", "--record"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--record --quick would replace the committed full-run results" in err
+    assert err.count("\n") == 1 and "--record --quick would commit a quick run to benchmarks/results/" in err
     assert "--force-record" in err and list(tmp_path.iterdir()) == []
     options = run_options(_parse("--quick", "--device", "cpu", "--record", "--force-record"))
     assert options["out_dir"] == str(tmp_path)

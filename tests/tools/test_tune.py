@@ -274,9 +274,18 @@ def test_bad_input_is_one_line_and_exit_code_2_before_any_work(argv, text, tmp_p
 
 @pytest.mark.slow
 def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_path, capsys):
-    assert main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "2", "--top", "2",
-                 "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci", "--format", "rlinf"]) == 0
-    result = json.loads((tmp_path / "tune_ci.json").read_text())
+    import os
+
+    old_umask = os.umask(0o027)
+    try:
+        assert main(["tune", "--quick", "--device", "cpu", "--envs", "2", "--max-processes", "2", "--top", "2",
+                     "--rounds", "2", "--out-dir", str(tmp_path), "--tag", "ci", "--format", "rlinf"]) == 0
+    finally:
+        os.umask(old_umask)
+    written = ["tune_ci_quick.yaml", "tune_ci_quick.rlinf.yaml", "tune_ci_quick.json"]  # a quick run's own names
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)
+    assert {(tmp_path / name).stat().st_mode & 0o777 for name in written} == {0o640}  # the umask's, as a plain write
+    result = json.loads((tmp_path / "tune_ci_quick.json").read_text())
     assert result["complete"]
     keys = ("processes", "envs_per_process", "pipeline_stages", "partition", "schedule")
     predicted = [tuple(p[k] for k in keys) for p in result["predicted"]]
@@ -300,7 +309,7 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     assert result["load"]["before"]["cores"] >= 1 and result["load"]["after"] is not None
     winner = max(runs, key=lambda r: r["measured_env_steps_per_s"])
     assert result["winner"]["name"] == winner["name"]
-    profile = RolloutProfile.from_yaml(tmp_path / "tune_ci.yaml")
+    profile = RolloutProfile.from_yaml(tmp_path / "tune_ci_quick.yaml")
     assert (profile.num_env_processes, profile.envs_per_process, profile.pipeline_stages, profile.partition,
             profile.schedule) == (winner["processes"], winner["envs_per_process"], winner["pipeline_stages"],
                                   winner["partition"], winner["schedule"])
@@ -310,7 +319,7 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
 
     # the RLinf file holds the layout its JSON names (the winner where RLinf can run it), with its speed
     chosen = next(r for r in runs if r["name"] == result["rlinf"]["layout"])
-    rlinf_text = (tmp_path / "tune_ci.rlinf.yaml").read_text()
+    rlinf_text = (tmp_path / "tune_ci_quick.rlinf.yaml").read_text()
     assert yaml.safe_load(rlinf_text) == rlinf_overrides(Layout(chosen["processes"], chosen["envs_per_process"],
                                                                 chosen["pipeline_stages"], chosen["partition"],
                                                                 chosen["schedule"]).profile(RolloutProfile(chunk_size=profile.chunk_size)))
@@ -320,7 +329,8 @@ def test_quick_tune_through_the_cli_writes_a_loadable_winner_and_the_table(tmp_p
     assert [c["batch"] for c in curve] == [1, 2] and all(c["ms"] > 0 for c in curve)
     out = capsys.readouterr().out
     assert winner["name"] in out and "RLinf keys: rollout.pipeline_stage_num=" in out
-    assert f"{tmp_path / 'tune_ci.rlinf.yaml'}" in out.splitlines()[-1]  # the "wrote" line names every file
+    assert out.splitlines()[-1] == "wrote " + ", ".join(str(tmp_path / n) for n in written[:-1]) + " and " + str(
+        tmp_path / written[-1])  # the "wrote" line names every file
 
 
 @pytest.mark.slow
@@ -343,7 +353,7 @@ def test_a_full_results_disk_prints_the_measurement_then_one_line_and_exit_74(tm
     assert "| layout | run |" in out and "winner (measured):" in out and "RLinf keys: " in out
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
-        f"behavior1k-fast tune: error: cannot write {tmp_path / 'tune_full.yaml'}: No space left on device (the "
+        f"behavior1k-fast tune: error: cannot write {tmp_path / 'tune_full_quick.yaml'}: No space left on device (the "
         f"results above were measured but not saved)")
     assert list(tmp_path.iterdir()) == []
 

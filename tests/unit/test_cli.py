@@ -58,6 +58,26 @@ def test_unknown_subcommand_is_a_usage_error(capsys):
     assert exc.value.code == 2 and "invalid choice: 'benchmark'" in capsys.readouterr().err
 
 
+MISTYPED = [
+    (["bench", "--quik"], "behavior1k-fast bench: error: unrecognized arguments: --quik (did you mean --quick?)"),
+    (["tune", "--envz", "3"], "behavior1k-fast tune: error: unrecognized arguments: --envz 3 (did you mean --envs?)"),
+    (["bench", "--quik", "--rouns=2"], "behavior1k-fast bench: error: unrecognized arguments: --quik --rouns=2 "
+                                       "(did you mean --quick for --quik, --rounds for --rouns=2?)"),
+    (["bnech"], "behavior1k-fast: error: argument {doctor,bench,validate,tune,selftest}: invalid choice: 'bnech' "
+                "(choose from 'doctor', 'bench', 'validate', 'tune', 'selftest') (did you mean bench?)"),
+    (["bench", "--backend", "refrence"], "behavior1k-fast bench: error: argument --backend: invalid choice: "
+                                         "'refrence' (choose from 'reference', 'omnigibson') (did you mean reference?)"),
+    (["bench", "--xyzzy"], "behavior1k-fast bench: error: unrecognized arguments: --xyzzy"),
+]
+
+
+@pytest.mark.parametrize("argv, line", MISTYPED, ids=[" ".join(a) for a, _ in MISTYPED])
+def test_a_mistyped_option_or_command_gets_the_closest_one_suggested_in_one_line(argv, line, no_heavy_work, capsys):
+    assert run_cli(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == line + "\n"
+
+
 def run_cli(argv):
     """Exit code of ``behavior1k-fast argv`` (argparse errors exit through SystemExit)."""
     try:

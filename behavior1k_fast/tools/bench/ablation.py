@@ -36,7 +36,7 @@ from ...core.profile import AUTO_LEAD, PARTITION_MODES, RolloutProfile, auto_lea
 from ...rollout.plan import PartitionPlan
 from ..measure.calibration import calibrate
 from ..measure.config import RunConfig, run_options
-from ..measure.files import ResultWriteError, write_json
+from ..measure.files import ResultWriteError, result_stem, write_json
 from ..measure.policy import WIDTHS, model_bytes
 from ..measure.record import RowMeasure, with_speedups
 from ..measure.runs import Row, run_engine_row
@@ -107,12 +107,35 @@ def ablation_rows(
     return rows
 
 
+def _process_cap(budget: int, pipeline_stages: int, quick: bool) -> int:
+    """Most processes of the bench layout: ``budget``, at most 8 (``quick``: K)."""
+    return min(budget, pipeline_stages if quick else 8)
+
+
 def _default_processes(budget: int, pipeline_stages: int, quick: bool) -> int:
-    """P of the bench layout: the most processes within ``budget`` (and 8; ``quick``: K) that K divides, so
-    both partitions hold the layout; ``budget`` itself where it is below K."""
-    cap = min(budget, pipeline_stages if quick else 8)
+    """P of the bench layout: the most processes within :func:`_process_cap` that K divides, so both
+    partitions hold the layout; the cap itself where it is below K."""
+    cap = _process_cap(budget, pipeline_stages, quick)
     fits = range(pipeline_stages, cap + 1, pipeline_stages)
     return fits[-1] if fits else cap
+
+
+def _tuned_layout(total: int, cap: int, pipeline_stages: int, processes: int | None,
+                  envs_per_process: int | None) -> tuple[int, int]:
+    """P x E of the bench layout for a tuned profile of ``total`` envs: ``processes`` or ``envs_per_process``
+    where given (the other one follows), else the most processes, at most ``cap``, that divide ``total``,
+    both partitions holding the layout where such a P exists (``--tuned`` help: bench follows tune's envs)."""
+    if processes is not None or envs_per_process is not None:
+        given, option = (processes, "--processes") if processes is not None else (envs_per_process,
+                                                                                  "--envs-per-process")
+        if total % given:
+            raise ValueError(f"{option} {given} does not divide the --tuned profile's total_num_envs={total} (every "
+                             f"row runs the tuned profile's envs)")
+        return (given, total // given) if processes is not None else (total // given, given)
+    fits = [p for p in range(1, max(1, cap) + 1) if total % p == 0]
+    both = [p for p in fits if p % pipeline_stages == 0 and (total // p) % pipeline_stages == 0]
+    chosen = max(both or fits)
+    return chosen, total // chosen
 
 
 def _largest_divisor(total: int, at_most: int) -> int:
@@ -159,13 +182,18 @@ class BenchConfig(RunConfig):
                                  f"{self.max_processes} (the budget bounds the sweep too)")
         self._check_machine()
         if self.tuned is not None:
-            total = self.processes * self.envs_per_process
-            if self.tuned.total_num_envs != total or self.tuned.chunk_size != self.chunk_size:
-                raise ValueError(
-                    f"--tuned layout has total_num_envs={self.tuned.total_num_envs}, num_action_chunks="
-                    f"{self.tuned.chunk_size}; the bench runs {total} envs, chunk_size={self.chunk_size} (every row "
-                    f"must have the same envs and chunks: tune with --envs {total})"
-                )
+            self._check_tuned()
+
+    def _check_tuned(self) -> None:
+        """The tuned profile has the bench's envs and chunk size (every row runs the same)."""
+        total = self.processes * self.envs_per_process
+        fixes = ([] if self.tuned.total_num_envs == total else
+                 ["leave out --processes or --envs-per-process, and the bench runs the tuned envs"])
+        fixes += [] if self.tuned.chunk_size == self.chunk_size else [f"give --chunk-size {self.tuned.chunk_size}"]
+        if fixes:
+            raise ValueError(f"--tuned layout has total_num_envs={self.tuned.total_num_envs}, num_action_chunks="
+                             f"{self.tuned.chunk_size}; the bench runs {total} envs, chunk_size={self.chunk_size} "
+                             f"(every row runs the same envs and chunks: {'; '.join(fixes)})")
 
     def _check_machine(self) -> None:
         """Every run fits this machine (``core.checks.MachineLimits``): the processes, envs and chunks of the
@@ -195,17 +223,16 @@ class BenchConfig(RunConfig):
         options = run_options(args)
         stages = args.pipeline_stages
         budget = RunConfig(**options).process_budget
-        return cls(
-            **options,
-            processes=args.processes if args.processes is not None else _default_processes(budget, stages, args.quick),
-            envs_per_process=args.envs_per_process if args.envs_per_process is not None else stages,
-            pipeline_stages=stages,
-            scaling=tuple(args.scaling or ()),
-            peers=not args.no_peers,
-            executor=args.executor,
-            trace=args.trace,
-            tuned=RolloutProfile.from_yaml(args.tuned) if args.tuned is not None else None,
-        )
+        tuned = RolloutProfile.from_yaml(args.tuned) if args.tuned is not None else None
+        if tuned is not None and (args.processes is None or args.envs_per_process is None):
+            processes, envs = _tuned_layout(tuned.total_num_envs, _process_cap(budget, stages, args.quick), stages,
+                                            args.processes, args.envs_per_process)
+        else:
+            processes = args.processes if args.processes is not None else _default_processes(budget, stages, args.quick)
+            envs = args.envs_per_process if args.envs_per_process is not None else stages
+        return cls(**options, processes=processes, envs_per_process=envs, pipeline_stages=stages,
+                   scaling=tuple(args.scaling or ()), peers=not args.no_peers, executor=args.executor,
+                   trace=args.trace, tuned=tuned)
 
 
 # --- what a run measures -------------------------------------------------------------------------
@@ -321,8 +348,9 @@ def _reference(plan: Plan) -> Row:
 
 
 def _files(config: BenchConfig, tag: str) -> tuple[Path, Path]:
-    out_dir = Path(config.out_dir)
-    return out_dir / f"bench_{tag}.json", out_dir / f"bench_{tag}.png"
+    """The JSON and the PNG of a run on the machine tagged ``tag`` (a quick run's own names: ``result_stem``)."""
+    out_dir, stem = Path(config.out_dir), result_stem("bench", tag, quick=config.quick)
+    return out_dir / f"{stem}.json", out_dir / f"{stem}.png"
 
 
 def _start(config: BenchConfig, plan: Plan) -> BenchResult:
@@ -356,13 +384,13 @@ def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
     from .peers import run_peer_row
 
     reference = _reference(plan)
-    json_path, _ = _files(config, tag)
+    json_path, stem = _files(config, tag)[0], result_stem("bench", tag, quick=config.quick)
     runs = []
     for section, rows in (("rows", plan.rows), ("budget_rows", plan.budget_rows)):
         for row in rows:
             traced = config.trace and (row is reference or row.profile.schedule == "lookahead")
             suffix = "" if row is reference else "." + row.name
-            trace = str(json_path.with_name(f"bench_{tag}{suffix}.trace.json")) if traced else None
+            trace = str(json_path.with_name(f"{stem}{suffix}.trace.json")) if traced else None
             runs.append(_Run(row.name, section, functools.partial(run_engine_row, plan.factory, row, policy, config,
                                                                    trace_path=trace), once=row.name == "stock"))
     for peer in plan.peers:

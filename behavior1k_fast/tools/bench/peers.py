@@ -307,6 +307,6 @@ def run_peer_row(factory: Callable[..., Any], peer: Peer, policy: Callable, sing
         t_env_source="busiest peer sub-env's wall time per chunk (ChunkGymEnv.step)",
         partition=("user-level lookahead" if peer.lead_steps is not None
                    else "double buffer" if peer.buffers == 2 else "AsyncVectorEnv"),
-        overlap=peer.buffers == 2 or bool(peer.lead_steps),
+        overlap=peer.buffers == 2 or bool(peer.lead_steps), lead_steps=peer.lead_steps or 0,
         profile=peer.profile.to_dict(), **usage_fields(raw["usage"], raw["worker_pids"], total),
     )

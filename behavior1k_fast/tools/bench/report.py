@@ -132,6 +132,11 @@ def format_result(result: BenchResult) -> str:
     """What ``bench`` prints once it measured (also what it measured so far, before a failure): the table,
     the rows left out, the scaling sweep, the lookahead rows' critical paths, the headline and the goals."""
     lines = [format_table(result.table)] if result.table else ["(no row measured)"]
+    over = [row.name for row in result.table if (row.pipeline_efficiency or 0.0) > 1.0]
+    if over:
+        lines.append(f"pipe eff over 100 % ({', '.join(over)}): the bound comes from the run's own T_env and "
+                     f"T_model, which held waiting for cores the other used; a core-bound run, not one faster than "
+                     f"perfect overlap")
     if result.left_out:
         lines.append(_format_left_out(result.left_out))
     if result.scaling:

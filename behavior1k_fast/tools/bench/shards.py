@@ -43,7 +43,7 @@ from typing import Any, Sequence
 from ...core.profile import RolloutProfile
 from ...rollout.plan import PartitionPlan
 from ..measure.config import RunConfig, policy_threads, process_budget, usable_cores
-from ..measure.files import save_figure, write_json
+from ..measure.files import result_stem, save_figure, write_json
 from ..measure.runs import Row
 from . import report
 
@@ -361,7 +361,7 @@ def run_shards(config: ShardsConfig, progress: bool = True) -> dict[str, Any]:
     cores = usable_cores()
     machine = describe_machine(config.device)
     tag = config.tag or machine_tag(machine)
-    json_path = Path(config.out_dir) / f"shards_{tag}.json"
+    json_path = Path(config.out_dir) / f"{result_stem('shards', tag, quick=config.quick)}.json"
     result: dict[str, Any] = {
         "complete": False, "machine": machine,
         "config": dict(config.__dict__) | {"tag": tag, "tuned": config.tuned.to_dict() if config.tuned else None},

@@ -8,7 +8,8 @@ layout and rows. :func:`add_run_arguments` declares the shared options once, for
 auto`` becomes ``cuda`` where torch sees a GPU, else ``cpu``; results go to :data:`DEFAULT_OUT_DIR` under
 the working directory unless ``--out-dir`` names another, and ``--record`` writes the committed
 ``benchmarks/results/`` of a source checkout instead (:func:`record_dir`; with ``--quick`` only when
-``--force-record`` says so, since a quick run would replace the committed full run).
+``--force-record`` says so: a quick run is not a result to commit). A quick run's files carry their own
+names (:func:`~.files.result_stem`: ``bench_cpu2_quick.json``), so a quick run never replaces a full one.
 
 The core rule, one for both commands (:func:`process_budget`, :func:`policy_threads`): a policy on the CPU
 keeps one core for its forward and the driver, so at most cores - 1 env processes; a policy on a GPU keeps
@@ -221,7 +222,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, quick_help: str, quick
                              f"{repeats}, quick: {quick_repeats})")
     add_output_arguments(parser)
     parser.add_argument("--force-record", action="store_true",
-                        help="with --record --quick: replace the committed full-run results by the quick run")
+                        help="with --record --quick: commit the quick run to benchmarks/results/ too (under its own "
+                             "<command>_<tag>_quick names, beside the full run)")
     parser.add_argument("--tag", type=file_name, default=None,
                         help="machine tag in the file names (default: derived, e.g. cpu2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of worker 0 (worker w: seed + w)")
@@ -238,8 +240,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         options.setdefault("resolution", QUICK_RESOLUTION)
     out_dir = output_dir(args)
     if args.record and args.quick and not args.force_record:
-        raise ValueError("--record --quick would replace the committed full-run results in benchmarks/results/ by a "
-                         "quick run: leave out --record (results go to --out-dir), or add --force-record")
+        raise ValueError("--record --quick would commit a quick run to benchmarks/results/, which holds full runs: "
+                         "leave out --record (results go to --out-dir), or add --force-record")
     if args.force_record and not (args.record and args.quick):
         raise ValueError("--force-record only goes with --record --quick")
     repeats, quick_repeats = args.default_repeats

@@ -6,7 +6,13 @@ the bytes go to a temporary file in the target's folder, which then replaces the
 (``os.replace``), so a reader sees the old file or the new one, never a truncated one. A failed write
 removes its temporary file and raises :class:`ResultWriteError`, which names the file and the cause; the
 command line prints it as one line and exits with :data:`EXIT_WRITE_FAILED`, after printing what was
-measured (:func:`~behavior1k_fast.tools.cli.main`).
+measured (:func:`~behavior1k_fast.tools.cli.main`). A written file has the mode a plain ``open(path, "w")``
+would give it: a new file ``0666`` less the process's umask (``0644`` under the usual ``022``), a replaced
+file the mode it had.
+
+Result files are named once, here (:func:`result_stem`): ``<command>_<machine tag>``, and a quick run's
+(``--quick``) carry :data:`QUICK_SUFFIX` (``bench_cpu2_quick.json``), so a quick run never replaces a
+full one.
 """
 
 from __future__ import annotations
@@ -14,12 +20,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 #: Exit code of a command whose results could not be written (``EX_IOERR`` of BSD's sysexits.h).
 EXIT_WRITE_FAILED = 74
+#: What a quick run's result names carry before the extension (``bench_cpu2_quick.json``).
+QUICK_SUFFIX = "_quick"
+
+
+def result_stem(command: str, tag: str, *, quick: bool = False) -> str:
+    """The stem of ``command``'s result files on the machine tagged ``tag``
+    (:func:`~.machine.machine_tag`, or ``--tag``): ``bench_cpu2``, and ``bench_cpu2_quick`` for a quick
+    run, so a quick run never replaces a full one."""
+    return f"{command}_{tag}{QUICK_SUFFIX if quick else ''}"
 
 
 class ResultWriteError(OSError):
@@ -48,10 +63,10 @@ def _replacing(path: str | os.PathLike) -> Iterator[Path]:
     temp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
-        os.close(fd)
+        temp = _new_file(target)
         yield Path(temp)
         _sync(temp)
+        _keep_mode(target, temp)  # once written: a read-only target's mode would stop the write
         os.replace(temp, target)
         temp = None
     except OSError as exc:
@@ -60,6 +75,23 @@ def _replacing(path: str | os.PathLike) -> Iterator[Path]:
         if temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+
+
+def _new_file(target: Path) -> str:
+    """An empty file beside ``target``, created with ``0666`` so the umask applies as in a plain write
+    (``tempfile.mkstemp`` makes ``0600``)."""
+    name = str(target.with_name(f".{target.name}.{secrets.token_hex(4)}{target.suffix}"))
+    os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    return name
+
+
+def _keep_mode(target: Path, temp: str) -> None:
+    """``temp`` takes ``target``'s mode where ``target`` exists (a plain write keeps a file's mode)."""
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        return
+    os.chmod(temp, mode)
 
 
 def _sync(path: str) -> None:

@@ -17,7 +17,7 @@ import sysconfig
 import venv
 from pathlib import Path
 
-from ...patching.autoapply import PTH_NAME, PTH_SOURCE
+from ...patching.autoapply import PTH_NAME, PTH_SOURCE, REPORTED_VAR
 from ...patching.startup_env import ENV_VAR
 
 #: The folder holding this ``behavior1k_fast`` package (a source checkout's root).
@@ -37,7 +37,7 @@ def make_venv(path: Path, hook: bool = True) -> Path:
 def child_env(**variables: str | None) -> dict[str, str]:
     """This process's environment for a child: :data:`SOURCE_ROOT` on ``PYTHONPATH``, no auto-apply variable
     unless given, and ``variables`` set (``None`` removes one)."""
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_VAR, REPORTED_VAR)}
     env["PYTHONPATH"] = str(SOURCE_ROOT)
     for name, value in variables.items():
         if value is None:
