@@ -59,6 +59,8 @@ _SHARED_WITH_MAIN = {  # neither line's texts hold an env_base, vision_sensor, e
                                    "installed on omnigibson.controllers.osc_controller._compute_osc_torques_numpy"),
     "headless_viewport": ("skipped", "upstream VisionSensor._post_load already skips the viewport when headless "
                                      "(PR #2117)"),
+    "annotator_pruning": ("applied", "installed on omnigibson.sensors.vision_sensor.VisionSensor."
+                                     "_add_modality_to_backend"),
     "env_step_obs": ("applied", "installed on omnigibson.envs.env_base.Environment.step"),
     "multi_scene_step": ("applied", "installed on omnigibson.envs.env_base.Environment.step"),
     "vector_env_step": ("skipped", "upstream Environment is main's multi-scene layout"),

@@ -176,3 +176,36 @@ def rtx_reason(simulator: Any) -> str | None:
     if render == KIT_RENDER_BACKEND:
         return None
     return f"{NOT_APPLICABLE}: gm.RENDER_BACKEND={render!r}: cameras do not render through Kit's RTX renderer"
+
+
+#: Capture capabilities a render backend declares beyond ``supports_camera_capture`` for modalities other than
+#: RGB (the kit backend declares them; the null backend none, the Newton backend, RGB only, none either).
+MULTI_MODALITY_CAPABILITIES = ("supports_bbox", "supports_pointcloud", "supports_tiled_rendering")
+
+
+def render_backend_class(simulator: Any) -> type | None:
+    """The render backend class ``gm.RENDER_BACKEND`` picks from ``RENDER_BACKENDS`` on the render/physics-backend
+    layout of ``simulator`` (the ``omnigibson.simulator`` module); ``None`` on the other layouts, where cameras
+    capture through Replicator directly. UpstreamLayoutError naming an unknown ``gm.RENDER_BACKEND``."""
+    if not is_render_backend_layout(simulator):
+        return None
+    render = _backends()[1]
+    backend = simulator.RENDER_BACKENDS.get(render)
+    if not isinstance(backend, type):
+        raise UpstreamLayoutError(f"gm.RENDER_BACKEND={render!r} is not in {simulator.__name__}.RENDER_BACKENDS "
+                                  f"{sorted(simulator.RENDER_BACKENDS)}: unsupported render-backend layout")
+    return backend
+
+
+def capture_reason(backend: Any) -> str | None:
+    """Why the render backend ``backend`` (an instance, e.g. ``og.sim.render_backend``, or its class) keeps no
+    per-frame annotators worth pruning (``None``: it captures several modalities, rendering every attached
+    annotator each frame). Probes its capability flags (a flag it does not declare is ``False``), never
+    ``runs_inside_kit``, which some commits of the refactor have and others do not."""
+    name = backend.__name__ if isinstance(backend, type) else type(backend).__name__
+    if not getattr(backend, "supports_camera_capture", False):
+        return f"{NOT_APPLICABLE}: the render backend {name} has no camera capture (supports_camera_capture is False)"
+    if not any(getattr(backend, flag, False) for flag in MULTI_MODALITY_CAPABILITIES):
+        return (f"{NOT_APPLICABLE}: the render backend {name} captures RGB only (it declares none of "
+                f"{', '.join(MULTI_MODALITY_CAPABILITIES)}): there is no other modality's annotator to prune")
+    return None
