@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 import types
+from typing import Any, Callable
 
 import pytest
 
@@ -213,9 +214,10 @@ def kit_start_argv(module, monkeypatch, tmp_path, function: str = "_launch_app")
     if hasattr(module, "wp"):  # main (cbd13c78), the kit backend: Warp's kernel cache folder
         monkeypatch.setattr(module, "wp", types.SimpleNamespace(config=types.SimpleNamespace()))
 
-    def launch() -> list:
+    def launch(entry: Callable[[], Any] | None = None) -> list:
+        """Runs ``entry`` (default: the launch function itself) until ``SimulationApp`` is constructed."""
         with pytest.raises(KitStarted):
-            getattr(module, function)()
+            (entry or getattr(module, function))()
         return seen.pop()
 
     return launch
