@@ -36,6 +36,8 @@ class RecordingSimulationContext:
         self.current_time = 0.0
         self.current_time_step_index = 0
         self.stage = object()
+        #: ``current_time`` of every frame rendered, in order.
+        self.frames: list[float] = []
 
     def is_playing(self) -> bool:
         return True
@@ -49,9 +51,12 @@ class RecordingSimulationContext:
     def step(self, render: bool) -> None:
         self.log.append(("step", render))
         self.current_time += self.rendering_dt if render else self.physics_dt
+        if render:
+            self.frames.append(self.current_time)
 
     def render(self) -> None:
         self.log.append(("render", None))
+        self.frames.append(self.current_time)
 
     def steps(self, render: bool) -> int:
         """How many ``step(render=render)`` calls were recorded."""

@@ -168,3 +168,100 @@ def test_a_chunk_renders_once_at_og_sim_on_the_single_scene_lines(og, monkeypatc
     renders = [render for render, _ in h.events("sim.step")] + [True for _ in h.events("sim.render")]
     assert renders == [False] * (CHUNK - 1) + [True]
     assert len(h.events("task.step")) == 2 * CHUNK
+
+
+# --- the Isaac Sim 6.0 / backend VisionSensor's stale-observation retry after a skipped-render chunk -----------
+class RecordingCapture:
+    """Stand-in for the kit render backend's capture (Replicator annotators behind ``og.sim.render_backend``):
+    an annotator's data is the rgb frame rendered ``lag`` frames before the last one (0: synchronous
+    rendering; 1: a frame offset, as with asynchronous rendering), each pixel the frame's simulated time; the
+    first ``stale_reads`` reads come back in the wrong shape, as right after a render product is rebuilt."""
+
+    supports_camera_capture = True
+
+    def __init__(self, context, size: int, lag: int = 0, stale_reads: int = 0) -> None:
+        self.context, self.size, self.lag, self.stale_reads = context, size, lag, stale_reads
+        self.reads = 0
+
+    def get_modality_data(self, annotator, device=None):
+        self.reads += 1
+        if self.reads <= self.stale_reads:
+            return np.zeros((0, 0, 4), dtype=np.uint8)
+        frames = self.context.frames
+        shown = frames[max(len(frames) - 1 - self.lag, 0)]
+        return np.full((self.size, self.size, 4), shown, dtype=np.float32)
+
+
+@pytest.fixture
+def backend_camera(og, monkeypatch):
+    """``(sim, context, make_sensor)``: the backend line's real ``Simulator`` over a recording ``SimulationContext``
+    and a factory of its real ``VisionSensor`` (9fa68a72) for rgb, made without its constructor (which loads a
+    camera prim), reading through :class:`RecordingCapture`."""
+    import types
+
+    activate_line("backend", monkeypatch)
+    from omnigibson.sensors.vision_sensor import VisionSensor
+
+    physx = sys.modules["omnigibson.physics_backends.physx_backend"]
+    monkeypatch.setattr(physx, "lazy", types.SimpleNamespace(isaacsim=types.SimpleNamespace(core=types.SimpleNamespace(
+        simulation_manager=types.SimpleNamespace(SimulationManager=types.SimpleNamespace(
+            get_physics_sim_device=lambda: "cpu"))))))  # Isaac Sim's physics device: og.sim.device
+    log: list = []
+    sim, context = recording_simulator(og, monkeypatch, log)
+
+    def make_sensor(**capture) -> VisionSensor:
+        sensor = object.__new__(VisionSensor)
+        sensor.__dict__.update(_initialized=True, _modalities={"rgb"}, _annotators={"rgb": "rgb annotator"},
+                               _viewport=None, _image_height=4, _image_width=4,
+                               _semantic_labels_version=VisionSensor._SEMANTIC_LABELS_VERSION)
+        sim.__dict__["_render_backend"] = RecordingCapture(context, 4, **capture)
+        return sensor
+
+    return sim, context, make_sensor
+
+
+def skipped_render_chunk(sim) -> None:
+    """A chunk on the fast path: ``render=False`` inside, the boundary step rendered."""
+    for _ in range(CHUNK - 1):
+        with sim.render_on_step(False):
+            sim.step()
+    sim.step()
+
+
+def test_the_stale_observation_retry_adds_no_render_after_a_skipped_render_chunk(backend_camera):
+    """``_fetch_and_preprocess_modality`` re-renders while the data looks stale by its shape (or an empty
+    ``idToLabels``), never by its age: after a chunk whose only render is its boundary step, reading the
+    camera renders nothing more and returns that boundary frame."""
+    sim, context, make_sensor = backend_camera
+    sensor = make_sensor()
+    sim.step()  # the frame before the chunk
+    skipped_render_chunk(sim)
+    renders = context.renders
+    obs, _ = sensor._get_obs()
+    assert context.renders == renders == 2
+    assert float(obs["rgb"][0, 0, 0]) == pytest.approx(context.current_time) == pytest.approx(context.frames[-1])
+
+
+def test_the_retry_re_renders_only_while_the_shape_is_wrong(backend_camera):
+    sim, context, make_sensor = backend_camera
+    sensor = make_sensor(stale_reads=2)  # as right after _recreate_render_product
+    skipped_render_chunk(sim)
+    renders = context.renders
+    obs, _ = sensor._get_obs()
+    assert context.renders == renders + 2 and tuple(obs["rgb"].shape) == (4, 4, 4)
+
+
+def test_a_frame_offset_is_not_caught_by_the_retry(backend_camera):
+    """With a one-frame offset (asynchronous rendering) the boundary read returns the frame rendered before the
+    chunk, in the right shape: the retry does not see it. What keeps the boundary frame current is synchronous
+    rendering (``headless_render_settings``) and what catches an offset is ``validate``'s frame check."""
+    sim, context, make_sensor = backend_camera
+    sensor = make_sensor(lag=1)
+    sim.step()
+    before_chunk = context.current_time
+    skipped_render_chunk(sim)
+    renders = context.renders
+    obs, _ = sensor._get_obs()
+    assert context.renders == renders
+    assert float(obs["rgb"][0, 0, 0]) == pytest.approx(before_chunk)
+    assert context.current_time - before_chunk == pytest.approx(CHUNK / 30)  # the policy would see a chunk ago
