@@ -47,8 +47,8 @@ SERIES = {"v3.7": "v3.7.2", "main": "main", "backend": "main", "isaac6": "main"}
 #: Lines checked against another line's series.
 BORROWED_SERIES = ("backend", "isaac6")
 _LAUNCH_KIT_APP = "omnigibson.render_backends.kit_backend.launch_kit_app"
-_KIT_PATCHES = ("kit_thread_caps", "rtx_descriptor_sets", "kit_renderer_gpu", "gc_after_launch",
-                "texture_streaming_budget")
+_KIT_PATCHES = ("kit_thread_caps", "rtx_descriptor_sets", "kit_headless_render_settings", "kit_renderer_gpu",
+                "gc_after_launch", "texture_streaming_budget")
 _SHARED_WITH_MAIN = {  # neither line's texts hold an env_base, vision_sensor, env_wrapper or controllers: main's
     "gpu_binding": ("applied", "installed on CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID"),
     "intra_op_threads": ("applied", "installed on OMP_NUM_THREADS"),

@@ -85,10 +85,13 @@ def test_launch_runs_from_the_simulator_through_physx_create_app_to_launch_kit_a
         viewer_camera_at_start = gm["RENDER_VIEWER_CAMERA"]
     assert [event for event, _ in calls] == ["_launch_app", "PhysXBackend.create_app", "launch_kit_app"]
     assert calls[1] == ("PhysXBackend.create_app", "PhysXBackend")
-    assert kit_argv[-8:] == [
+    assert kit_argv[-14:] == [
         "--/plugins/carb.tasking.plugin/threadCount=8", "--/plugins/omni.tbb.globalcontrol/maxThreadCount=4",
         "--/persistent/physics/numThreads=4",
         "--/rtx/descriptorSets=36000",
+        "--/omni/replicator/asyncRendering=false", "--/app/renderer/waitIdle=true",
+        "--/app/hydraEngine/waitIdle=true", "--/app/updateOrder/checkForHydraRenderComplete=1000",
+        "--/exts/omni.replicator.core/Orchestrator/enabled=false", "--/exts/omni.renderer.core/present/enabled=false",
         "--/renderer/activeGpu=3", "--/renderer/multiGpu/enabled=false", "--/renderer/multiGpu/activeCudaGpus=0",
         "--/physics/cudaDevice=0",
     ]

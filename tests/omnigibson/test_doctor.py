@@ -33,7 +33,7 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
 #: a patch the fast profile leaves off until a knob asks for it (``gpu_ids``) is "disabled" (on request).
 APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST = "applied", "already upstream", "not needed", "on request"
 #: Patches the fast profile does not ask for.
-OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu", "render_quality"}
+OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu", "render_quality", "kit_headless_render_settings"}
 #: What ``doctor`` plans for the fast profile on each line (patches not listed: applied).
 PLAN = {
     "1.1.1": {

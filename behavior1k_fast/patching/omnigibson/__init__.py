@@ -42,6 +42,7 @@ PATCHES: tuple = (
     runtime.KitLaunchArgvPatch(),
     runtime.KitThreadCapsPatch(),
     runtime.KitDescriptorSetsPatch(),
+    runtime.KitHeadlessRenderSettingsPatch(),
     gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),
