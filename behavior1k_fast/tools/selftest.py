@@ -142,7 +142,8 @@ def _validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: in
     report = validate.validate(backend="omnigibson", num_envs=NUM_ENVS, chunks=chunks, chunk_size=chunk_size,
                                seed=seed, backend_options={"config": cut_episodes(config, episode_steps)})
     summary = (f"{report.episodes_ended} episode ends ({report.terminations} terminated), max |delta reward| "
-               f"{report.max_abs_reward_delta:.3g}, min PSNR {report.frame_min_psnr_db:.1f} dB")
+               f"{report.max_abs_reward_delta:.3g}, min PSNR {report.frame_min_psnr_db:.1f} dB, "
+               f"{report.stale_boundary_frames} stale boundary frames")
     if report.failures:
         summary += f"; FAIL: {report.failures[0]}"
     return (PASSED if report.passed else FAILED), summary, {"validate": report.to_dict(), "text": report.format()}
