@@ -150,7 +150,9 @@ def kit_launcher(simulator: Any) -> KitLauncher:
     return KitLauncher(module, "launch_kit_app")
 
 
-def _backends() -> tuple[Any, Any]:
+def selected_backends() -> tuple[Any, Any]:
+    """``(gm.PHYSICS_BACKEND, gm.RENDER_BACKEND)`` of the loaded macros (``physx`` / ``kit`` where a macro is
+    absent: the refactor's defaults, and what every other layout runs)."""
     gm = sys.modules["omnigibson.macros"].gm
     return gm.get("PHYSICS_BACKEND", KIT_PHYSICS_BACKEND), gm.get("RENDER_BACKEND", KIT_RENDER_BACKEND)
 
@@ -160,7 +162,7 @@ def kit_launch_reason(simulator: Any) -> str | None:
     the ``physx`` physics backend and the ``kit`` render backend reach ``launch_kit_app()``."""
     if not is_render_backend_layout(simulator):
         return None
-    physics, render = _backends()
+    physics, render = selected_backends()
     if physics == KIT_PHYSICS_BACKEND or render == KIT_RENDER_BACKEND:
         return None
     return (f"{NOT_APPLICABLE}: gm.PHYSICS_BACKEND={physics!r} and gm.RENDER_BACKEND={render!r} launch no Kit app "
@@ -172,7 +174,7 @@ def rtx_reason(simulator: Any) -> str | None:
     layout cameras render through ``gm.RENDER_BACKEND``, and only ``kit`` is RTX."""
     if not is_render_backend_layout(simulator):
         return None
-    render = _backends()[1]
+    render = selected_backends()[1]
     if render == KIT_RENDER_BACKEND:
         return None
     return f"{NOT_APPLICABLE}: gm.RENDER_BACKEND={render!r}: cameras do not render through Kit's RTX renderer"
@@ -189,7 +191,7 @@ def render_backend_class(simulator: Any) -> type | None:
     capture through Replicator directly. UpstreamLayoutError naming an unknown ``gm.RENDER_BACKEND``."""
     if not is_render_backend_layout(simulator):
         return None
-    render = _backends()[1]
+    render = selected_backends()[1]
     backend = simulator.RENDER_BACKENDS.get(render)
     if not isinstance(backend, type):
         raise UpstreamLayoutError(f"gm.RENDER_BACKEND={render!r} is not in {simulator.__name__}.RENDER_BACKENDS "
