@@ -79,6 +79,12 @@ class _IsaacSimUnavailable:
         raise SimulatorInitStarted(name)
 
 
+def isaac_sim_unavailable() -> Any:
+    """A stand-in for ``omnigibson.lazy`` of a module: its first Isaac Sim access raises
+    :class:`SimulatorInitStarted`."""
+    return _IsaacSimUnavailable()
+
+
 def simulator_class(og: Any, monkeypatch: Any) -> type:
     """The ``Simulator`` class of the active line's ``omnigibson.simulator`` (module docs)."""
     from omnigibson import simulator
@@ -88,7 +94,7 @@ def simulator_class(og: Any, monkeypatch: Any) -> type:
         mp.setattr(og, "sim", None)
         for name in ("omnigibson.simulator", "omnigibson.physics_backends.physx_backend"):
             if name in sys.modules:
-                mp.setattr(sys.modules[name], "lazy", _IsaacSimUnavailable())
+                mp.setattr(sys.modules[name], "lazy", isaac_sim_unavailable())
         with pytest.raises(SimulatorInitStarted) as info:
             simulator._launch_simulator()
     tb = info.tb

@@ -16,6 +16,7 @@ there the renders are counted at ``og.sim`` (its ``step()`` with the render flag
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -49,10 +50,18 @@ def patch_set(tmp_path):
 
 def test_launch_runs_from_the_simulator_through_physx_create_app_to_launch_kit_app_with_every_launch_patch(
         og, monkeypatch, tmp_path, patch_set):
-    """Every launch patch is installed on ``launch_kit_app`` (none on ``_launch_app``, which only hands off) and
-    its settings reach the command line Kit reads when the chain started at ``_launch_simulator`` constructs
-    the app; the viewer camera is off when Kit starts headless; ``sys.argv`` is the caller's after. (GC and the
-    texture budget act after ``launch_kit_app`` returns: ``test_new_lines`` runs them.)"""
+    """The whole chain, from ``_launch_simulator()`` to the ``Simulator`` constructor's first Isaac Sim call, with
+    every launch patch installed on ``launch_kit_app`` (none on ``_launch_app``, which only hands off): the thread
+    caps, descriptor sets, headless render settings and renderer GPU are on the command line Kit reads, the viewer
+    camera is off when Kit starts headless, GC is back on and the texture budget set once Kit has started, the app
+    reaches ``og.app``, and ``sys.argv`` is the caller's after. Kit, Isaac Sim and carb are one recording
+    stand-in (``unittest.mock``: every call recorded, in order); upstream's own code runs between the calls."""
+    from unittest import mock
+
+    from behavior1k_fast.patching.omnigibson.runtime import TEXTURE_BUDGET_SETTING
+
+    from .simulator_seam import SimulatorInitStarted, isaac_sim_unavailable
+
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     activate_line("backend", monkeypatch)
     from omnigibson import simulator
@@ -67,25 +76,46 @@ def test_launch_runs_from_the_simulator_through_physx_create_app_to_launch_kit_a
     for name in LAUNCH_PATCHES:
         assert report[name].state == APPLIED and report[name].targets == (f"{KIT_BACKEND}.launch_kit_app",), name
     assert report["kit_launch_argv"].state == SKIPPED and "already keeps sys.argv[0]" in report["kit_launch_argv"].reason
-    launch = kit_start_argv(kit, monkeypatch, tmp_path, "launch_kit_app")
+    kit_start_argv(kit, monkeypatch, tmp_path, "launch_kit_app")  # Isaac Sim's folders, the kit-file copy, logs
+    kit_apis = mock.MagicMock(name="kit")
+    seen: dict = {}
+
+    def simulation_app(config, experience=None):  # Kit starts: reads sys.argv, disables Python's GC
+        seen.update(argv=list(sys.argv), viewer_camera=gm["RENDER_VIEWER_CAMERA"], config=config)
+        gc.disable()
+        return kit_apis.app
+
+    kit_apis.isaacsim.SimulationApp.side_effect = simulation_app
     calls: list = []
     argv = list(sys.argv)
-    with monkeypatch.context() as mp:  # recorders at each hand-off, each calling what upstream calls
-        mp.setattr(og, "app", None)
-        mp.setattr(og, "sim", None)
-        mp.setattr(simulator, "ensure_omnigibson_robot_assets_version", lambda: None)
-        mp.setattr(simulator, "_launch_app", record(calls, "_launch_app", simulator._launch_app))
-        create_app = physx.PhysXBackend.__dict__["create_app"].__func__
-        mp.setattr(physx.PhysXBackend, "create_app",
-                   classmethod(record(calls, "PhysXBackend.create_app", create_app, lambda cls: cls.__name__)))
-        recorder = record(calls, "launch_kit_app", kit.launch_kit_app)
-        recorder.__wrapped__ = kit.launch_kit_app  # the launch patches read the source of what they wrap
-        mp.setattr(kit, "launch_kit_app", recorder)
-        kit_argv = launch(simulator._launch_simulator)
-        viewer_camera_at_start = gm["RENDER_VIEWER_CAMERA"]
-    assert [event for event, _ in calls] == ["_launch_app", "PhysXBackend.create_app", "launch_kit_app"]
-    assert calls[1] == ("PhysXBackend.create_app", "PhysXBackend")
-    assert kit_argv[-14:] == [
+    try:
+        with monkeypatch.context() as mp:  # recorders at each hand-off, each calling what upstream calls
+            for name in ("isaacsim", "omni", "carb"):
+                mp.setattr(sys.modules["omnigibson.lazy"], name, getattr(kit_apis, name), raising=False)
+            mp.setattr(kit, "signal", kit_apis.signal)  # upstream re-installs its SIGINT handler
+            backend_utils = sys.modules["omnigibson.utils.backend_utils"]
+            mp.setattr(backend_utils, "_compute_backend", kit_apis.compute_backend)
+            for name in ("_ComputeNumpyBackend", "_ComputeTorchBackend"):
+                mp.setattr(backend_utils, name, name, raising=False)
+            mp.setattr(physx, "lazy", isaac_sim_unavailable())  # Simulator.__init__'s first Isaac Sim call stops
+            mp.setattr(og, "app", None)
+            mp.setattr(og, "sim", None)
+            mp.setattr(simulator, "ensure_omnigibson_robot_assets_version", lambda: None)
+            mp.setattr(simulator, "_launch_app", record(calls, "_launch_app", simulator._launch_app))
+            create_app = physx.PhysXBackend.__dict__["create_app"].__func__
+            mp.setattr(physx.PhysXBackend, "create_app",
+                       classmethod(record(calls, "PhysXBackend.create_app", create_app, lambda cls: cls.__name__)))
+            recorder = record(calls, "launch_kit_app", kit.launch_kit_app)
+            recorder.__wrapped__ = kit.launch_kit_app  # the launch patches read the source of what they wrap
+            mp.setattr(kit, "launch_kit_app", recorder)
+            with pytest.raises(SimulatorInitStarted):
+                simulator._launch_simulator()
+            app = og.app
+            gc_enabled = gc.isenabled()
+    finally:
+        gc.enable()
+    assert calls == [("_launch_app", None), ("PhysXBackend.create_app", "PhysXBackend"), ("launch_kit_app", None)]
+    assert seen["argv"][-14:] == [
         "--/plugins/carb.tasking.plugin/threadCount=8", "--/plugins/omni.tbb.globalcontrol/maxThreadCount=4",
         "--/persistent/physics/numThreads=4",
         "--/rtx/descriptorSets=36000",
@@ -95,8 +125,14 @@ def test_launch_runs_from_the_simulator_through_physx_create_app_to_launch_kit_a
         "--/renderer/activeGpu=3", "--/renderer/multiGpu/enabled=false", "--/renderer/multiGpu/activeCudaGpus=0",
         "--/physics/cudaDevice=0",
     ]
-    assert "--portable-root" in kit_argv and sys.argv == argv
-    assert viewer_camera_at_start is False
+    assert "--portable-root" in seen["argv"] and seen["config"]["headless"] is True and sys.argv == argv
+    assert seen["viewer_camera"] is False and app is kit_apis.app and gc_enabled
+    names = [name for name, *_ in kit_apis.mock_calls]
+    budget = mock.call.carb.settings.get_settings().set_float(TEXTURE_BUDGET_SETTING, 0.2)
+    assert budget in kit_apis.mock_calls
+    assert names.index("isaacsim.SimulationApp") < kit_apis.mock_calls.index(budget)  # after Kit started
+    assert names.index("isaacsim.SimulationApp") < names.index("isaacsim.core.utils.stage.close_stage")
+    kit_apis.signal.signal.assert_called_once()  # upstream's launch ran to its end
 
 
 @pytest.mark.parametrize("line_name", COMPOSING_LINES)
