@@ -86,6 +86,16 @@ def initialise(sensor) -> None:
     sensor.initialize_sensors(names=sensor._modalities)
 
 
+def initialise_patched(sensor, tmp_path, **knobs) -> None:
+    """:func:`initialise` with the patch set applied for ``profile(**knobs)`` (reverted after)."""
+    registry = PatchRegistry(PATCHES)
+    try:
+        registry.apply(profile(tmp_path, **knobs))
+        initialise(sensor)
+    finally:
+        registry.revert()
+
+
 def test_only_the_consumed_modalities_and_what_they_need_get_an_annotator(camera, tmp_path):
     sensor, annotators = camera
     registry = PatchRegistry(PATCHES)
@@ -114,12 +124,7 @@ def test_tiled_rendering_keeps_every_modality(camera, any_line, tmp_path, monkey
 
     sensor, annotators = camera
     monkeypatch.setitem(gm, "ENABLE_TILED_RENDERING", True)
-    registry = PatchRegistry(PATCHES)
-    try:
-        registry.apply(profile(tmp_path, obs_modalities=CONSUMED))
-        initialise(sensor)
-    finally:
-        registry.revert()
+    initialise_patched(sensor, tmp_path, obs_modalities=CONSUMED)
     assert sorted(annotators.attached) == raw(sensor, REQUESTED) and sensor.modalities == REQUESTED
 
 
@@ -153,12 +158,7 @@ def test_a_render_backend_without_capture_at_run_time_gets_upstreams_code(og, mo
     monkeypatch.setattr(og, "sim", types.SimpleNamespace(render_backend=null, editing_usd=contextlib.nullcontext))
     sensor = object.__new__(vision_sensor.VisionSensor)
     sensor._modalities, sensor._annotators = set(REQUESTED), {m: None for m in REQUESTED}
-    registry = PatchRegistry(PATCHES)
-    try:
-        registry.apply(profile(tmp_path, obs_modalities=CONSUMED))
-        initialise(sensor)
-    finally:
-        registry.revert()
+    initialise_patched(sensor, tmp_path, obs_modalities=CONSUMED)
     assert sensor.modalities == REQUESTED and set(sensor._annotators.values()) == {None}
 
 

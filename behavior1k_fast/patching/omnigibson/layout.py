@@ -17,6 +17,11 @@ And two launch layouts (:func:`kit_launcher`):
   :func:`rtx_reason`), decided from ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` when the patch is applied
   (set them before ``apply()`` or the import that applies it).
 
+What a render backend can capture (:func:`capture_reason`) is probed on its capability flags
+(``supports_camera_capture`` and the multi-modality ones), on the class ``gm.RENDER_BACKEND`` picks
+(:func:`render_backend_class`) or on ``og.sim.render_backend``; never on ``runs_inside_kit``, which some commits
+of the refactor have and others do not.
+
 Everything here reads the loaded classes (never a version number) and imports no simulator. The lookups
 (:func:`class_in`, :func:`raw_member`) raise :class:`~behavior1k_fast.patching.registry.UpstreamLayoutError`,
 which the registry reports as "unsupported upstream layout".
