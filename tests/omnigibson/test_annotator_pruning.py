@@ -176,3 +176,16 @@ def test_kept_modalities_add_what_upstream_remaps_through_and_what_is_read_on_de
     assert kept_modalities(["rgb"]) == {"rgb", "camera_params"}
     assert kept_modalities(["bbox_2d_tight", "proprio"]) == {"bbox_2d_tight", "seg_semantic", "proprio",
                                                              "camera_params"}
+
+
+def test_a_render_backend_name_the_registry_lacks_leaves_the_decision_to_run_time(og, monkeypatch, tmp_path):
+    """Upstream's simulator refuses an unknown ``gm.RENDER_BACKEND`` when it starts; the patch set still applies."""
+    activate_line("backend", monkeypatch)
+    from omnigibson.macros import gm
+
+    monkeypatch.setitem(gm, "RENDER_BACKEND", "vulkan")
+    registry = PatchRegistry(PATCHES)
+    try:
+        assert registry.apply(profile(tmp_path))["annotator_pruning"].state == APPLIED
+    finally:
+        registry.revert()

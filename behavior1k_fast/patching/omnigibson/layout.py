@@ -193,15 +193,12 @@ MULTI_MODALITY_CAPABILITIES = ("supports_bbox", "supports_pointcloud", "supports
 def render_backend_class(simulator: Any) -> type | None:
     """The render backend class ``gm.RENDER_BACKEND`` picks from ``RENDER_BACKENDS`` on the render/physics-backend
     layout of ``simulator`` (the ``omnigibson.simulator`` module); ``None`` on the other layouts, where cameras
-    capture through Replicator directly. UpstreamLayoutError naming an unknown ``gm.RENDER_BACKEND``."""
+    capture through Replicator directly, and for a name the registry lacks (upstream's simulator refuses it when
+    it starts)."""
     if not is_render_backend_layout(simulator):
         return None
-    render = selected_backends()[1]
-    backend = simulator.RENDER_BACKENDS.get(render)
-    if not isinstance(backend, type):
-        raise UpstreamLayoutError(f"gm.RENDER_BACKEND={render!r} is not in {simulator.__name__}.RENDER_BACKENDS "
-                                  f"{sorted(simulator.RENDER_BACKENDS)}: unsupported render-backend layout")
-    return backend
+    backend = simulator.RENDER_BACKENDS.get(selected_backends()[1])
+    return backend if isinstance(backend, type) else None
 
 
 def capture_reason(backend: Any) -> str | None:
