@@ -5,7 +5,8 @@ a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omni
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
 settings (with BEHAVIOR-1K #2303's torch-thread constants of the challenge evaluator where the installed OmniGibson
 has them, and how they meet ``intra_op_threads``), the effective ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` on
-the render/physics-backend layout, the layout and schedule (stages, the policy's batch, whether envs hold on shared physics, the
+the render/physics-backend layout, the layout and schedule (stages, the policy's batch, whether envs hold on
+shared physics, the
 ``lookahead`` lead and the committed actions the policy gets), CPU count, GPUs (``nvidia-smi`` when
 present), for a profile with ``gpu_ids`` the GPU each env
 worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.gpus`), and whether auto-apply

@@ -110,6 +110,10 @@ def _keys(text: str) -> str:
     return ", ".join(dict.fromkeys(_REGISTRY_KEYS.findall(text))) or "none"
 
 
+def _kit_versions(text: str) -> str:
+    return ", ".join(".".join(version) for version in _KIT_FILE_VERSIONS.findall(text))
+
+
 #: Files of the render/physics-backend line -> (a text the file must hold to say this, what it is and what binds
 #: there: a function of its text). :func:`backend_holdings` reports each one a tree holds.
 BACKEND_FILES = {
@@ -119,8 +123,7 @@ BACKEND_FILES = {
         f"gm.{name} = {value}" for name, value in _MACRO.findall(text))),
     "render_backends/__init__.py": ("RENDER_BACKENDS", lambda text: f"RENDER_BACKENDS: {_keys(text)}"),
     "render_backends/kit_backend.py": ("def launch_kit_app(", lambda text: "launch_kit_app() builds the Kit app "
-                                       f"(Isaac Sim {', '.join('.'.join(v) for v in _KIT_FILE_VERSIONS.findall(text))}): "
-                                       "every launch patch binds there"),
+                                       f"(Isaac Sim {_kit_versions(text)}): every launch patch binds there"),
     "render_backends/null_backend.py": ("class NullRenderBackend", lambda text: "no camera capture: with "
                                         "gm.RENDER_BACKEND='none' annotator_pruning and the RTX launch patches are not "
                                         "applicable"),

@@ -333,7 +333,8 @@ def compare(
         max_abs_reward_delta=reward_delta, termination_agreement=agreement, episodes_ended=ends,
         terminations=terminations, truncations=int((us & ~ts).sum()), proprio_max_abs_error=obs.proprio,
         state_max_abs_error=obs.state, frames_compared=obs.frames, frame_max_abs_diff=obs.frame_diff,
-        frame_min_psnr_db=obs.min_psnr, stale_boundary_frames=obs.stale_frames, sim_seconds_per_action_stock=sim[0], sim_seconds_per_action_fast=sim[1],
+        frame_min_psnr_db=obs.min_psnr, stale_boundary_frames=obs.stale_frames,
+        sim_seconds_per_action_stock=sim[0], sim_seconds_per_action_fast=sim[1],
         thresholds=thresholds, failures=_failures(reward_delta, agreement, obs, sim, ends, terminations, thresholds),
         **meta,
     )

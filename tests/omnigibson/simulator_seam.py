@@ -106,8 +106,8 @@ def simulator_class(og: Any, monkeypatch: Any) -> type:
     raise AssertionError("_launch_simulator ended before Simulator.__init__ ran")
 
 
-def recording_simulator(og: Any, monkeypatch: Any, log: list, physics_dt: float = 1 / 120,
-                        rendering_dt: float = 1 / 30, sim_step_dt: float = 1 / 30) -> tuple[Any, RecordingSimulationContext]:
+def recording_simulator(og: Any, monkeypatch: Any, log: list, physics_dt: float = 1 / 120, rendering_dt: float = 1 / 30,
+                        sim_step_dt: float = 1 / 30) -> tuple[Any, RecordingSimulationContext]:
     """``(og.sim, context)``: an instance of the active line's real ``Simulator`` over a
     :class:`RecordingSimulationContext` (through the line's ``PhysXBackend`` where the simulator has a physics
     backend), set as ``og.sim`` until ``monkeypatch`` is undone; ``_non_physics_step`` appends

@@ -69,7 +69,8 @@ def camera(any_line, og, monkeypatch):
             replicator=types.SimpleNamespace(core=types.SimpleNamespace(AnnotatorRegistry=annotators)))))
     sensor = object.__new__(vision_sensor.VisionSensor)
     if not hasattr(vision_sensor.VisionSensor, "RAW_SENSOR_TYPES"):  # 1.1.1, v3.7: set by the constructor
-        sensor._RAW_SENSOR_TYPES = {m: f"raw_{m}" for m in (*vision_sensor.VisionSensor.all_modalities, "camera_params")}
+        names = (*vision_sensor.VisionSensor.all_modalities, "camera_params")
+        sensor._RAW_SENSOR_TYPES = {m: f"raw_{m}" for m in names}
     sensor._modalities = set(REQUESTED)
     sensor._annotators = {m: None for m in REQUESTED}
     sensor._render_product = "render_product"

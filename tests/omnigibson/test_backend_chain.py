@@ -75,7 +75,8 @@ def test_launch_runs_from_the_simulator_through_physx_create_app_to_launch_kit_a
     report = patch_set()
     for name in LAUNCH_PATCHES:
         assert report[name].state == APPLIED and report[name].targets == (f"{KIT_BACKEND}.launch_kit_app",), name
-    assert report["kit_launch_argv"].state == SKIPPED and "already keeps sys.argv[0]" in report["kit_launch_argv"].reason
+    argv0 = report["kit_launch_argv"]
+    assert argv0.state == SKIPPED and "already keeps sys.argv[0]" in argv0.reason
     kit_start_argv(kit, monkeypatch, tmp_path, "launch_kit_app")  # Isaac Sim's folders, the kit-file copy, logs
     kit_apis = mock.MagicMock(name="kit")
     seen: dict = {}

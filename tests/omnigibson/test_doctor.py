@@ -233,10 +233,12 @@ def test_doctor_prints_the_effective_backends_on_the_backend_line(og, monkeypatc
     backends = report["backends"]
     assert backends["layout"] == "render_physics_backends"
     assert (backends["physics"], backends["physics_class"]) == ("physx", "PhysXBackend")
-    assert (backends["render"], backends["render_class"]) == (render, render_class) and capture in backends["camera_capture"]
+    assert (backends["render"], backends["render_class"]) == (render, render_class)
+    assert capture in backends["camera_capture"]
     run_doctor()
     text = capsys.readouterr().out
-    assert f"gm.RENDER_BACKEND     '{render}' ({render_class})" in text and "gm.PHYSICS_BACKEND    'physx' (PhysXBackend)" in text
+    assert f"gm.RENDER_BACKEND     '{render}' ({render_class})" in text
+    assert "gm.PHYSICS_BACKEND    'physx' (PhysXBackend)" in text
 
 
 def test_doctor_says_a_kit_launching_simulator_has_no_backends(line, capsys):
