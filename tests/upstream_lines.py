@@ -55,11 +55,17 @@ LINE_SETS = {
     # not pytest lines (tests/omnigibson/test_new_lines.py): the render/physics-backend refactor (its simulator,
     # macros and backend modules) and the Isaac Sim 6.0 work (simulator, 6.0 kit file, setup.py); every file
     # those sets lack (env_base, vision_sensor, env_wrapper, controllers; the isaac6 macros) is main's
-    "backend": ("backend-7423c692", "backend-1b618dc0", "main-vector-cbd13c78", "main-00c69a80", "main"),
+    # (its Isaac Sim 6.0 kit backend and VisionSensor of 9fa68a72, PhysX backend of bdc01a23, PhysX-only physics
+    # registry of 5f47267b, null and Newton render backends of dc91670f; the simulator of 7423c692, whose
+    # m.KIT_FILES lists 6.0 as 9fa68a72's kit backend does)
+    "backend": ("isaac6-9fa68a72", "backend-bdc01a23", "backend-5f47267b", "backend-dc91670f", "backend-7423c692",
+                "backend-1b618dc0", "main-vector-cbd13c78", "main-00c69a80", "main"),
     "isaac6": ("isaac6-2af465a2", "main-00c69a80", "main"),
 }
 #: Sets a line needs besides its base (the last of :data:`LINE_SETS`): the sets that make it that line.
-LINE_REQUIRES = {"backend": ("backend-7423c692", "backend-1b618dc0"), "isaac6": ("isaac6-2af465a2",)}
+LINE_REQUIRES = {"backend": ("isaac6-9fa68a72", "backend-bdc01a23", "backend-5f47267b", "backend-dc91670f",
+                             "backend-7423c692", "backend-1b618dc0"),
+                 "isaac6": ("isaac6-2af465a2",)}
 #: Lines loaded with the stand-ins of other lines as well as their own (:data:`STAND_INS`).
 STAND_INS_OF = {"main-pre2178": ("main",), "isaac6": ("main",), "backend": ("main", "backend")}
 #: Modules a line's folder can replace, in load order (each after the modules it imports).
@@ -71,8 +77,12 @@ MODULES = (
     "omnigibson.envs.env_wrapper",
     "omnigibson.render_backends.base",
     "omnigibson.render_backends.kit_backend",
+    "omnigibson.render_backends.null_backend",
+    "omnigibson.render_backends.newton_backend",
     "omnigibson.render_backends",
     "omnigibson.physics_backends.base",
+    "omnigibson.physics_backends.physx_backend",
+    "omnigibson.physics_backends",
     "omnigibson.simulator",
     "omnigibson.controllers.joint_controller",
     "omnigibson.controllers.ik_controller",
@@ -189,13 +199,6 @@ def _scripted_unavailable(n_tensors: int) -> Callable[[str], Callable]:
     return factory
 
 
-def _package(qualname: str) -> types.ModuleType:
-    """An empty package (submodules of the line's folder load into it)."""
-    package = types.ModuleType(qualname)
-    package.__path__ = []
-    return package
-
-
 def _ignore(qualname: str) -> Callable[..., None]:
     def stand_in(*args: Any, **kwargs: Any) -> None:
         return None
@@ -232,14 +235,10 @@ STAND_INS: dict[tuple[str, str | None], tuple[tuple[str, ...], Callable[[str], A
     ("omnigibson.sensors.tiled_sensor", "TiledVisionSensor"): (("main",), _placeholder_class),
     ("omnigibson.utils.usd_utils", "ArticulatedObjectViewAPI"): (("main",), _placeholder_class),
     ("omnigibson.utils.usd_utils", "RigidBodyViewAPI"): (("main",), _placeholder_class),
-    # backend: the render/physics-backend modules its sets do not hold
-    ("omnigibson.physics_backends", None): (("backend",), _package),
-    ("omnigibson.physics_backends", "PHYSICS_BACKENDS"): (("backend",), lambda q: {}),
-    ("omnigibson.render_backends.null_backend", None): (("backend",), lambda q: types.ModuleType(q)),
-    ("omnigibson.render_backends.null_backend", "NullRenderBackend"): (("backend",), _placeholder_class),
-    ("omnigibson.render_backends.newton_backend", None): (("backend",), lambda q: types.ModuleType(q)),
-    ("omnigibson.render_backends.newton_backend", "NewtonRenderBackend"): (("backend",), _placeholder_class),
+    # backend: names its simulator and backend modules import that 1.1.1 lacks
     ("omnigibson.utils.usd_utils", "get_prim_at_path"): (("backend",), _unavailable),
+    ("omnigibson.utils.usd_utils", "ensure_usd_api"): (("backend",), _unavailable),
+    ("omnigibson.utils.usd_utils", "get_world_pose"): (("backend",), _unavailable),
 }
 
 

@@ -169,6 +169,11 @@ class RolloutProfile:
     #: Kit gets the script name as ``argv[0]`` where upstream's ``_launch_app`` clears ``sys.argv`` to ``[]``
     #: (Kit otherwise drops the first launch argument; BEHAVIOR-1K #2178).
     keep_launch_argv0: bool = True
+    #: Isaac Lab 3.0's headless-rendering Kit settings that keep the frame read at a chunk boundary the current
+    #: one (synchronous Replicator rendering, renderer and Hydra wait-idle, wait for Hydra's render to complete)
+    #: and switch off what a headless run does not use (the Replicator orchestrator, the present thread):
+    #: ``behavior1k_fast.patching.omnigibson.runtime.HEADLESS_RENDER_SETTINGS``. ``False``: upstream's.
+    headless_render_settings: bool = False
     #: RTX reflections after the simulator set its renderer settings (``None``: upstream's). Changes pixels.
     rtx_reflections: bool | None = None
     #: RTX indirect diffuse lighting (``None``: upstream's). Changes pixels.
@@ -413,6 +418,7 @@ _BOOL_FIELDS = {
     "numba_cache",
     "gc_enable",
     "keep_launch_argv0",
+    "headless_render_settings",
 }
 _INT_FIELDS = {"chunk_size", "boundary_rerenders", "pipeline_stages", "num_env_processes", "cameras_per_env"}
 _OPTIONAL_INT_FIELDS = {

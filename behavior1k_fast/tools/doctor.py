@@ -3,7 +3,10 @@
 Reports versions (from package metadata, nothing heavy imported for them), whether OmniGibson imports (on
 a machine without CUDA through the CPU import hook of :mod:`behavior1k_fast.omnigibson.cpu_import`), each
 patch of the profile with the state ``apply()`` would give it and why (``PatchRegistry.plan``), thread
-settings, the layout and schedule (stages, the policy's batch, whether envs hold on shared physics, the
+settings (with BEHAVIOR-1K #2303's torch-thread constants of the challenge evaluator where the installed OmniGibson
+has them, and how they meet ``intra_op_threads``), the effective ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` on
+the render/physics-backend layout, the layout and schedule (stages, the policy's batch, whether envs hold on
+shared physics, the
 ``lookahead`` lead and the committed actions the policy gets), CPU count, GPUs (``nvidia-smi`` when
 present), for a profile with ``gpu_ids`` the GPU each env
 worker would run on with the settings that bind it (:mod:`behavior1k_fast.core.gpus`), and whether auto-apply
@@ -27,10 +30,12 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import socket
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core import gpus
@@ -44,6 +49,10 @@ from .argtypes import fail, path
 DISTRIBUTIONS = ("omnigibson", "isaacsim", "torch", "numba", "llvmlite", "mujoco", "gymnasium", "wrapt")
 #: USD's thread-pool cap, reported after the intra-op pool variables the ``intra_op_threads`` patch sets.
 USD_THREAD_ENV_VAR = "PXR_WORK_THREAD_LIMIT"
+#: BEHAVIOR-1K #2303 ("constant options for torch threads nums", 3.9.1): module constants of the challenge
+#: evaluator (``None``: torch's own default), read from its text (importing it would start an evaluation).
+TORCH_THREAD_FILE = "eval/evaluator.py"
+TORCH_THREAD_CONSTANTS = ("TORCH_NUM_THREADS", "TORCH_NUM_INTEROP_THREADS")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -153,7 +162,82 @@ def _threads(profile: RolloutProfile) -> dict[str, Any]:
         "intra_op_threads": profile.intra_op_threads,
         "env": {var: os.environ.get(var) for var in (*INTRA_OP_ENV_VARS, USD_THREAD_ENV_VAR)},
         "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
+        "torch_thread_option": torch_thread_option(_omnigibson_package()),
     }
+
+
+def torch_thread_option(package: Path | None) -> dict[str, Any]:
+    """BEHAVIOR-1K #2303's torch thread constants (:data:`TORCH_THREAD_CONSTANTS`) where the OmniGibson package
+    folder ``package`` has them in :data:`TORCH_THREAD_FILE`: ``{"found", "file", "values"}``, each value the
+    constant's source text (``"None"``: torch's default)."""
+    path = package / TORCH_THREAD_FILE if package is not None else None
+    text = path.read_text(errors="replace") if path is not None and path.is_file() else ""
+    values = {}
+    for name in TORCH_THREAD_CONSTANTS:
+        match = re.search(rf"^{name}\s*=\s*([^#\n]+?)\s*(?:#.*)?$", text, re.M)
+        if match:
+            values[name] = match[1]
+    return {"found": bool(values), "file": str(path) if values else None, "values": values}
+
+
+def _omnigibson_package() -> Path | None:
+    """The installed ``omnigibson`` package folder (found without importing it), or ``None``."""
+    spec = importlib.util.find_spec("omnigibson")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None
+
+
+def _backends(omnigibson: dict[str, Any]) -> dict[str, Any]:
+    """The physics and render backends the simulator runs (``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` and the
+    classes their registries map them to) on the render/physics-backend layout; ``layout`` says which layout."""
+    from ..patching.omnigibson.layout import capture_reason, is_render_backend_layout, selected_backends
+
+    simulator = sys.modules.get("omnigibson.simulator") if omnigibson["imported"] else None
+    if simulator is None or not is_render_backend_layout(simulator):
+        return {"layout": "kit_launch" if simulator is not None else None}
+    physics, render = selected_backends()
+    physics_cls = getattr(simulator, "PHYSICS_BACKENDS", {}).get(physics)
+    render_cls = simulator.RENDER_BACKENDS.get(render)
+    return {
+        "layout": "render_physics_backends",
+        "physics": physics,
+        "physics_class": getattr(physics_cls, "__name__", None),
+        "render": render,
+        "render_class": getattr(render_cls, "__name__", None),
+        "camera_capture": None if render_cls is None else (capture_reason(render_cls) or "every modality"),
+    }
+
+
+def _render_backends(state: dict[str, Any]) -> list[str]:
+    """The backends part of the text report."""
+    if state["layout"] is None:
+        return ["Backends: unknown (OmniGibson does not import)"]
+    if state["layout"] == "kit_launch":
+        return ["Backends: none (this OmniGibson's simulator launches Kit itself: no gm.PHYSICS_BACKEND / "
+                "gm.RENDER_BACKEND)"]
+
+    def named(key: str, registry: str) -> str:
+        cls = state[f"{key}_class"]
+        return f"{state[key]!r} ({cls})" if cls else f"{state[key]!r} (not in {registry}: the simulator cannot start)"
+
+    return ["Backends (render/physics-backend layout):",
+            f"  {'gm.PHYSICS_BACKEND':<21} {named('physics', 'PHYSICS_BACKENDS')}",
+            f"  {'gm.RENDER_BACKEND':<21} {named('render', 'RENDER_BACKENDS')}",
+            f"  {'camera capture':<21} {state['camera_capture'] or '-'}"]
+
+
+def _render_torch_threads(option: dict[str, Any], intra_op_threads: int | None) -> list[str]:
+    """The torch-thread lines of the text report: #2303's constants and how they relate to ``intra_op_threads``."""
+    if not option["found"]:
+        return [f"  {'#2303 torch threads':<21} not found in this install (BEHAVIOR-1K #2303, 3.9.1, puts "
+                f"{' / '.join(TORCH_THREAD_CONSTANTS)} in omnigibson/{TORCH_THREAD_FILE})"]
+    values = " ".join(f"{name}={value}" for name, value in option["values"].items())
+    ours = (f"intra_op_threads={intra_op_threads} sets torch's intra-op pool (and OMP/MKL/OpenBLAS) in env worker "
+            "processes when they import OmniGibson" if intra_op_threads else "intra_op_threads is off")
+    return [f"  {'#2303 torch threads':<21} {values} ({option['file']})",
+            f"  {'':<21} the evaluator sets torch's pools itself, in its own process, where a constant is not None; "
+            f"{ours}; in an evaluator process that applies this profile the evaluator's call comes later and wins; "
+            "interop threads are the evaluator's only"]
 
 
 def _cpu() -> dict[str, Any]:
@@ -346,6 +430,7 @@ def collect(profile: RolloutProfile, clean: bool = False) -> dict[str, Any]:
         "schedule": schedule,
         "patches": patches,
         "threads": _threads(profile),
+        "backends": _backends(omnigibson),
         "cpu": _cpu(),
         "gpu": gpu,
         "gpu_binding": binding,
@@ -390,6 +475,8 @@ def render_text(report: dict[str, Any]) -> str:
               f"  {'render quality':<21} {render + ' (changes pixels)' if render else 'upstream settings'}"]
     lines.append(f"  {'intra-op (profile)':<21} {threads['intra_op_threads'] or '-'}")
     lines += [f"  {var:<21} {value or '-'}" for var, value in threads["env"].items()]
+    lines += _render_torch_threads(threads["torch_thread_option"], threads["intra_op_threads"])
+    lines += ["", *_render_backends(report["backends"])]
     cpu, gpu = report["cpu"], report["gpu"]
     lines += ["", f"CPU: {cpu['count']} logical cores ({cpu['usable']} usable by this process)"]
     lines.append("GPU: " + ("; ".join(gpu["devices"]) if gpu["available"] else f"none ({gpu['note']})"))

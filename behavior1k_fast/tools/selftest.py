@@ -13,7 +13,8 @@ each passed / failed / skipped with its seconds and details, in one JSON report 
 3. ``validate``: ``validate --backend omnigibson`` on the env config (``--backend-config``, default
    ``examples/configs/behavior_task.yaml`` of the checkout) with the task's episodes cut to
    ``--episode-steps`` own actions (``task.termination_config.max_steps``), so that every env ends
-   episodes inside the run; at least two ends are required. Random actions seldom finish a BEHAVIOR task,
+   episodes inside the run; at least two ends are required, and each fast boundary frame must be the current
+   one (validate's frame check). Random actions seldom finish a BEHAVIOR task,
    so terminations are reported but not required (validate's OmniGibson default; it requires one on the
    reference simulator).
 4. ``bench``: one env worker of 2 envs, ``--rounds`` rounds of chunks of ``--chunk-size`` random actions
@@ -142,7 +143,8 @@ def _validate_step(config: dict, chunks: int, chunk_size: int, episode_steps: in
     report = validate.validate(backend="omnigibson", num_envs=NUM_ENVS, chunks=chunks, chunk_size=chunk_size,
                                seed=seed, backend_options={"config": cut_episodes(config, episode_steps)})
     summary = (f"{report.episodes_ended} episode ends ({report.terminations} terminated), max |delta reward| "
-               f"{report.max_abs_reward_delta:.3g}, min PSNR {report.frame_min_psnr_db:.1f} dB")
+               f"{report.max_abs_reward_delta:.3g}, min PSNR {report.frame_min_psnr_db:.1f} dB, "
+               f"{report.stale_boundary_frames} stale boundary frames")
     if report.failures:
         summary += f"; FAIL: {report.failures[0]}"
     return (PASSED if report.passed else FAILED), summary, {"validate": report.to_dict(), "text": report.format()}

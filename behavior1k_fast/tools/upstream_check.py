@@ -15,7 +15,8 @@ comes from the tree's own files (:func:`detect_line`), first match wins:
 The release (:func:`release_of`: kit file, else setup.py) is reported with the line. The backend and isaac6
 lines have no series of their own: they are checked against the main series (the nearest), and the report
 also says what each runtime patch does there (:data:`RUNTIME_ON_LINE`, the outcomes the tests assert on those
-texts). The tree is never modified: the files the series touches are copied to a temporary folder and checked
+texts) and, per render/physics-backend file the tree holds, what it is and what binds there
+(:func:`backend_holdings`; the stored sets of that refactor hold a few files each). The tree is never modified: the files the series touches are copied to a temporary folder and checked
 there with ``git apply`` (see :func:`check_series`). Per patch the report says:
 
 - ``already upstream``: its reverse applies (the tree already has the change);
@@ -47,9 +48,10 @@ SERIES = {"v3.7": "v3.7.2", "main": "main", "backend": "main", "isaac6": "main"}
 #: Lines checked against another line's series.
 BORROWED_SERIES = ("backend", "isaac6")
 _LAUNCH_KIT_APP = "omnigibson.render_backends.kit_backend.launch_kit_app"
-_KIT_PATCHES = ("kit_thread_caps", "rtx_descriptor_sets", "kit_renderer_gpu", "gc_after_launch",
-                "texture_streaming_budget")
-_SHARED_WITH_MAIN = {  # neither line's texts hold an env_base, vision_sensor, env_wrapper or controllers: main's
+_KIT_PATCHES = ("kit_thread_caps", "rtx_descriptor_sets", "kit_headless_render_settings", "kit_renderer_gpu",
+                "gc_after_launch", "texture_streaming_budget")
+_SHARED_WITH_MAIN = {  # neither line's sets hold an env_base, env_wrapper or controllers: main's (the backend
+    # line's VisionSensor is 9fa68a72's, Isaac 6's main's: the sensor rows are the same on both)
     "gpu_binding": ("applied", "installed on CUDA_VISIBLE_DEVICES, MUJOCO_EGL_DEVICE_ID"),
     "intra_op_threads": ("applied", "installed on OMP_NUM_THREADS"),
     "numba_cache_dir": ("applied", "installed on NUMBA_CACHE_DIR"),
@@ -59,6 +61,8 @@ _SHARED_WITH_MAIN = {  # neither line's texts hold an env_base, vision_sensor, e
                                    "installed on omnigibson.controllers.osc_controller._compute_osc_torques_numpy"),
     "headless_viewport": ("skipped", "upstream VisionSensor._post_load already skips the viewport when headless "
                                      "(PR #2117)"),
+    "annotator_pruning": ("applied", "installed on omnigibson.sensors.vision_sensor.VisionSensor."
+                                     "_add_modality_to_backend"),
     "env_step_obs": ("applied", "installed on omnigibson.envs.env_base.Environment.step"),
     "multi_scene_step": ("applied", "installed on omnigibson.envs.env_base.Environment.step"),
     "vector_env_step": ("skipped", "upstream Environment is main's multi-scene layout"),
@@ -89,12 +93,69 @@ RUNTIME_NOTES = {
                              "through og.sim.render_backend)",
         "viewer_camera_off": "with gm.RENDER_BACKEND other than 'kit' the launch and RTX patches are not applicable "
                              "on this layout (also none binds with gm.PHYSICS_BACKEND='newton' and no kit renderer)",
+        "annotator_pruning": "not applicable with gm.RENDER_BACKEND='none' (no camera capture) or 'newton' (RGB only)",
+        "kit_headless_render_settings": "on request (headless_render_settings): the boundary frame is the current one",
     },
     "isaac6": {
         "viewer_camera_off": "a reliability fix on Isaac Sim 6.0: headless viewports stall frames (~10 s after a few "
                              "minutes, IsaacSim issue #701)",
     },
 }
+_REGISTRY_KEYS = re.compile(r"^\s*[\"'](\w+)[\"']\s*:", re.M)
+_KIT_FILE_VERSIONS = re.compile(r"^\s*\((\d+), (\d+), (\d+)\):", re.M)
+_MACRO = re.compile(r"^gm\.(PHYSICS_BACKEND|RENDER_BACKEND) = (.+)$", re.M)
+
+
+def _keys(text: str) -> str:
+    return ", ".join(dict.fromkeys(_REGISTRY_KEYS.findall(text))) or "none"
+
+
+def _kit_versions(text: str) -> str:
+    return ", ".join(".".join(version) for version in _KIT_FILE_VERSIONS.findall(text))
+
+
+#: Files of the render/physics-backend line -> (a text the file must hold to say this, what it is and what binds
+#: there: a function of its text). :func:`backend_holdings` reports each one a tree holds.
+BACKEND_FILES = {
+    "simulator.py": (".create_app()", lambda text: "_launch_app() only hands the launch to "
+                     "PhysicsBackend.create_app(); step() hands its render flag to PhysicsBackend.step(render=...)"),
+    "macros.py": ("gm.RENDER_BACKEND", lambda text: "defaults " + ", ".join(
+        f"gm.{name} = {value}" for name, value in _MACRO.findall(text))),
+    "render_backends/__init__.py": ("RENDER_BACKENDS", lambda text: f"RENDER_BACKENDS: {_keys(text)}"),
+    "render_backends/kit_backend.py": ("def launch_kit_app(", lambda text: "launch_kit_app() builds the Kit app "
+                                       f"(Isaac Sim {_kit_versions(text)}): every launch patch binds there"),
+    "render_backends/null_backend.py": ("class NullRenderBackend", lambda text: "no camera capture: with "
+                                        "gm.RENDER_BACKEND='none' annotator_pruning and the RTX launch patches are not "
+                                        "applicable"),
+    "render_backends/newton_backend.py": ("class NewtonRenderBackend", lambda text: "RGB-only capture without Kit: "
+                                          "with gm.RENDER_BACKEND='newton' annotator_pruning and the RTX launch "
+                                          "patches are not applicable"),
+    "render_backends/usd_stage_services.py": ("class UsdStageServicesMixin", lambda text: "pure-pxr stage services "
+                                              "of render backends without Kit: nothing binds"),
+    "physics_backends/__init__.py": ("PHYSICS_BACKENDS", lambda text: f"PHYSICS_BACKENDS: {_keys(text)}"),
+    "physics_backends/physx_backend.py": ("launch_kit_app", lambda text: "PhysXBackend.create_app() launches Kit "
+                                          "through launch_kit_app(); PhysXBackend.step(render) calls "
+                                          "SimulationContext.step(render=render): a render=False step renders "
+                                          "nothing"),
+    "sensors/vision_sensor.py": ("og.sim.render_backend.create_annotator", lambda text: "VisionSensor captures "
+                                 "through og.sim.render_backend: annotator_pruning binds at _add_modality_to_backend; "
+                                 "its stale-observation retry re-renders on a wrong shape or empty idToLabels only, "
+                                 "never after a skipped-render chunk"),
+}
+
+
+def backend_holdings(folder: Path) -> list[dict[str, str]]:
+    """``{"file", "holds"}`` for each file of :data:`BACKEND_FILES` the ``OmniGibson/`` folder holds (in that
+    table's order): what it is on the render/physics-backend line and what binds there."""
+    found = []
+    for relpath, (marker, describe) in BACKEND_FILES.items():
+        path = folder / "omnigibson" / relpath
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        if marker in text:
+            found.append({"file": relpath, "holds": describe(text)})
+    return found
+
+
 #: Folder of the patch series (the repository's ``patches/``, next to the package).
 PATCHES_DIR = Path(__file__).resolve().parents[2] / "patches"
 #: Patch paths are relative to the BEHAVIOR-1K root; this is their common prefix.
@@ -260,7 +321,8 @@ def collect(path: str | Path) -> dict[str, Any]:
     release = release_of(folder)
     report: dict[str, Any] = {"path": str(path), "line": line, "evidence": evidence,
                               "release": None if release is None else {"version": release[0], "from": release[1]},
-                              "series": None, "patches": [], "runtime": []}
+                              "series": None, "patches": [], "runtime": [],
+                              "holds": backend_holdings(folder) if line in BORROWED_SERIES else []}
     if line in SERIES:
         report["series"] = f"patches/{SERIES[line]}"
         report["patches"] = [asdict(c) for c in check_series(folder, series_patches(line))]
@@ -284,9 +346,14 @@ def render_text(report: dict[str, Any]) -> str:
         for p in report["patches"]:
             detail = f": {p['detail']}" if p["detail"] else ""
             lines.append(f"  {p['patch']:<{width}}  {p['state']}{detail}")
+    if report["holds"]:
+        lines.append("Render/physics-backend files in this tree, and what binds there:")
+        width = max(len(h["file"]) for h in report["holds"])
+        lines += [f"  {h['file']:<{width}}  {h['holds']}" for h in report["holds"]]
     if report["runtime"]:
-        lines.append("Runtime patches on this line (behavior1k_fast.apply(), a profile that asks for each; the env, "
-                     "sensor and controller rows as on main's texts, which the stored sets of this line lack):")
+        lines.append("Runtime patches on this line (behavior1k_fast.apply(), a profile that asks for each; the env "
+                     "and controller rows as on main's texts, which no stored set of this line holds; the sensor rows "
+                     "of the backend line on 9fa68a72's VisionSensor, of Isaac 6 on main's):")
         width = max(len(p["name"]) for p in report["runtime"])
         for p in report["runtime"]:
             note = f" [{p['note']}]" if p["note"] else ""

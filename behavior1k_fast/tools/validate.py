@@ -4,7 +4,9 @@ Runs the stock profile and the fast profile (slim + on-demand observation, one s
 the same backend kind, with the same seed and the same action chunks, for M chunks of N actions, and
 compares per env and step: rewards, terminations / truncations / masked steps, the boundary observations
 (proprioception and other state exactly or within a tolerance; rgb frames exactly on the reference
-simulator, by PSNR on Isaac Sim) and the simulated seconds per action. Exit code 1 when any measure is
+simulator, by PSNR on Isaac Sim; and each fast frame the current one, nearer the stock frame of its boundary than
+the one a chunk before, which a frame offset of a chunk's single render would break) and the simulated seconds
+per action. Exit code 1 when any measure is
 past its threshold, or when the run ended fewer episodes than it must to test the end-of-episode path
 (``min_episode_ends``, default 2, ``min_terminations`` of them by termination, default 1: timeouts alone
 do not exercise a task's termination).
@@ -108,6 +110,8 @@ class ValidationReport:
     frames_compared: int
     frame_max_abs_diff: float
     frame_min_psnr_db: float
+    #: Fast boundary frames nearer the stock frame a chunk before than the current one (:func:`stale_frames`).
+    stale_boundary_frames: int
     sim_seconds_per_action_stock: float
     sim_seconds_per_action_fast: float
     thresholds: Thresholds
@@ -136,6 +140,7 @@ class ValidationReport:
             f"  other state max abs error   {self.state_max_abs_error:.3g}  (<= {t.state_atol:g})",
             f"  boundary frames             {self.frames_compared} compared, max abs diff "
             f"{self.frame_max_abs_diff:g}, min PSNR {self.frame_min_psnr_db:.1f} dB  ({frame_limit})",
+            f"  stale boundary frames       {self.stale_boundary_frames}  (= 0: each is the current frame)",
             f"  sim seconds per action      stock {self.sim_seconds_per_action_stock:.6g}, "
             f"fast {self.sim_seconds_per_action_fast:.6g}",
         ]
@@ -231,16 +236,32 @@ class _ObsErrors:
     frames: int = 0
     frame_diff: float = 0.0
     min_psnr: float = math.inf
+    stale_frames: int = 0
+
+
+def _mse(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+
+
+def stale_frames(before: np.ndarray, current: np.ndarray, fast: np.ndarray) -> int:
+    """How many of the fast path's boundary frames ``fast`` (``[n, H, W, C]``) are no nearer the stock path's
+    frame at the same boundary (``current``) than to its frame at the boundary before (``before``), among the
+    envs whose stock frame changed over the chunk: a frame from before the chunk, as a render that returns
+    before its frame is current would give (a frame offset)."""
+    return sum(1 for b, c, f in zip(before, current, fast)
+               if not np.array_equal(b, c) and _mse(f, c) >= _mse(f, b))
 
 
 def _obs_errors(stock: SideRecord, fast: SideRecord) -> _ObsErrors:
-    """Compare every boundary observation key both sides have: rgb frames (max abs diff, PSNR), proprio and
-    the other state (max abs error)."""
+    """Compare every boundary observation key both sides have: rgb frames (max abs diff, PSNR, and whether each
+    fast frame is the current one: :func:`stale_frames`), proprio and the other state (max abs error)."""
     out = _ObsErrors()
-    for obs_s, obs_f in zip(stock.obs, fast.obs):
+    for k, (obs_s, obs_f) in enumerate(zip(stock.obs, fast.obs)):
         for key in sorted(set(obs_s) & set(obs_f)):
             a, b = np.asarray(obs_s[key]), np.asarray(obs_f[key])
             if key.endswith("::rgb"):
+                if k > 0 and key in stock.obs[k - 1]:
+                    out.stale_frames += stale_frames(np.asarray(stock.obs[k - 1][key]), a, b)
                 out.frames += a.shape[0]
                 out.frame_diff = max(out.frame_diff, float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
                 out.min_psnr = min([out.min_psnr] + [_psnr_db(x, y) for x, y in zip(a, b)])
@@ -285,6 +306,9 @@ def _failures(reward_delta: float, agreement: float, obs: _ObsErrors, sim: tuple
         failures.append(f"boundary frames differ (max abs diff {obs.frame_diff:g}); exact agreement required")
     elif t.min_psnr_db is not None and obs.min_psnr < t.min_psnr_db:
         failures.append(f"boundary frame PSNR {obs.min_psnr:.1f} dB < min_psnr_db = {t.min_psnr_db:.1f} dB")
+    if obs.stale_frames:
+        failures.append(f"{obs.stale_frames} boundary frames of the fast path are no nearer the stock frame of their "
+                        "boundary than the one a chunk before (a frame offset: see headless_render_settings)")
     if not math.isclose(*sim, rel_tol=t.sim_time_rtol, abs_tol=0.0):
         failures.append(f"simulated seconds per action differ: stock {sim[0]:.6g}, fast {sim[1]:.6g}")
     shortfall = _episode_shortfall(ends, terminations, t)
@@ -309,7 +333,8 @@ def compare(
         max_abs_reward_delta=reward_delta, termination_agreement=agreement, episodes_ended=ends,
         terminations=terminations, truncations=int((us & ~ts).sum()), proprio_max_abs_error=obs.proprio,
         state_max_abs_error=obs.state, frames_compared=obs.frames, frame_max_abs_diff=obs.frame_diff,
-        frame_min_psnr_db=obs.min_psnr, sim_seconds_per_action_stock=sim[0], sim_seconds_per_action_fast=sim[1],
+        frame_min_psnr_db=obs.min_psnr, stale_boundary_frames=obs.stale_frames,
+        sim_seconds_per_action_stock=sim[0], sim_seconds_per_action_fast=sim[1],
         thresholds=thresholds, failures=_failures(reward_delta, agreement, obs, sim, ends, terminations, thresholds),
         **meta,
     )

@@ -185,4 +185,5 @@ def test_validate_holds_with_tiled_rendering_on_and_off(line, patched, seam_og, 
                                chunk_size=CHUNK)
     assert report.passed, report.format()
     assert report.frames_compared == 2 * 3 and report.episodes_ended == 4
+    assert report.stale_boundary_frames == 0  # tiles show the simulated time: each boundary frame is current
     assert all((env._tiled_sensor is not None) is tiled for env in env_cls.built)

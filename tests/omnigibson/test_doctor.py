@@ -33,7 +33,7 @@ def json_report(capsys, *argv: str) -> tuple[int, dict]:
 #: a patch the fast profile leaves off until a knob asks for it (``gpu_ids``) is "disabled" (on request).
 APPLIED_CELL, ALREADY, NOT_NEEDED, ON_REQUEST = "applied", "already upstream", "not needed", "on request"
 #: Patches the fast profile does not ask for.
-OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu", "render_quality"}
+OFF_BY_DEFAULT = {"gpu_binding", "kit_renderer_gpu", "render_quality", "kit_headless_render_settings"}
 #: What ``doctor`` plans for the fast profile on each line (patches not listed: applied).
 PLAN = {
     "1.1.1": {
@@ -214,3 +214,54 @@ def test_doctor_without_nvidia_smi_exits_1_for_a_gpu_it_cannot_find(capsys, tmp_
     code, report = json_report(capsys, "--profile", str(path))
     assert code == 1 and not report["ok"]
     assert report["gpu_binding"]["error"].startswith(text), report["gpu_binding"]["error"]
+
+
+@pytest.mark.parametrize("render, render_class, capture", [
+    ("kit", "KitRenderBackend", "every modality"),
+    ("none", "NullRenderBackend", "has no camera capture"),
+    ("newton", "NewtonRenderBackend", "captures RGB only"),
+])
+def test_doctor_prints_the_effective_backends_on_the_backend_line(og, monkeypatch, capsys, render, render_class,
+                                                                  capture):
+    from ..upstream_lines import activate_line
+
+    activate_line("backend", monkeypatch)
+    from omnigibson.macros import gm
+
+    monkeypatch.setitem(gm, "RENDER_BACKEND", render)
+    code, report = json_report(capsys)
+    backends = report["backends"]
+    assert backends["layout"] == "render_physics_backends"
+    assert (backends["physics"], backends["physics_class"]) == ("physx", "PhysXBackend")
+    assert (backends["render"], backends["render_class"]) == (render, render_class)
+    assert capture in backends["camera_capture"]
+    run_doctor()
+    text = capsys.readouterr().out
+    assert f"gm.RENDER_BACKEND     '{render}' ({render_class})" in text
+    assert "gm.PHYSICS_BACKEND    'physx' (PhysXBackend)" in text
+
+
+def test_doctor_says_a_kit_launching_simulator_has_no_backends(line, capsys):
+    code, report = json_report(capsys)
+    assert report["backends"] == {"layout": "kit_launch"}
+
+
+def test_torch_thread_option_of_2303_is_read_where_the_install_has_it(tmp_path, capsys, monkeypatch):
+    """BEHAVIOR-1K #2303's constants, found by their text in ``eval/evaluator.py`` (no stored upstream text and
+    not 1.1.1 have the file: a folder laid out as the 3.9.1 package stands in), and said to be absent otherwise."""
+    assert doctor.torch_thread_option(tmp_path) == {"found": False, "file": None, "values": {}}
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "evaluator.py").write_text(
+        "import torch as th\n\nTORCH_NUM_THREADS = 4  # per env worker\nTORCH_NUM_INTEROP_THREADS = None\n\n"
+        "if TORCH_NUM_THREADS is not None:\n    th.set_num_threads(TORCH_NUM_THREADS)\n")
+    option = doctor.torch_thread_option(tmp_path)
+    assert option == {"found": True, "file": str(tmp_path / "eval" / "evaluator.py"),
+                      "values": {"TORCH_NUM_THREADS": "4", "TORCH_NUM_INTEROP_THREADS": "None"}}
+    monkeypatch.setattr(doctor, "_omnigibson_package", lambda: tmp_path)
+    run_doctor()
+    text = capsys.readouterr().out
+    assert "#2303 torch threads   TORCH_NUM_THREADS=4 TORCH_NUM_INTEROP_THREADS=None" in text
+    assert "intra_op_threads=1 sets torch's intra-op pool" in text and "the evaluator's call comes later and wins" in text
+    monkeypatch.setattr(doctor, "_omnigibson_package", lambda: None)
+    run_doctor()
+    assert "#2303 torch threads   not found in this install" in capsys.readouterr().out

@@ -120,6 +120,44 @@ def test_simulated_time_per_step_is_sim_step_dt(real):
     assert h.sim.current_time - t0 == pytest.approx(1 / 30)
 
 
+def test_a_chunk_on_the_fast_path_renders_once(real, monkeypatch):
+    """One chunk of 4 steps through the backend's chunk runner: Kit renders once, at the boundary step, where the
+    observation is read; the camera read itself renders nothing more (on a ``VisionSensor`` with the
+    stale-observation retry it would, where the boundary frame came back in the wrong shape). Counted at the
+    simulator's ``SimulationContext`` where it composes one (main, the backend line, Isaac 6), else at
+    ``og.sim`` (1.1.1, v3.7, whose simulator is a ``SimulationContext``)."""
+    from behavior1k_fast.backends.omnigibson.backend import OmniGibsonBackend
+    from behavior1k_fast.rollout.chunk import run_chunk
+
+    h = real.harness
+    env = h.env if real.multi_scene else h.venv
+    context = getattr(h.sim, "_sim_context", None)
+    if context is None and getattr(h.sim, "physics_backend", None) is not None:
+        context = getattr(h.sim.physics_backend, "_sim_context", None)
+    renders: list = []
+    if context is not None:
+        step, render = context.step, context.render
+
+        def recorded_step(render=True, **kwargs):
+            renders.append(render)
+            return step(render=render, **kwargs)
+
+        def recorded_render():
+            renders.append(True)
+            return render()
+
+        monkeypatch.setattr(context, "step", recorded_step, raising=False)
+        monkeypatch.setattr(context, "render", recorded_render, raising=False)
+    backend = OmniGibsonBackend(env)
+    actions = np.zeros((backend.num_envs, 4, int(np.prod(backend.action_space.shape))))
+    h.log.clear()
+    run_chunk(backend, actions, np.arange(backend.num_envs), auto_reset=False)
+    if context is None:
+        renders = [detail if not isinstance(detail, tuple) else detail[0] for detail in h.events("sim.step")]
+        renders += [True for _ in h.events("sim.render")]
+    assert renders.count(True) == 1 and renders[-1] is True
+
+
 def test_revert_restores_upstream(real):
     real.registry.revert()
     real.checks.reverted_to_upstream(real.harness)

@@ -20,6 +20,7 @@ from behavior1k_fast.core.profile import RolloutProfile
 from behavior1k_fast.patching import APPLIED, SKIPPED, PatchRegistry
 from behavior1k_fast.patching.omnigibson import PATCHES
 from behavior1k_fast.patching.omnigibson.layout import NOT_APPLICABLE, is_render_backend_layout, kit_launcher
+from behavior1k_fast.patching.omnigibson.runtime import headless_render_args
 
 from ..upstream_lines import activate_line
 from .test_runtime import kit_start_argv
@@ -29,8 +30,8 @@ KIT_BACKEND = "omnigibson.render_backends.kit_backend"
 #: Where each line builds the Kit app.
 LAUNCHER = {"backend": f"{KIT_BACKEND}.launch_kit_app", "isaac6": "omnigibson.simulator._launch_app"}
 #: Patches that work around the Kit app launch.
-LAUNCH_PATCHES = ("viewer_camera_off", "kit_thread_caps", "rtx_descriptor_sets", "kit_renderer_gpu",
-                  "gc_after_launch", "texture_streaming_budget")
+LAUNCH_PATCHES = ("viewer_camera_off", "kit_thread_caps", "rtx_descriptor_sets", "kit_headless_render_settings",
+                  "kit_renderer_gpu", "gc_after_launch", "texture_streaming_budget")
 
 
 def _outcomes(line: str) -> dict[str, tuple]:
@@ -42,9 +43,11 @@ def _outcomes(line: str) -> dict[str, tuple]:
 
 
 def profile(tmp_path, **knobs) -> RolloutProfile:
-    """The fast profile with every runtime patch asked for (GPU binding, texture budget, render quality)."""
+    """The fast profile with every runtime patch asked for (GPU binding, texture budget, render quality, the
+    headless render settings)."""
     return RolloutProfile(**{"numba_cache_dir": str(tmp_path / "numba"), "gpu_ids": [0],
-                             "texture_streaming_budget": 0.2, "rtx_reflections": False, **knobs})
+                             "texture_streaming_budget": 0.2, "rtx_reflections": False,
+                             "headless_render_settings": True, **knobs})
 
 
 @pytest.fixture(params=NEW_LINES)
@@ -114,6 +117,7 @@ def test_kit_gets_the_launch_settings_from_the_lines_own_launch_function(line, r
         "--/plugins/carb.tasking.plugin/threadCount=6", "--/plugins/omni.tbb.globalcontrol/maxThreadCount=4",
         "--/persistent/physics/numThreads=4",
         "--/rtx/descriptorSets=36000",
+        *headless_render_args(False),
         "--/renderer/activeGpu=3", "--/renderer/multiGpu/enabled=false", "--/renderer/multiGpu/activeCudaGpus=0",
         "--/physics/cudaDevice=0",
     ]
@@ -149,7 +153,8 @@ def test_after_launch_knobs_and_the_viewer_camera_follow_the_launch_function(lin
     monkeypatch.setitem(gm, "RENDER_VIEWER_CAMERA", True)
     try:  # the Kit-argument patches off: the stand-in start builds no SimulationApp to put them on
         registry.apply(profile(tmp_path, gpu_ids=None, carb_tasking_threads=None, tbb_max_threads=None,
-                                   physx_worker_threads=None, rtx_descriptor_sets=None))
+                                   physx_worker_threads=None, rtx_descriptor_sets=None,
+                                   headless_render_settings=False))
         assert getattr(launcher.module, launcher.function)() == "app"
         assert gc.isenabled() and values[TEXTURE_BUDGET_SETTING] == 0.2 and seen["viewer_camera"] is False
         registry.revert()
@@ -159,7 +164,8 @@ def test_after_launch_knobs_and_the_viewer_camera_follow_the_launch_function(lin
 
 
 @pytest.mark.parametrize("backends, not_applicable", [
-    (("physx", "none"), ("viewer_camera_off", "rtx_descriptor_sets", "texture_streaming_budget", "render_quality")),
+    (("physx", "none"), ("viewer_camera_off", "rtx_descriptor_sets", "kit_headless_render_settings",
+                         "texture_streaming_budget", "render_quality")),
     (("newton", "none"), LAUNCH_PATCHES + ("render_quality",)),
 ])
 def test_backend_choices_that_launch_no_kit_or_render_without_rtx_are_not_applicable(og, monkeypatch, tmp_path,

@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 import types
+from typing import Any, Callable
 
 import pytest
 
@@ -213,9 +214,10 @@ def kit_start_argv(module, monkeypatch, tmp_path, function: str = "_launch_app")
     if hasattr(module, "wp"):  # main (cbd13c78), the kit backend: Warp's kernel cache folder
         monkeypatch.setattr(module, "wp", types.SimpleNamespace(config=types.SimpleNamespace()))
 
-    def launch() -> list:
+    def launch(entry: Callable[[], Any] | None = None) -> list:
+        """Runs ``entry`` (default: the launch function itself) until ``SimulationApp`` is constructed."""
         with pytest.raises(KitStarted):
-            getattr(module, function)()
+            (entry or getattr(module, function))()
         return seen.pop()
 
     return launch
@@ -523,3 +525,29 @@ def test_launch_puts_the_kit_renderer_on_the_bound_gpu(registry, kit_launch, set
     assert sys.argv == argv
     registry.revert()
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "6"
+
+
+@pytest.mark.parametrize("headless", [True, False], ids=["headless", "gui"])
+def test_headless_render_settings_reach_kit_on_request_only(registry, kit_launch, monkeypatch, tmp_path, headless):
+    """Isaac Lab 3.0's settings that keep a rendered frame current are on Kit's command line when the profile asks
+    (the present thread is switched off only in a headless run, which presents to no window), and absent by
+    default."""
+    from omnigibson.macros import gm
+
+    from behavior1k_fast.patching.omnigibson.runtime import HEADLESS_RENDER_SETTINGS, PRESENT_THREAD_SETTING
+
+    monkeypatch.setitem(gm, "HEADLESS", headless)
+    argv = list(sys.argv)
+    stock = kit_launch()
+    monkeypatch.setattr(sys, "argv", list(argv))
+    default = registry.apply(RolloutProfile(numba_cache_dir=str(tmp_path)))
+    assert default["kit_headless_render_settings"].state == "disabled"
+    registry.revert()
+    report = registry.apply(RolloutProfile(headless_render_settings=True, numba_cache_dir=str(tmp_path)))
+    assert report["kit_headless_render_settings"].state == APPLIED
+    patched = kit_launch()
+    monkeypatch.setattr(sys, "argv", list(argv))
+    expected = {**HEADLESS_RENDER_SETTINGS, **({PRESENT_THREAD_SETTING: "false"} if headless else {})}
+    added = [a for a in patched if a not in stock]
+    assert added[-len(expected):] == [f"--{path}={value}" for path, value in expected.items()]
+    assert "--/omni/replicator/asyncRendering=false" in added and (PRESENT_THREAD_SETTING in str(added)) is headless

@@ -146,6 +146,47 @@ def test_the_new_sets_are_named_by_their_own_files(name, line, release, capsys):
         assert "a reliability fix on Isaac Sim 6.0" in text and "IsaacSim issue #701" in text
 
 
+#: The sets added 2026-12-04 -> the backend-line files each holds (``upstream_check.BACKEND_FILES``).
+NEW_BACKEND_SETS = {
+    "isaac6-9fa68a72": ["render_backends/kit_backend.py", "sensors/vision_sensor.py"],
+    "backend-bdc01a23": ["physics_backends/physx_backend.py"],
+    "backend-5f47267b": ["physics_backends/__init__.py"],
+    "backend-dc91670f": ["render_backends/null_backend.py", "render_backends/newton_backend.py",
+                         "physics_backends/__init__.py"],
+    "backend-5afaef30": ["render_backends/null_backend.py", "render_backends/usd_stage_services.py"],
+    "backend-88c66feb": ["render_backends/__init__.py"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_BACKEND_SETS))
+def test_each_new_backend_set_says_its_line_and_what_binds_on_its_files(name, capsys):
+    """Each set of the render/physics-backend refactor and the Isaac 6 ``VisionSensor`` is the backend line (its
+    ``render_backends/`` / ``physics_backends/`` files; 9fa68a72 by its kit backend's ``launch_kit_app``); the
+    report names every backend file it holds with what binds there, and the runtime table of the line."""
+    code, out, err = doctor(capsys, upstream_set(name), "--json")
+    report = json.loads(out)
+    assert err == "" and report["line"] == "backend" and code == 1 and "file absent" in states(report)
+    assert [h["file"] for h in report["holds"]] == NEW_BACKEND_SETS[name]
+    assert {p["name"]: (p["state"], p["reason"]) for p in report["runtime"]} == upstream_check.RUNTIME_ON_LINE["backend"]
+    holds = {h["file"]: h["holds"] for h in report["holds"]}
+    if name == "isaac6-9fa68a72":
+        assert "(Isaac Sim 6.0.0, 6.0.1): every launch patch binds there" in holds["render_backends/kit_backend.py"]
+        assert "annotator_pruning binds at _add_modality_to_backend" in holds["sensors/vision_sensor.py"]
+    if name == "backend-dc91670f":
+        assert holds["physics_backends/__init__.py"] == "PHYSICS_BACKENDS: physx, newton"
+    _, text, _ = doctor(capsys, upstream_set(name))
+    assert "Render/physics-backend files in this tree, and what binds there:" in text
+    assert "annotator_pruning" in text and text.rstrip().endswith("NOT OK")
+
+
+def test_the_backend_lines_tree_names_every_backend_file_it_is_made_of(capsys):
+    _, out, _ = doctor(capsys, upstream_set("backend"), "--json")
+    holds = {h["file"]: h["holds"] for h in json.loads(out)["holds"]}
+    assert sorted(holds) == sorted(upstream_check.BACKEND_FILES.keys() - {"render_backends/usd_stage_services.py"})
+    assert holds["macros.py"] == 'defaults gm.PHYSICS_BACKEND = "physx", gm.RENDER_BACKEND = "kit"'
+    assert holds["render_backends/__init__.py"] == "RENDER_BACKENDS: none, kit, newton"
+
+
 @pytest.mark.parametrize("line", ["backend", "isaac6"])
 def test_the_new_lines_report_each_main_patch_on_their_own_simulator(line, capsys):
     """The line's tree (its sets over main's files): the env, wrapper and controller patches apply to main's

@@ -42,6 +42,9 @@ CONTEXT = 3
 #: Runtime patches with an upstream file that have no upstream patch on a line, and why.
 KIT_RENDERER_GPU = "binds the engine's worker processes to the profile's gpu_ids; no upstream patch yet"
 RENDER_QUALITY = "opt-in knobs that change pixels: a user's trade, not an upstream default"
+ANNOTATOR_PRUNING = ("which modalities a policy consumes is the user's config and profile; upstream already attaches "
+                     "only the modalities its config asks for")
+HEADLESS_RENDER_SETTINGS = "opt-in Kit settings (Isaac Lab 3.0's headless rendering): a user's trade, not an upstream default"
 NOT_UPSTREAMED = {
     "main": {
         "headless_viewport": "main has it since StanfordVL/BEHAVIOR-1K#2117",
@@ -53,6 +56,8 @@ NOT_UPSTREAMED = {
         "rtx_descriptor_sets": "#2152 fixes the descriptor-set cap on main, in none of the stored texts",
         "render_quality": RENDER_QUALITY,
         "kit_renderer_gpu": KIT_RENDERER_GPU,
+        "annotator_pruning": ANNOTATOR_PRUNING,
+        "kit_headless_render_settings": HEADLESS_RENDER_SETTINGS,
     },
     "v3.7.2": {
         "multi_scene_step": "v3.7's Environment holds one scene: per-env stepping is VectorEnvironment.step's (0004)",
@@ -61,6 +66,8 @@ NOT_UPSTREAMED = {
         "kit_launch_argv": "v3.7's _launch_app never clears sys.argv",
         "render_quality": RENDER_QUALITY,
         "kit_renderer_gpu": KIT_RENDERER_GPU,
+        "annotator_pruning": ANNOTATOR_PRUNING,
+        "kit_headless_render_settings": HEADLESS_RENDER_SETTINGS,
     },
 }
 #: Runtime targets that a line's patches leave unchanged (absent upstream, or upstream already does it), and why.

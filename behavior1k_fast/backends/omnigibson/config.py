@@ -6,7 +6,8 @@
   modalities (robot ``obs_modalities`` and ``sensor_config`` overrides, no external sensors, no wrapper
   that adds modalities) and lists what it removed.
 - :func:`audit_annotators` lists every Replicator annotator attached to every camera of a live env; an
-  annotator is rendered on every app update whether or not anyone reads it.
+  annotator is rendered on every app update whether or not anyone reads it (the ``annotator_pruning`` patch
+  attaches none for a modality outside the profile's ``obs_modalities``, for envs built from configs not slimmed).
 - :func:`rescale_env_config` sets the frequencies for K pipeline stages.
 
 An OmniGibson config sets ``env.action_frequency`` (one ``env.step``), ``env.rendering_frequency`` and

@@ -11,7 +11,8 @@ that runs OmniGibson, when it imports ``omnigibson`` (before OmniGibson's own co
 
 Modules: :mod:`.layout` (which upstream layout is loaded: the one home of feature detection), :mod:`.methods`
 (typed method-patch records, the keyword-adding base), :mod:`.env_step`, :mod:`.multi_scene_step`,
-:mod:`.vector_env_step`, :mod:`.wrapper_forwarding` (the stepping patches), :mod:`.viewport`, :mod:`.gpu`,
+:mod:`.vector_env_step`, :mod:`.wrapper_forwarding` (the stepping patches), :mod:`.viewport`, :mod:`.annotators`,
+:mod:`.gpu`,
 :mod:`.runtime` (process and launch settings), :mod:`.cpu_import` (importing OmniGibson without CUDA),
 :mod:`._util` (call binding, instance overrides, the launch-patch base).
 """
@@ -22,7 +23,8 @@ from typing import Any, Mapping
 
 from ...core.profile import RolloutProfile
 from ..registry import PatchRegistry, PatchReport
-from . import env_step, gpu, multi_scene_step, runtime, vector_env, vector_env_step, viewport, wrapper_forwarding
+from . import (annotators, env_step, gpu, multi_scene_step, runtime, vector_env, vector_env_step, viewport,
+               wrapper_forwarding)
 
 PATCHES: tuple = (
     gpu.GpuBindingPatch(),
@@ -30,6 +32,7 @@ PATCHES: tuple = (
     runtime.NumbaCacheDirPatch(),
     *runtime.KERNEL_CACHE_PATCHES,
     viewport.HeadlessViewportPatch(),
+    annotators.AnnotatorPruningPatch(),
     env_step.EnvironmentStepPatch(),
     multi_scene_step.MultiSceneStepPatch(),  # over env_step_obs's Environment.step on main
     vector_env_step.VectorEnvironmentStepPatch(),
@@ -39,6 +42,7 @@ PATCHES: tuple = (
     runtime.KitLaunchArgvPatch(),
     runtime.KitThreadCapsPatch(),
     runtime.KitDescriptorSetsPatch(),
+    runtime.KitHeadlessRenderSettingsPatch(),
     gpu.KitRendererGpuPatch(),
     runtime.GcAfterLaunchPatch(),
     runtime.TextureStreamingBudgetPatch(),

@@ -17,6 +17,11 @@ And two launch layouts (:func:`kit_launcher`):
   :func:`rtx_reason`), decided from ``gm.PHYSICS_BACKEND`` / ``gm.RENDER_BACKEND`` when the patch is applied
   (set them before ``apply()`` or the import that applies it).
 
+What a render backend can capture (:func:`capture_reason`) is probed on its capability flags
+(``supports_camera_capture`` and the multi-modality ones), on the class ``gm.RENDER_BACKEND`` picks
+(:func:`render_backend_class`) or on ``og.sim.render_backend``; never on ``runs_inside_kit``, which some commits
+of the refactor have and others do not.
+
 Everything here reads the loaded classes (never a version number) and imports no simulator. The lookups
 (:func:`class_in`, :func:`raw_member`) raise :class:`~behavior1k_fast.patching.registry.UpstreamLayoutError`,
 which the registry reports as "unsupported upstream layout".
@@ -150,7 +155,9 @@ def kit_launcher(simulator: Any) -> KitLauncher:
     return KitLauncher(module, "launch_kit_app")
 
 
-def _backends() -> tuple[Any, Any]:
+def selected_backends() -> tuple[Any, Any]:
+    """``(gm.PHYSICS_BACKEND, gm.RENDER_BACKEND)`` of the loaded macros (``physx`` / ``kit`` where a macro is
+    absent: the refactor's defaults, and what every other layout runs)."""
     gm = sys.modules["omnigibson.macros"].gm
     return gm.get("PHYSICS_BACKEND", KIT_PHYSICS_BACKEND), gm.get("RENDER_BACKEND", KIT_RENDER_BACKEND)
 
@@ -160,7 +167,7 @@ def kit_launch_reason(simulator: Any) -> str | None:
     the ``physx`` physics backend and the ``kit`` render backend reach ``launch_kit_app()``."""
     if not is_render_backend_layout(simulator):
         return None
-    physics, render = _backends()
+    physics, render = selected_backends()
     if physics == KIT_PHYSICS_BACKEND or render == KIT_RENDER_BACKEND:
         return None
     return (f"{NOT_APPLICABLE}: gm.PHYSICS_BACKEND={physics!r} and gm.RENDER_BACKEND={render!r} launch no Kit app "
@@ -172,7 +179,37 @@ def rtx_reason(simulator: Any) -> str | None:
     layout cameras render through ``gm.RENDER_BACKEND``, and only ``kit`` is RTX."""
     if not is_render_backend_layout(simulator):
         return None
-    render = _backends()[1]
+    render = selected_backends()[1]
     if render == KIT_RENDER_BACKEND:
         return None
     return f"{NOT_APPLICABLE}: gm.RENDER_BACKEND={render!r}: cameras do not render through Kit's RTX renderer"
+
+
+#: Capture capabilities a render backend declares beyond ``supports_camera_capture`` for modalities other than
+#: RGB (the kit backend declares them; the null backend none, the Newton backend, RGB only, none either).
+MULTI_MODALITY_CAPABILITIES = ("supports_bbox", "supports_pointcloud", "supports_tiled_rendering")
+
+
+def render_backend_class(simulator: Any) -> type | None:
+    """The render backend class ``gm.RENDER_BACKEND`` picks from ``RENDER_BACKENDS`` on the render/physics-backend
+    layout of ``simulator`` (the ``omnigibson.simulator`` module); ``None`` on the other layouts, where cameras
+    capture through Replicator directly, and for a name the registry lacks (upstream's simulator refuses it when
+    it starts)."""
+    if not is_render_backend_layout(simulator):
+        return None
+    backend = simulator.RENDER_BACKENDS.get(selected_backends()[1])
+    return backend if isinstance(backend, type) else None
+
+
+def capture_reason(backend: Any) -> str | None:
+    """Why the render backend ``backend`` (an instance, e.g. ``og.sim.render_backend``, or its class) keeps no
+    per-frame annotators worth pruning (``None``: it captures several modalities, rendering every attached
+    annotator each frame). Probes its capability flags (a flag it does not declare is ``False``), never
+    ``runs_inside_kit``, which some commits of the refactor have and others do not."""
+    name = backend.__name__ if isinstance(backend, type) else type(backend).__name__
+    if not getattr(backend, "supports_camera_capture", False):
+        return f"{NOT_APPLICABLE}: the render backend {name} has no camera capture (supports_camera_capture is False)"
+    if not any(getattr(backend, flag, False) for flag in MULTI_MODALITY_CAPABILITIES):
+        return (f"{NOT_APPLICABLE}: the render backend {name} captures RGB only (it declares none of "
+                f"{', '.join(MULTI_MODALITY_CAPABILITIES)}): there is no other modality's annotator to prune")
+    return None

@@ -60,6 +60,19 @@ DESCRIPTOR_SETS_SETTING = "/rtx/descriptorSets"
 #: ``rtx_descriptor_sets="auto"``: descriptor sets per camera (render product). Isaac Sim's own extensions set
 #: 360000, which ran BEHAVIOR-1K #2152's failing case of 10 envs x 3 cameras (30 render products): 12000 each.
 DESCRIPTOR_SETS_PER_CAMERA = 12000
+#: ``headless_render_settings``: Kit setting path -> value, from Isaac Lab 3.0's
+#: ``apps/isaaclab.python.headless.rendering.kit`` (isaac-sim/IsaacLab 00315b6c), the ones BEHAVIOR's use tolerates
+#: (docs/omnigibson.md weighs each, and the ones left out). With one render per chunk, a render that returns before
+#: its frame is complete, or Replicator data of the frame before, hands the policy a frame from before the chunk.
+HEADLESS_RENDER_SETTINGS = {
+    "/omni/replicator/asyncRendering": "false",  # annotator data of the frame just rendered (synchronous)
+    "/app/renderer/waitIdle": "true",  # an app update returns once the renderer is idle ...
+    "/app/hydraEngine/waitIdle": "true",  # ... and the Hydra engine too ("avoids frame offset issue")
+    "/app/updateOrder/checkForHydraRenderComplete": "1000",  # wait for Hydra's render to complete (Isaac Lab's 1000)
+    "/exts/omni.replicator.core/Orchestrator/enabled": "false",  # OmniGibson reads annotators, runs no writers
+}
+#: Headless only: nothing is presented to a window (a run with a GUI keeps it).
+PRESENT_THREAD_SETTING = "/exts/omni.renderer.core/present/enabled"
 #: RTX setting path of each render-quality knob.
 RENDER_QUALITY_SETTINGS = dict(zip(RENDER_QUALITY_FIELDS, (
     "/rtx/reflections/enabled",
@@ -100,10 +113,12 @@ def descriptor_sets(profile: RolloutProfile) -> int | None:
     return max(RTX_DESCRIPTOR_SETS_UPSTREAM, DESCRIPTOR_SETS_PER_CAMERA * cameras)
 
 
-def launch_kit_args(profile: RolloutProfile) -> list[str]:
-    """Every Kit ``--/path=value`` argument the profile's launch patches add (thread caps, descriptor sets)."""
+def launch_kit_args(profile: RolloutProfile, headless: bool = True) -> list[str]:
+    """Every Kit ``--/path=value`` argument the profile's launch patches add (thread caps, descriptor sets, the
+    headless render settings) to a launch that is ``headless`` or not, in the order Kit reads them."""
     sets = descriptor_sets(profile)
-    return kit_thread_args(profile) + ([] if sets is None else [f"--{DESCRIPTOR_SETS_SETTING}={sets}"])
+    return (kit_thread_args(profile) + ([] if sets is None else [f"--{DESCRIPTOR_SETS_SETTING}={sets}"])
+            + (headless_render_args(headless) if profile.headless_render_settings else []))
 
 
 def render_quality_settings(profile: RolloutProfile) -> dict[str, bool]:
@@ -268,6 +283,35 @@ class KitDescriptorSetsPatch(KitArgsPatch):
     def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
         args = [f"--{DESCRIPTOR_SETS_SETTING}={descriptor_sets(profile)}"]
         return launch_with_kit_args(launcher, args, [DESCRIPTOR_SETS_SETTING], start)
+
+
+def headless_render_args(headless: bool) -> list[str]:
+    """Kit ``--/path=value`` arguments of ``headless_render_settings`` (the present thread off only ``headless``)."""
+    settings = dict(HEADLESS_RENDER_SETTINGS, **({PRESENT_THREAD_SETTING: "false"} if headless else {}))
+    return [f"--{path}={value}" for path, value in settings.items()]
+
+
+class KitHeadlessRenderSettingsPatch(KitArgsPatch):
+    """Isaac Lab 3.0's headless-rendering settings on the Kit command line at launch (:func:`headless_render_args`):
+    the frame read after a render is the one just rendered. Opt-in: it trades the overlap of rendering with the
+    next update for that guarantee."""
+
+    name = "kit_headless_render_settings"
+    knobs = ("headless_render_settings",)
+    rtx = True
+
+    def wanted(self, profile: RolloutProfile) -> bool:
+        return profile.headless_render_settings
+
+    def upstream_has_it(self, launcher: KitLauncher) -> str | None:
+        if "asyncRendering" in launcher.source:
+            return f"upstream {launcher.function} already sets Replicator's rendering mode"
+        return None
+
+    def launch(self, launcher: KitLauncher, profile: RolloutProfile, start: Callable[[], Any]) -> Any:
+        headless = bool(sys.modules["omnigibson.macros"].gm["HEADLESS"])
+        args = headless_render_args(headless)
+        return launch_with_kit_args(launcher, args, [arg[2:].split("=", 1)[0] for arg in args], start)
 
 
 class KitLaunchArgvPatch(KitArgsPatch):
