@@ -20,6 +20,7 @@ from .errors import (
     EngineBusyError,
     NoChunkInFlightError,
     NotResetError,
+    StopRollout,
     WorkerDiedError,
     WorkerError,
     WorkerHungError,
@@ -69,4 +70,5 @@ __all__ = [
     "ChunkInFlightError",
     "NoChunkInFlightError",
     "NotResetError",
+    "StopRollout",
 ]
