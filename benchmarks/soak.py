@@ -18,8 +18,9 @@ respawned (a sample waits a rollout for that; a kill in the last rollout takes o
 ``close()`` it records what is left: child processes and segments (both must be zero).
 
 A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
-slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
-first in resident memory, within :data:`FD_TOLERANCE` descriptors, and holds the same segments. Exit code
+slope per hour of each, and ``flat`` says whether the last sample is within ``RSS_TOLERANCE`` of the
+first in resident memory, within ``FD_TOLERANCE`` descriptors (``behavior1k_fast.tools.measure.soak``, which
+samples and judges them), and holds the same segments. Exit code
 1 when something is not flat or something is left after ``close()``.
 
 Writes ``soak_<tag>.json`` and ``.png`` to ``--out-dir`` (``benchmarks/results``). Run:
@@ -39,7 +40,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -48,15 +48,11 @@ from behavior1k_fast.core.profile import SCHEDULES  # noqa: E402
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory  # noqa: E402
 from behavior1k_fast.rollout import RestartPolicy, RolloutEngine  # noqa: E402
 from behavior1k_fast.rollout.plan import PartitionPlan  # noqa: E402
-from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner  # noqa: E402
 from behavior1k_fast.tools.argtypes import lead_steps  # noqa: E402
+from behavior1k_fast.tools.measure.soak import leftovers, per_minute, sample, summary  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
-#: Resident memory that counts as flat: the last sample at most this share above the first, plus 16 MiB.
-RSS_TOLERANCE = (0.10, 16.0)
-#: Open file descriptors that count as flat: the last sample at most this many above the first.
-FD_TOLERANCE = 2
 #: The restart window, in kill intervals (at least a minute), and the cap on one back-off, in seconds.
 WINDOW_KILLS, MAX_BACKOFF_S = 3, 1.0
 #: ``--lookahead-steps`` of ``--schedule lookahead`` when not given.
@@ -67,47 +63,6 @@ def policy(obs):
     """Small deterministic actions from proprioception (the point here is the processes, not the task)."""
     p = obs["proprio"].astype(np.float64)
     return np.tanh(np.sin(p[:, None, :11] + np.arange(CHUNK)[None, :, None])).astype(np.float32)
-
-
-def segments(owner: int) -> list[str]:
-    """The ``b1kf_*`` segments in ``/dev/shm`` that process ``owner`` created."""
-    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == owner)
-
-
-def mapped_segments(pid: int) -> int:
-    """``b1kf_*`` segments process ``pid`` has mapped (distinct names in ``/proc/<pid>/maps``)."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8") as fh:
-            return len({line.split("/dev/shm/")[1].split()[0] for line in fh if f"/dev/shm/{SHM_PREFIX}" in line})
-    except OSError:
-        return 0
-
-
-def sample(engine: RolloutEngine, start: float) -> dict:
-    def usage(pid: int) -> dict:
-        proc = psutil.Process(pid)
-        return {"pid": pid, "rss_mib": proc.memory_info().rss / 2**20, "fds": proc.num_fds(),
-                "segments": mapped_segments(pid)}
-
-    return {
-        "t_s": time.monotonic() - start,
-        "driver": usage(os.getpid()),
-        "workers": [usage(pid) for pid in engine.worker_pids],
-        "segments": len(segments(os.getpid())),
-        "restarts": engine.restarts,
-    }
-
-
-def growth(samples: list[dict], pick, kind: str) -> dict:
-    """First, last, max and least-squares slope per hour of ``pick(sample)``, and whether the last sample is
-    flat against the first (``kind``: ``rss``, ``fds`` or ``segments``; module docs)."""
-    t = np.array([s["t_s"] for s in samples])
-    y = np.array([pick(s) for s in samples], dtype=float)
-    slope = float(np.polyfit(t, y, 1)[0]) * 3600 if len(samples) > 2 else 0.0
-    first, last = float(y[0]), float(y[-1])
-    share, mib = RSS_TOLERANCE
-    limit = {"rss": first * (1 + share) + mib, "fds": first + FD_TOLERANCE, "segments": first}[kind]
-    return {"first": first, "last": last, "max": float(y.max()), "per_hour": slope, "flat": last <= limit}
 
 
 def main() -> int:
@@ -179,23 +134,9 @@ def main() -> int:
         samples.append(sample(engine, start))
     finally:
         engine.close()
-    tracker = _resource_tracker()
-    after_close = {
-        "children": len([c for c in psutil.Process().children(recursive=True) if c.pid not in tracker]),
-        "segments": len(segments(os.getpid())),
-        "driver_fds": psutil.Process().num_fds(),
-    }
-
-    summary = {
-        "driver_rss_mib": growth(samples, lambda s: s["driver"]["rss_mib"], "rss"),
-        "driver_fds": growth(samples, lambda s: s["driver"]["fds"], "fds"),
-        "driver_mapped_segments": growth(samples, lambda s: s["driver"]["segments"], "segments"),
-        "worker_rss_mib_max": growth(samples, lambda s: max(w["rss_mib"] for w in s["workers"]), "rss"),
-        "worker_fds_max": growth(samples, lambda s: max(w["fds"] for w in s["workers"]), "fds"),
-        "worker_mapped_segments_max": growth(samples, lambda s: max(w["segments"] for w in s["workers"]), "segments"),
-        "segments": growth(samples, lambda s: s["segments"], "segments"),
-    }
-    flat = all(entry["flat"] for entry in summary.values())
+    after_close = leftovers()
+    watched = summary(samples)
+    flat = all(entry["flat"] for entry in watched.values())
     minutes_run = (time.monotonic() - start) / 60
     result = {
         "machine": {"platform": platform.platform(), "logical_cores": os.cpu_count()},
@@ -210,7 +151,7 @@ def main() -> int:
         "restarts_per_minute": per_minute([r["t_s"] for r in restart_log], minutes_run),
         "backoff_s_max": max((r["backoff_s"] for r in restart_log), default=0.0),
         "samples": samples,
-        "summary": summary,
+        "summary": watched,
         "flat": flat,
         "after_close": after_close,
     }
@@ -220,25 +161,9 @@ def main() -> int:
     png_path = plot(result, args.out_dir / f"soak_{args.tag}.png")
     print(json.dumps({"minutes_run": result["minutes_run"], "rollouts": rollouts, "restarts": result["restarts"],
                       "restarts_per_minute": result["restarts_per_minute"], "backoff_s_max": result["backoff_s_max"],
-                      "summary": summary, "flat": flat, "after_close": after_close}, indent=2))
+                      "summary": watched, "flat": flat, "after_close": after_close}, indent=2))
     print(f"wrote {json_path} and {png_path}")
     return 0 if flat and after_close["children"] == 0 and after_close["segments"] == 0 else 1
-
-
-def per_minute(times_s: list[float], minutes: float) -> list[int]:
-    """How many of ``times_s`` (seconds) fall in each started minute of a run of ``minutes``."""
-    counts = [0] * max(1, int(np.ceil(minutes)))
-    for t in times_s:
-        counts[min(int(t // 60), len(counts) - 1)] += 1
-    return counts
-
-
-def _resource_tracker() -> list[int]:
-    """multiprocessing's resource tracker: a child of this process that lives until it exits."""
-    from multiprocessing import resource_tracker
-
-    pid = resource_tracker._resource_tracker._pid
-    return [pid] if pid is not None and psutil.pid_exists(pid) else []
 
 
 def plot(result: dict, path: Path) -> Path:
