@@ -49,7 +49,8 @@ from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory
 from behavior1k_fast.rollout import RestartPolicy, RolloutEngine  # noqa: E402
 from behavior1k_fast.rollout.plan import PartitionPlan  # noqa: E402
 from behavior1k_fast.tools.argtypes import lead_steps  # noqa: E402
-from behavior1k_fast.tools.measure.soak import leftovers, per_minute, sample, summary  # noqa: E402
+from behavior1k_fast.tools.measure.files import save_figure  # noqa: E402
+from behavior1k_fast.tools.measure.soak import leftovers, per_minute, resource_figure, sample, summary  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
@@ -167,37 +168,17 @@ def main() -> int:
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     samples = result["samples"]
-    t = [s["t_s"] / 60 for s in samples]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    axes[0].plot(t, [s["driver"]["rss_mib"] for s in samples], label="driver")
-    for w in range(len(samples[0]["workers"])):
-        axes[0].plot(t, [s["workers"][w]["rss_mib"] for s in samples], label=f"worker {w}")
-        axes[1].plot(t, [s["workers"][w]["fds"] for s in samples], label=f"worker {w}")
-    axes[1].plot(t, [s["driver"]["fds"] for s in samples], label="driver")
-    axes[2].plot(t, [s["segments"] for s in samples], label="b1kf_ segments of the driver")
-    for w in range(len(samples[0]["workers"])):
-        axes[2].plot(t, [s["workers"][w]["segments"] for s in samples], ls="--", label=f"mapped by worker {w}")
-    axes[2].plot(t, [s["restarts"] for s in samples], label="restarts (cumulative)")
-    for ax, title in zip(axes, ("resident memory (MiB)", "open file descriptors", "segments and restarts")):
-        ax.set_title(title)
-        ax.set_xlabel("minutes")
+    fig, axes = resource_figure(samples, result["kills"])
+    axes[2].plot([s["t_s"] / 60 for s in samples], [s["restarts"] for s in samples], label="restarts (cumulative)")
+    axes[2].set_title("segments and restarts")
+    for ax in axes:
         ax.legend(fontsize=8)
-        for kill in result["kills"]:
-            ax.axvline(kill["t_s"] / 60, color="grey", alpha=0.2)
     fig.suptitle(f"soak ({result['config']['schedule']} schedule): {result['minutes_run']:.1f} min, "
                  f"{result['rollouts']} rollouts, {result['restarts']} restarts (back-off at most "
                  f"{result['backoff_s_max']:g} s; grey: SIGKILL of a worker); "
                  f"{'flat' if result['flat'] else 'NOT flat'}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 if __name__ == "__main__":

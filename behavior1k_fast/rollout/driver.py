@@ -413,17 +413,17 @@ class EngineDriver:
         go nowhere): the engine is then idle at a chunk boundary of every env. Returns the global ids of the
         envs whose chunk ran past the lead observations it reported (sent with ``lead_steps`` d > 0): their
         boundary observations are d steps old."""
-        behind: list[int] = []
+        behind: set[int] = set()
         while True:
             entry = next((queue[0] for queue in self._in_flight.values() if queue), None)
             if entry is None:
-                return behind
+                return sorted(behind)
             slices = [entry.stage_slice]
             if entry.lead_steps is not None and entry.lead_batch is None:
                 self.receive_lead(slices)
             self.collect(slices)
             if entry.lead_steps:
-                behind.extend(entry.stage_slice.global_envs)
+                behind.update(entry.stage_slice.global_envs)
 
     def new_rollout(self) -> None:
         """A rollout starts: fresh :attr:`accounting`."""

@@ -422,14 +422,15 @@ def _result(config: CollectorSoakConfig, run: _Run, checks: dict, after_close: d
     }
 
 
-def plot_collector_soak(result: dict) -> Any:
-    """The figure of a collector soak: RSS, fds and segments over time, kills and break-outs marked."""
+def resource_figure(samples: Sequence[dict], kills: Sequence[dict]) -> tuple[Any, Any]:
+    """A figure of three panels over the minutes of ``samples`` (:func:`sample`): resident memory, open fds
+    and segments of the driver and every worker, a grey line at each of ``kills``; ``(figure, axes)``, the
+    legends left to the caller (which may add lines)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    samples = result["samples"]
     t = [s["t_s"] / 60 for s in samples]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     axes[0].plot(t, [s["driver"]["rss_mib"] for s in samples], marker="o", label="driver")
@@ -442,11 +443,18 @@ def plot_collector_soak(result: dict) -> Any:
     for ax, title in zip(axes, ("resident memory (MiB)", "open file descriptors", "shared-memory segments")):
         ax.set_title(title)
         ax.set_xlabel("minutes")
-        ax.legend(fontsize=8)
-        for kill in result["kills"]:
+        for kill in kills:
             ax.axvline(kill["t_s"] / 60, color="grey", alpha=0.2)
+    return fig, axes
+
+
+def plot_collector_soak(result: dict) -> Any:
+    """The figure of a collector soak: :func:`resource_figure`, break-outs marked."""
+    fig, axes = resource_figure(result["samples"], result["kills"])
+    for ax in axes:
         for breakout in result["breakouts"]:
             ax.axvline(breakout["t_s"] / 60, color="tab:green", alpha=0.4, ls=":")
+        ax.legend(fontsize=8)
     actions = result["actions"]
     fig.suptitle(f"collector soak: {result['minutes_run']:.1f} min, {result['collectors']} collectors, "
                  f"{result['batches']} batches, {len(result['kills'])} kills (grey), break-outs (green); "
