@@ -313,8 +313,7 @@ class Collector:
         return self.version
 
     def _check_open(self) -> None:
-        if self._failure is not None:
-            raise ClosedError(self._failure_text()) from self._failure
+        self._raise_if_failed()
         if self._stop:
             raise ClosedError("the collector is closed")
 
