@@ -318,8 +318,10 @@ class Collector:
             raise ClosedError("the collector is closed")
 
     def close(self) -> None:
-        """Stop collecting; the engine stays usable (module docs, "Ending early"). Returns within about
-        ``2 * close_timeout_s`` seconds whatever the workers do. Idempotent."""
+        """Stop collecting; the engine stays usable (module docs, "Ending early"). Waits at most
+        ``close_timeout_s`` for the collecting thread, then closes the engine (a hung worker gets its close
+        grace, 5 s, before it is killed) and waits ``close_timeout_s`` more: it returns whatever the workers
+        do. Idempotent."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
