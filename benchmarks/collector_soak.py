@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from behavior1k_fast.tools.argtypes import Parser, env_count, file_name, parse_checked, positive_int, positive_number, process_count
+from behavior1k_fast.tools.argtypes import (Parser, env_count, file_name, parse_checked, positive_int, positive_number,
+                                           process_count)
 from behavior1k_fast.tools.measure.config import add_output_arguments, checked_output_dir
 from behavior1k_fast.tools.measure.files import save_figure, write_json
 from behavior1k_fast.tools.measure.machine import describe_machine, machine_tag

@@ -362,7 +362,8 @@ def collector_soak(config: CollectorSoakConfig, log_dir: str | os.PathLike) -> d
             for batch in collector:
                 write_batch_actions(batch_log, generation, batch)
                 run.batches += 1
-                run.restarts += [{"t_s": r.at_s, "worker": r.worker, "cause": r.cause} for r in collector.last_stats.restarts]
+                run.restarts += [{"t_s": r.at_s, "worker": r.worker, "cause": r.cause}
+                                 for r in collector.last_stats.restarts]
                 collector.update_policy_weights({"version": np.array([collector.version + 1])})
                 if time.monotonic() >= next_kill and engine.restarts >= len(run.kills):  # the last one respawned
                     _kill(engine, run, len(run.kills) % config.processes)  # lands in the batch being collected
