@@ -395,6 +395,9 @@ def _kill(engine: Any, run: _Run, victim: int) -> None:
 
 
 def _result(config: CollectorSoakConfig, run: _Run, checks: dict, after_close: dict) -> dict:
+    """The result: ``restarts`` counts every respawn, ``restart_log`` those the handed-out batches' stats
+    report (a respawn inside a batch a break-out dropped is counted, not logged); ``actions`` is
+    :func:`check_action_logs`' answer; ``checks`` each check and ``ok`` all of them."""
     minutes_run = (time.monotonic() - run.start) / 60
     watched = summary(run.samples)
     flat = all(entry["flat"] for entry in watched.values())
