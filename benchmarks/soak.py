@@ -18,8 +18,9 @@ respawned (a sample waits a rollout for that; a kill in the last rollout takes o
 ``close()`` it records what is left: child processes and segments (both must be zero).
 
 A leak shows as growth from the first to the last sample: the summary gives first, last, max and the
-slope per hour of each, and ``flat`` says whether the last sample is within :data:`RSS_TOLERANCE` of the
-first in resident memory, within :data:`FD_TOLERANCE` descriptors, and holds the same segments. Exit code
+slope per hour of each, and ``flat`` says whether the last sample is within ``RSS_TOLERANCE`` of the
+first in resident memory, within ``FD_TOLERANCE`` descriptors (``behavior1k_fast.tools.measure.soak``, which
+samples and judges them), and holds the same segments. Exit code
 1 when something is not flat or something is left after ``close()``.
 
 Writes ``soak_<tag>.json`` and ``.png`` to ``--out-dir`` (``benchmarks/results``). Run:
@@ -39,21 +40,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.core.profile import SCHEDULES
 from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
 from behavior1k_fast.rollout import PartitionPlan, RestartPolicy, RolloutEngine
-from behavior1k_fast.rollout.shm import SHM_DIR, SHM_PREFIX, segment_owner
 from behavior1k_fast.tools.argtypes import lead_steps
+from behavior1k_fast.tools.measure.files import save_figure
+from behavior1k_fast.tools.measure.soak import leftovers, per_minute, resource_figure, sample, summary
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHUNK = 8
-#: Resident memory that counts as flat: the last sample at most this share above the first, plus 16 MiB.
-RSS_TOLERANCE = (0.10, 16.0)
-#: Open file descriptors that count as flat: the last sample at most this many above the first.
-FD_TOLERANCE = 2
 #: The restart window, in kill intervals (at least a minute), and the cap on one back-off, in seconds.
 WINDOW_KILLS, MAX_BACKOFF_S = 3, 1.0
 #: ``--lookahead-steps`` of ``--schedule lookahead`` when not given.
@@ -64,47 +61,6 @@ def policy(obs):
     """Small deterministic actions from proprioception (the point here is the processes, not the task)."""
     p = obs["proprio"].astype(np.float64)
     return np.tanh(np.sin(p[:, None, :11] + np.arange(CHUNK)[None, :, None])).astype(np.float32)
-
-
-def segments(owner: int) -> list[str]:
-    """The ``b1kf_*`` segments in ``/dev/shm`` that process ``owner`` created."""
-    return sorted(n for n in os.listdir(SHM_DIR) if segment_owner(n) == owner)
-
-
-def mapped_segments(pid: int) -> int:
-    """``b1kf_*`` segments process ``pid`` has mapped (distinct names in ``/proc/<pid>/maps``)."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8") as fh:
-            return len({line.split("/dev/shm/")[1].split()[0] for line in fh if f"/dev/shm/{SHM_PREFIX}" in line})
-    except OSError:
-        return 0
-
-
-def sample(engine: RolloutEngine, start: float) -> dict:
-    def usage(pid: int) -> dict:
-        proc = psutil.Process(pid)
-        return {"pid": pid, "rss_mib": proc.memory_info().rss / 2**20, "fds": proc.num_fds(),
-                "segments": mapped_segments(pid)}
-
-    return {
-        "t_s": time.monotonic() - start,
-        "driver": usage(os.getpid()),
-        "workers": [usage(pid) for pid in engine.worker_pids],
-        "segments": len(segments(os.getpid())),
-        "restarts": engine.restarts,
-    }
-
-
-def growth(samples: list[dict], pick, kind: str) -> dict:
-    """First, last, max and least-squares slope per hour of ``pick(sample)``, and whether the last sample is
-    flat against the first (``kind``: ``rss``, ``fds`` or ``segments``; module docs)."""
-    t = np.array([s["t_s"] for s in samples])
-    y = np.array([pick(s) for s in samples], dtype=float)
-    slope = float(np.polyfit(t, y, 1)[0]) * 3600 if len(samples) > 2 else 0.0
-    first, last = float(y[0]), float(y[-1])
-    share, mib = RSS_TOLERANCE
-    limit = {"rss": first * (1 + share) + mib, "fds": first + FD_TOLERANCE, "segments": first}[kind]
-    return {"first": first, "last": last, "max": float(y.max()), "per_hour": slope, "flat": last <= limit}
 
 
 def main() -> int:
@@ -176,23 +132,9 @@ def main() -> int:
         samples.append(sample(engine, start))
     finally:
         engine.close()
-    tracker = resource_trackers()
-    after_close = {
-        "children": len([c for c in psutil.Process().children(recursive=True) if c.pid not in tracker]),
-        "segments": len(segments(os.getpid())),
-        "driver_fds": psutil.Process().num_fds(),
-    }
-
-    summary = {
-        "driver_rss_mib": growth(samples, lambda s: s["driver"]["rss_mib"], "rss"),
-        "driver_fds": growth(samples, lambda s: s["driver"]["fds"], "fds"),
-        "driver_mapped_segments": growth(samples, lambda s: s["driver"]["segments"], "segments"),
-        "worker_rss_mib_max": growth(samples, lambda s: max(w["rss_mib"] for w in s["workers"]), "rss"),
-        "worker_fds_max": growth(samples, lambda s: max(w["fds"] for w in s["workers"]), "fds"),
-        "worker_mapped_segments_max": growth(samples, lambda s: max(w["segments"] for w in s["workers"]), "segments"),
-        "segments": growth(samples, lambda s: s["segments"], "segments"),
-    }
-    flat = all(entry["flat"] for entry in summary.values())
+    after_close = leftovers()
+    watched = summary(samples)
+    flat = all(entry["flat"] for entry in watched.values())
     minutes_run = (time.monotonic() - start) / 60
     result = {
         "machine": {"platform": platform.platform(), "logical_cores": os.cpu_count()},
@@ -207,7 +149,7 @@ def main() -> int:
         "restarts_per_minute": per_minute([r["t_s"] for r in restart_log], minutes_run),
         "backoff_s_max": max((r["backoff_s"] for r in restart_log), default=0.0),
         "samples": samples,
-        "summary": summary,
+        "summary": watched,
         "flat": flat,
         "after_close": after_close,
     }
@@ -217,64 +159,23 @@ def main() -> int:
     png_path = plot(result, args.out_dir / f"soak_{args.tag}.png")
     print(json.dumps({"minutes_run": result["minutes_run"], "rollouts": rollouts, "restarts": result["restarts"],
                       "restarts_per_minute": result["restarts_per_minute"], "backoff_s_max": result["backoff_s_max"],
-                      "summary": summary, "flat": flat, "after_close": after_close}, indent=2))
+                      "summary": watched, "flat": flat, "after_close": after_close}, indent=2))
     print(f"wrote {json_path} and {png_path}")
     return 0 if flat and after_close["children"] == 0 and after_close["segments"] == 0 else 1
 
 
-def per_minute(times_s: list[float], minutes: float) -> list[int]:
-    """How many of ``times_s`` (seconds) fall in each started minute of a run of ``minutes``."""
-    counts = [0] * max(1, int(np.ceil(minutes)))
-    for t in times_s:
-        counts[min(int(t // 60), len(counts) - 1)] += 1
-    return counts
-
-
-def resource_trackers() -> list[int]:
-    """Pids of multiprocessing's resource tracker among this process's children: it lives until this process
-    exits (its command line runs ``multiprocessing.resource_tracker``)."""
-    pids = []
-    for child in psutil.Process().children():
-        try:
-            if "resource_tracker" in " ".join(child.cmdline()):
-                pids.append(child.pid)
-        except psutil.Error:  # gone or not ours to read: not the tracker, which lives as long as we do
-            pass
-    return pids
-
-
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     samples = result["samples"]
-    t = [s["t_s"] / 60 for s in samples]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    axes[0].plot(t, [s["driver"]["rss_mib"] for s in samples], label="driver")
-    for w in range(len(samples[0]["workers"])):
-        axes[0].plot(t, [s["workers"][w]["rss_mib"] for s in samples], label=f"worker {w}")
-        axes[1].plot(t, [s["workers"][w]["fds"] for s in samples], label=f"worker {w}")
-    axes[1].plot(t, [s["driver"]["fds"] for s in samples], label="driver")
-    axes[2].plot(t, [s["segments"] for s in samples], label="b1kf_ segments of the driver")
-    for w in range(len(samples[0]["workers"])):
-        axes[2].plot(t, [s["workers"][w]["segments"] for s in samples], ls="--", label=f"mapped by worker {w}")
-    axes[2].plot(t, [s["restarts"] for s in samples], label="restarts (cumulative)")
-    for ax, title in zip(axes, ("resident memory (MiB)", "open file descriptors", "segments and restarts")):
-        ax.set_title(title)
-        ax.set_xlabel("minutes")
+    fig, axes = resource_figure(samples, result["kills"])
+    axes[2].plot([s["t_s"] / 60 for s in samples], [s["restarts"] for s in samples], label="restarts (cumulative)")
+    axes[2].set_title("segments and restarts")
+    for ax in axes:
         ax.legend(fontsize=8)
-        for kill in result["kills"]:
-            ax.axvline(kill["t_s"] / 60, color="grey", alpha=0.2)
     fig.suptitle(f"soak ({result['config']['schedule']} schedule): {result['minutes_run']:.1f} min, "
                  f"{result['rollouts']} rollouts, {result['restarts']} restarts (back-off at most "
                  f"{result['backoff_s_max']:g} s; grey: SIGKILL of a worker); "
                  f"{'flat' if result['flat'] else 'NOT flat'}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -62,9 +62,16 @@ def binding_env(physical: int) -> dict[str, str]:
     return {CUDA_VISIBLE_DEVICES: str(physical), MUJOCO_EGL_DEVICE_ID: str(physical)}
 
 
+#: One GPU row of ``nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader``:
+#: ``NVIDIA H200, 143771 MiB, 570.133.20``.
+SMI_ROW = re.compile(r"[^,]*[^\s,][^,]*,\s*\d+ MiB,\s*\d+(?:\.\d+)*")
+
+
 def nvidia_smi_gpus() -> tuple[list[str] | None, str]:
-    """``(rows "name, memory, driver", "")`` per GPU of this machine from ``nvidia-smi`` (all GPUs, whatever
-    ``CUDA_VISIBLE_DEVICES`` says), or ``(None, why)`` when the tool is absent or fails."""
+    """``(rows "name, memory MiB, driver", "")`` per GPU of this machine from ``nvidia-smi`` (all GPUs, whatever
+    ``CUDA_VISIBLE_DEVICES`` says), or ``(None, why)`` when the tool is absent, fails, or prints a line that
+    is not such a row (:data:`SMI_ROW`: "No devices were found", a wrapper's message): unreadable, so
+    nothing is counted from it."""
     tool = shutil.which("nvidia-smi")
     if tool is None:
         return None, "nvidia-smi not found"
@@ -75,7 +82,11 @@ def nvidia_smi_gpus() -> tuple[list[str] | None, str]:
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"nvidia-smi failed: {exc}"
-    return [line.strip() for line in out.splitlines() if line.strip()], ""
+    rows = [line.strip() for line in out.splitlines() if line.strip()]
+    bad = next((row for row in rows if not SMI_ROW.fullmatch(row)), None)
+    if bad is not None:
+        return None, f"nvidia-smi output unreadable: {bad[:80]!r} is not a row 'name, memory MiB, driver version'"
+    return rows, ""
 
 
 def device_file_gpus() -> int | None:

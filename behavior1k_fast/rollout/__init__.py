@@ -21,6 +21,7 @@ from .errors import (
     EngineBusyError,
     NoChunkInFlightError,
     NotResetError,
+    StopRollout,
     WorkerDiedError,
     WorkerError,
     WorkerHungError,
@@ -68,4 +69,5 @@ __all__ = [
     "ChunkInFlightError",
     "NoChunkInFlightError",
     "NotResetError",
+    "StopRollout",
 ]

@@ -31,21 +31,42 @@ one the trainer holds, at most ``max_queued + 2`` batches (:attr:`Trajectory.nby
 
 Errors: an exception in the collecting thread (a worker error, the policy's own) is raised by the
 trainer's next ``next()``, the original object with its traceback; the engine has closed itself (as
-:meth:`~.engine.RolloutEngine.rollout` does on any failure). :meth:`Collector.close` stops collection:
-between batches the engine stays usable; within a batch the collection stops at the next chunk boundary
-and the engine is closed with it (its chunks were in flight; the envs are mid-episode). ``total_batches``
-ends the iteration cleanly after that many batches, the engine usable. The engine is driven by the
-collecting thread only: another thread's call on it meanwhile raises
+:meth:`~.engine.RolloutEngine.rollout` does on any failure). From then on the collector is done, and says
+why: every later ``next()`` and :meth:`Collector.update_policy_weights` raises
+:class:`~.errors.ClosedError` naming that exception (never a clean end of the iteration, never a new
+version).
+
+Ending early. :meth:`Collector.close` (and the ``with`` block's exit) stops collection and leaves the
+engine usable: between batches at once; within a batch at the next chunk boundary (the collecting thread's
+next forward raises :class:`~.errors.StopRollout`), where the engine receives the chunks in flight, drops
+them with the unfinished batch, and is idle with its envs mid-episode (``engine.rollout``, ``reset`` and a
+new ``Collector`` on it work). Leaving a ``for batch in collector:`` loop early (``break``, an exception)
+closes the collector the same way: iterating runs a generator whose end calls :meth:`~Collector.close`,
+so the natural "stop once success >= 0.8" needs no ``with`` (TorchRL's collectors need ``shutdown()``
+there; an iterator that kept collecting into a queue nobody reads would hold the engine). ``next()`` on
+the collector itself does not: close it. When the thread cannot reach a chunk boundary within
+``close_timeout_s`` (a worker hung with deadlines off), ``close()`` closes the engine, which ends the
+thread's wait on that worker, and returns: never a hang. ``close()`` from the collecting thread itself
+(inside ``load_weights`` or the policy) asks it to stop and returns; the trainer's next ``next()`` ends the
+iteration. ``total_batches`` ends the iteration cleanly after that many batches, the engine usable. The
+engine is driven by the collecting thread only: another thread's call on it meanwhile raises
 :class:`~.errors.EngineBusyError`.
 
+Weights are checked at the post against the behaviour policy's ``state_dict()`` (where it has one and the
+default ``load_state_dict`` loads them): the same keys, each of the same shape, torch tensors for a torch
+module; a mismatch is a ``ValueError`` / ``TypeError`` naming the key, and collection goes on untouched.
+
 GPU: with ``device="cuda:i"`` the behaviour policy's forwards run on a CUDA stream of their own, and a
-snapshot taken on the trainer's stream is waited for on that stream before it is loaded.
+snapshot taken on the trainer's stream is waited for on that stream before it is loaded; each snapshot
+tensor is then marked as used by that stream (``record_stream``), so the caching allocator does not hand
+its memory to the trainer's stream before the load's copies ran.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import queue
 import sys
 import threading
@@ -55,9 +76,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from ..core.checks import check_int, check_optional_positive_int, check_positive_int
+from ..core.checks import check_int, check_number, check_optional_positive_int, check_positive_int
 from .engine import EngineState, RolloutEngine
-from .errors import ClosedError
+from .errors import ClosedError, StopRollout, public_type_name
 from .policy import Policy, call_policy, split_policy_output
 from .trajectory import Trajectory, TrajectoryRecorder
 
@@ -66,6 +87,12 @@ WEIGHTS_VERSION_KEY = "weights_version"
 
 #: Seconds between checks of the stop flag (a full queue) or of the thread's end (an empty one).
 _POLL_S = 0.05
+#: Default ``close_timeout_s``: seconds :meth:`Collector.close` waits for the collecting thread to reach a
+#: chunk boundary and receive the chunks in flight (about two chunks of a slow simulator) before it closes
+#: the engine to end the thread's wait.
+CLOSE_TIMEOUT_S = 10.0
+
+logger = logging.getLogger(__name__)
 
 
 class CollectorState(enum.Enum):
@@ -93,10 +120,6 @@ class CollectorTimes:
     wait_queue_s: float = 0.0
     #: Trainer: blocked in ``next()`` for a batch.
     wait_batch_s: float = 0.0
-
-
-class _Stop(BaseException):
-    """Raised in the collecting thread's policy call to end a rollout at a chunk boundary on close()."""
 
 
 class _Failed:
@@ -133,6 +156,8 @@ class Collector:
         device: ``None`` / ``"cpu"``, or the CUDA device of the behaviour policy (``"cuda:0"``): its
             forwards then run on a CUDA stream of their own.
         tensors, pin_memory: the batch's output kind (:class:`~.trajectory.TrajectoryRecorder`).
+        close_timeout_s: seconds :meth:`close` waits for the collecting thread to stop at a chunk boundary
+            before it closes the engine (module docs, "Ending early").
 
     Every batch runs the profile's schedule (``barrier``, ``async`` or ``lookahead``).
 
@@ -153,6 +178,7 @@ class Collector:
         device: Any = None,
         tensors: bool = False,
         pin_memory: bool = False,
+        close_timeout_s: float = CLOSE_TIMEOUT_S,
     ):
         if not callable(policy):
             raise TypeError(f"policy must be callable, got {policy!r}")
@@ -162,12 +188,17 @@ class Collector:
         self.total_batches = check_optional_positive_int("total_batches", total_batches)
         if load_weights is not None and not callable(load_weights):
             raise TypeError(f"load_weights must be a callable load_weights(policy, weights), got {load_weights!r}")
+        self.close_timeout_s = check_number("close_timeout_s", close_timeout_s, low=0.0, high=threading.TIMEOUT_MAX,
+                                            low_open=True, unit="of seconds")
         if engine.state is EngineState.CLOSED:
             raise ClosedError("the engine is closed: a collector needs an open one")
         self._recorder = TrajectoryRecorder(engine, tensors=tensors, pin_memory=pin_memory)
         self.engine = engine
         self.policy = policy
         self._load_weights = load_weights
+        #: key -> (shape, torch tensor?) of the behaviour policy's state dict, what a post must match
+        #: (``None``: not checked; a ``load_weights`` of the user's decides what it takes).
+        self._expected = _state_layout(policy) if load_weights is None else None
         self._stream = _policy_stream(device)
         #: The newest weights version posted (0: the weights the policy was built with).
         self.version = 0
@@ -181,6 +212,8 @@ class Collector:
         self._state = CollectorState.COLLECTING
         self._stop = False
         self._done = False
+        #: The exception the collecting thread failed with (``None``: it did not).
+        self._failure: BaseException | None = None
         self._cond = threading.Condition()
         self._queue: queue.Queue = queue.Queue(maxsize=self.max_queued)
         self._thread = threading.Thread(target=self._run, name="behavior1k_fast-collector", daemon=True)
@@ -197,12 +230,25 @@ class Collector:
         return self._queue.qsize()
 
     def __iter__(self) -> Iterator[Trajectory]:
-        return self
+        """The batches, until ``total_batches`` or :meth:`close`; leaving the loop early (``break``, an
+        exception) closes the collector at once (module docs, "Ending early")."""
+        try:
+            while True:
+                try:
+                    batch = next(self)
+                except StopIteration:
+                    return
+                yield batch
+        finally:
+            self.close()
 
     def __next__(self) -> Trajectory:
-        """The next batch; raises the collecting thread's exception if it failed, ``StopIteration`` after
-        ``total_batches`` batches or :meth:`close`."""
+        """The next batch; raises the collecting thread's exception if it failed (then
+        :class:`~.errors.ClosedError` naming it, every time), ``StopIteration`` after ``total_batches``
+        batches or :meth:`close`."""
         if self._done:
+            self.close()  # a close() from the collecting thread left the join to the trainer's side
+            self._raise_if_failed()
             raise StopIteration
         with self._cond:
             self._requested += 1
@@ -212,12 +258,22 @@ class Collector:
         self.times.wait_batch_s += time.perf_counter() - start
         if item is _END:
             self._done = True
+            self._raise_if_failed()
             raise StopIteration
         if isinstance(item, _Failed):
             self._done = True
             raise item.exc
         batch, self.last_stats = item
         return batch
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise ClosedError(self._failure_text()) from self._failure
+
+    def _failure_text(self) -> str:
+        lines = str(self._failure).strip().splitlines()
+        line = f": {lines[0][:200]}" if lines else ""
+        return f"the collector stopped after {public_type_name(self._failure)}{line}"
 
     def _take(self) -> Any:
         """The next queued item; ``_END`` once the thread has ended and nothing is left."""
@@ -240,27 +296,44 @@ class Collector:
         if not isinstance(weights, Mapping):
             raise TypeError(f"weights must be a torch module or a mapping of tensors or arrays, got "
                             f"{type(weights).__name__}")
+        with self._cond:
+            self._check_open()
+        if self._expected is not None:
+            _check_layout(weights, self._expected)
         snapshot = {key: _copy(value) for key, value in weights.items()}
         ready = None
         if self._stream is not None:
             ready = sys.modules["torch"].cuda.Event()
             ready.record()  # on the trainer's current stream, after the copies
         with self._cond:
-            if self._stop:
-                raise ClosedError("the collector is closed")
+            self._check_open()
             self.version += 1
             self._pending = _Weights(self.version, snapshot, ready)
             self._cond.notify_all()
         return self.version
 
+    def _check_open(self) -> None:
+        self._raise_if_failed()
+        if self._stop:
+            raise ClosedError("the collector is closed")
+
     def close(self) -> None:
-        """Stop collecting (module docs: between batches the engine stays usable, within one it is closed).
-        Idempotent."""
+        """Stop collecting; the engine stays usable (module docs, "Ending early"). Waits at most
+        ``close_timeout_s`` for the collecting thread, then closes the engine (a hung worker gets its close
+        grace, 5 s, before it is killed) and waits ``close_timeout_s`` more: it returns whatever the workers
+        do. Idempotent."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join()
         self._done = True
+        if threading.current_thread() is self._thread:
+            return  # the thread stops at its next chunk boundary; the trainer's side waits for it
+        self._thread.join(self.close_timeout_s)
+        if self._thread.is_alive():
+            logger.warning("the collecting thread did not reach a chunk boundary within close_timeout_s=%g s (a "
+                           "worker hangs?): closing the engine", self.close_timeout_s)
+            self.engine.close()
+            self._thread.join(self.close_timeout_s)
         while True:  # batches nobody will take
             try:
                 self._queue.get_nowait()
@@ -286,16 +359,21 @@ class Collector:
                         break
                 self._state = CollectorState.COLLECTING
                 start = time.perf_counter()
-                stats, batch = self._recorder.rollout(self._act, self.rounds_per_batch,
-                                                      reset=self._collecting == 0)
+                try:
+                    stats, batch = self._recorder.rollout(self._act, self.rounds_per_batch,
+                                                          reset=self._collecting == 0)
+                except StopRollout:  # close(): the engine dropped the chunks in flight and is idle
+                    break
                 self.times.collect_s += time.perf_counter() - start
                 self._collecting += 1
                 if not self._put((batch, stats)):
                     break
             self._put(_END)
-        except _Stop:
-            self._put(_END)
         except BaseException as exc:  # noqa: BLE001 - every failure goes to the trainer
+            with self._cond:
+                if self._stop:  # after close(): the engine says why it closed (close() may have closed it)
+                    return
+                self._failure = exc
             self._put(_Failed(exc))
         finally:
             self._state = CollectorState.STOPPED
@@ -340,7 +418,7 @@ class Collector:
                 self._cond.wait()
             self._state = CollectorState.COLLECTING
             if self._stop:
-                raise _Stop
+                raise StopRollout("the collector was closed")
             pending, self._pending = self._pending, None
         self.times.wait_weights_s += time.perf_counter() - start
         if pending is not None:
@@ -351,6 +429,10 @@ class Collector:
             self._stream.wait_event(weights.ready)
         with self._on_policy_stream():
             self._load_into_policy(weights.state)
+        if self._stream is not None:  # the snapshot is freed after this: not before the load's copies ran
+            for value in weights.state.values():
+                if getattr(value, "is_cuda", False):
+                    value.record_stream(self._stream)
         self._acting = weights.version
 
     def _on_policy_stream(self) -> Any:
@@ -364,6 +446,39 @@ class Collector:
             self._load_weights(self.policy, state)
         else:
             self.policy.load_state_dict(state)
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _state_layout(policy: Any) -> dict[str, tuple[tuple[int, ...], bool]] | None:
+    """key -> (shape, torch tensor?) of ``policy.state_dict()``; ``None`` where it has no ``state_dict``."""
+    state_dict = getattr(policy, "state_dict", None)
+    if not callable(state_dict):
+        return None
+    return {key: (tuple(np.shape(value)), _is_tensor(value)) for key, value in state_dict().items()}
+
+
+def _check_layout(weights: Mapping[str, Any], expected: Mapping[str, tuple[tuple[int, ...], bool]]) -> None:
+    """Refuse ``weights`` unless they have ``expected``'s keys, shapes and kinds (one line naming the key)."""
+    missing = [key for key in expected if key not in weights]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ValueError(f"weights are missing {missing[0]!r}{more} of the behaviour policy's state dict")
+    extra = [key for key in weights if key not in expected]
+    if extra:
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise ValueError(f"weights have {extra[0]!r}{more}, which the behaviour policy's state dict lacks")
+    for key, value in weights.items():
+        shape, tensor = expected[key]
+        if tensor and not _is_tensor(value):
+            kind = type(value)
+            raise TypeError(f"weights[{key!r}] is a {kind.__module__}.{kind.__qualname__}; the behaviour policy "
+                            "(a torch module) takes torch tensors")
+        if tuple(np.shape(value)) != shape:
+            raise ValueError(f"weights[{key!r}] has shape {tuple(np.shape(value))}, the behaviour policy's has {shape}")
 
 
 def _copy(value: Any) -> Any:

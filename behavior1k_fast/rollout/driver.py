@@ -40,7 +40,8 @@ from ..core.contract import check_env_indices
 from ..core.tracing import MODEL_FORWARD, WAIT, get_profiler
 from .accounting import Accounting
 from .chunk import ChunkLead, ChunkResult, action_dtype, check_chunk_actions, concat_leads, concat_results
-from .errors import ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError
+from .errors import (ChunkInFlightError, ClosedError, NoChunkInFlightError, NotResetError, WorkerDiedError, WorkerError,
+                     public_type_name)
 from .plan import PartitionPlan, StageSlice
 from .policy import COMMITTED_KEY, CommittedActions, Policy, call_policy, committed_width, split_policy_output
 from .protocol import Chunk, Reset
@@ -407,6 +408,23 @@ class EngineDriver:
             raise NoChunkInFlightError(f"stage {stage} has no chunk in flight; submit() one first")
         return self.collect(self.plan.stage_slices(stage))
 
+    def drain(self) -> list[int]:
+        """Receive every chunk in flight and drop it (their steps ran; their results, lead reports included,
+        go nowhere): the engine is then idle at a chunk boundary of every env. Returns the global ids of the
+        envs whose chunk ran past the lead observations it reported (sent with ``lead_steps`` d > 0): their
+        boundary observations are d steps old."""
+        behind: set[int] = set()
+        while True:
+            entry = next((queue[0] for queue in self._in_flight.values() if queue), None)
+            if entry is None:
+                return sorted(behind)
+            slices = [entry.stage_slice]
+            if entry.lead_steps is not None and entry.lead_batch is None:
+                self.receive_lead(slices)
+            self.collect(slices)
+            if entry.lead_steps:
+                behind.update(entry.stage_slice.global_envs)
+
     def new_rollout(self) -> None:
         """A rollout starts: fresh :attr:`accounting`."""
         self.accounting = Accounting(self.plan)
@@ -426,8 +444,8 @@ class EngineDriver:
         text = str(exc).strip().splitlines()
         line = text[0] if text else ""
         line = line if len(line) <= 200 else line[:197] + "..."
-        self.close(f"after {type(exc).__name__}{' ' + where if where else ''}: {line}" if line else
-                   f"after {type(exc).__name__}{' ' + where if where else ''}")
+        cause = f"after {public_type_name(exc)}{' ' + where if where else ''}"
+        self.close(f"{cause}: {line}" if line else cause)
 
     def close(self, because: str = "by close()") -> None:
         """Stop every worker and free the shared memory; ``because`` says why (in every later ClosedError,

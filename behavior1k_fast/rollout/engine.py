@@ -38,7 +38,7 @@ from ..core.tracing import get_profiler
 from .accounting import RolloutStats
 from .chunk import ChunkResult
 from .driver import ChunkInputs, EngineDriver, EngineState, InFlight
-from .errors import EngineBusyError
+from .errors import EngineBusyError, StopRollout
 from .placement import bind_gpus, check_placement
 from .plan import PartitionPlan
 from .policy import Policy
@@ -269,7 +269,10 @@ class RolloutEngine:
         ``overlap=False`` is the barrier schedule's serial baseline: the driver waits for each stage's chunk
         before it runs the next forward, so nothing steps during a forward; the chunks and their order on
         every worker, hence the trajectories, are those of ``overlap=True``, only the timing differs. Any
-        failure closes the engine before it is raised. With ``auto_reset=False`` nothing resets an ended
+        failure closes the engine before it is raised, but for :class:`~.errors.StopRollout` raised by the
+        policy: the rollout then ends at that chunk boundary, the chunks in flight are received and dropped,
+        and the engine stays idle with its envs mid-episode (under ``lookahead``, an env whose chunk ran
+        past its lead is reset) before it is re-raised. With ``auto_reset=False`` nothing resets an ended
         episode here: drive the engine with :meth:`submit` / :meth:`collect` and :meth:`reset`
         (``env_ids``) instead. ``schedule``: one of :mod:`.schedules` (``"barrier"``: stage by stage, as
         above; ``"async"``: slice by slice, no barrier across processes; ``"lookahead"``: the next chunk
@@ -293,6 +296,9 @@ class RolloutEngine:
             start = time.perf_counter()
             run.run()
             wall = time.perf_counter() - start
+        except StopRollout:
+            self._stop_early()
+            raise
         except BaseException as exc:
             driver.close_after(exc, "inside rollout()")
             raise
@@ -302,6 +308,20 @@ class RolloutEngine:
             logger.warning("envs %s took no own action in this rollout of %d rounds (%d worker restarts)",
                            stats.envs_never_stepped.tolist(), num_rounds, len(restarts))
         return stats
+
+    def _stop_early(self) -> None:
+        """A policy raised :class:`~.errors.StopRollout`: receive the chunks in flight and drop them, so the
+        engine is idle with its envs mid-episode; an env whose chunk ran past its lead (the ``lookahead``
+        schedule) has no boundary observation of its own state, and is reset. A failure meanwhile closes
+        the engine."""
+        driver = self._driver
+        try:
+            behind = driver.drain()
+            if behind:
+                driver.reset(behind)
+        except BaseException as exc:
+            driver.close_after(exc, "while stopping a rollout early")
+            raise
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:

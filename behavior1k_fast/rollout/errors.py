@@ -4,6 +4,8 @@ that catches ``RuntimeError`` (or ``TimeoutError``) keeps working.
 - Worker faults: :class:`WorkerError` (an exception raised inside a worker, with its traceback and env
   ids), :class:`WorkerDiedError` (the worker process or actor is gone) and :class:`WorkerHungError` (no
   reply within the command's deadline, or no progress inside a chunk: see :mod:`.supervision`).
+- A rollout ended early on purpose: :class:`StopRollout`, raised by a policy at a chunk boundary; the
+  engine receives the chunks in flight and stays usable (:meth:`~.engine.RolloutEngine.rollout`).
 - Engine state: :class:`ClosedError` (also for a closed :class:`~.policy.PolicyProcess`), :class:`ChunkInFlightError`, :class:`NoChunkInFlightError`,
   :class:`NotResetError`: a call that does not fit the engine's state; :class:`EngineBusyError`: another
   thread drives the engine. The engine stays usable after each of them.
@@ -92,6 +94,12 @@ class WorkerHungError(TimeoutError):
         super().__init__(f"{worker_label(worker)} (envs {self.env_ids}) hung in {self.command!r}: {detail}")
 
 
+class StopRollout(Exception):
+    """Raised by a policy (at a chunk boundary: its forward is where a rollout can stop) to end the rollout
+    early: :meth:`~.engine.RolloutEngine.rollout` receives and discards the chunks in flight, leaves the
+    engine idle with its envs mid-episode, and re-raises it (the :class:`~.collector.Collector` stops so)."""
+
+
 class ClosedError(RuntimeError):
     """The engine or policy process was closed (explicitly, or after a failure); start a new one."""
 
@@ -111,6 +119,12 @@ class EngineBusyError(RuntimeError):
 
 class NotResetError(RuntimeError):
     """The call needs observations, which exist only after a full ``reset()``."""
+
+
+def public_type_name(exc: BaseException) -> str:
+    """The name of ``exc``'s type, or of its nearest public base class where that name is private
+    (``_Something``): what a message a user reads may say."""
+    return next(cls.__name__ for cls in type(exc).__mro__ if not cls.__name__.startswith("_"))
 
 
 def exit_detail(pid: int, exitcode: int | None) -> str:

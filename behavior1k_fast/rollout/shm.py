@@ -28,6 +28,14 @@ from .chunk import action_dtype
 
 #: Environment variable that names this process's segment namespace, ``b1kf_<name>_`` (module docs).
 SHM_PREFIX_ENV = "BEHAVIOR1K_FAST_SHM_PREFIX"
+#: The longest segment name: a file name in ``/dev/shm`` (Linux's ``NAME_MAX``).
+NAME_MAX = 255
+#: Hex digits of a segment name's random part.
+RANDOM_HEX = 12
+#: Digits of the largest pid (Linux allows pids up to 2**22 = 4194304).
+PID_DIGITS = 7
+#: The longest prefix whose segment names ``<prefix><pid>_<hex>`` fit :data:`NAME_MAX`.
+MAX_PREFIX = NAME_MAX - PID_DIGITS - 1 - RANDOM_HEX
 
 
 def _prefix_from_env() -> str:
@@ -35,6 +43,10 @@ def _prefix_from_env() -> str:
     if not re.fullmatch(r"b1kf_(?:[A-Za-z][A-Za-z0-9]*_)?", value):
         raise ValueError(f"{SHM_PREFIX_ENV}={value[:80]!r}: expected b1kf_ or b1kf_<name>_, the name a letter "
                          f"then letters and digits")
+    if len(value) > MAX_PREFIX:
+        raise ValueError(f"{SHM_PREFIX_ENV} is {len(value)} characters long; a segment name (<prefix><pid>_<"
+                         f"{RANDOM_HEX} hex digits>) must fit NAME_MAX={NAME_MAX}, so the prefix may have at most "
+                         f"{MAX_PREFIX}")
     return value
 
 
@@ -83,7 +95,7 @@ class SharedBuffers:
             layout.append((key, tuple(space.shape), dtype.str, offset))
             offset += num_envs * int(np.prod(space.shape, dtype=np.int64)) * dtype.itemsize
         remove_stale_segments()
-        name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:RANDOM_HEX]}"
         shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
         return cls(shm, BufferSpec(name, num_envs, tuple(layout)))
 

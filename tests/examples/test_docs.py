@@ -77,3 +77,11 @@ def test_a_test_run_ends_with_one_line_counting_its_skips_and_how_to_run_the_ups
     assert "BEHAVIOR1K_FAST_UPSTREAM=<folder>" in summary and "docs/testing.md" in summary
     readme = (ROOT / "README.md").read_text()
     assert "BEHAVIOR1K_FAST_UPSTREAM=~/b1k-lines python3 -m pytest -q" in readme
+
+
+def test_the_training_docs_break_out_snippet_runs_as_written_and_leaves_the_engine_usable(tmp_path):
+    (code,) = [block for block in python_blocks(ROOT / "docs" / "training.md") if "break" in block]
+    assert 'if __name__ == "__main__":' in code
+    done = run_snippet(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["idle", "1"]

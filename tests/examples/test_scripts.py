@@ -21,6 +21,8 @@ BAD_ARGUMENTS = {
                                       ["--engine-gpus", "-1"],
                                       ["--placement", "everywhere"]],
     ("benchmarks", "autoapply_startup"): [["--rounds", "0"]],
+    ("benchmarks", "collector_soak"): [["--minutes", "0"], ["--kill-every-s", "-1"], ["--restart-every-s", "0"],
+                                       ["--processes", "0"], ["--envs-per-process", "3"], ["--resolution", "0"]],
     ("benchmarks", "behavior_costs"): [["--envs", "0"], ["--envs", "100000000"], ["--steps", "0"],
                                        ["--values", "-1"], ["--tag", "a/b"]],
     ("benchmarks", "hold_steps"): [["--label", "x", "--envs", "3"], ["--label", "x", "--envs", "0"],

@@ -124,3 +124,28 @@ def test_a_bad_segment_namespace_is_one_line_naming_the_variable(value):
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (f"ValueError: BEHAVIOR1K_FAST_SHM_PREFIX={value!r}: expected b1kf_ or "
                                             f"b1kf_<name>_, the name a letter then letters and digits")
+
+
+def test_a_segment_namespace_too_long_for_a_segment_name_is_refused_where_it_is_read():
+    import subprocess
+    import sys
+
+    from behavior1k_fast.rollout.shm import NAME_MAX, SharedBuffers
+
+    longest = "b1kf_a" + "b" * (NAME_MAX - len("b1kf_a_") - 7 - 1 - 12) + "_"  # pid (7 digits), "_", 12 hex
+    env = {**os.environ, "BEHAVIOR1K_FAST_SHM_PREFIX": longest}
+    make = ("import sys; from gymnasium import spaces; import numpy as np; "
+            "from behavior1k_fast.rollout.shm import SharedBuffers; "
+            "b = SharedBuffers.create(spaces.Dict({'x': spaces.Box(0, 1, (1,), np.float32)}), 1); "
+            "print(len(b.spec.name)); b.close(); b.unlink()")
+    done = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and int(done.stdout) <= NAME_MAX  # the longest accepted fits
+    too_long = longest[:-1] + "b_"
+    done = subprocess.run([sys.executable, "-c", "import behavior1k_fast.rollout.shm"], capture_output=True,
+                          text=True, env={**os.environ, "BEHAVIOR1K_FAST_SHM_PREFIX": too_long})
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"ValueError: BEHAVIOR1K_FAST_SHM_PREFIX is {len(too_long)} characters long; a segment name "
+        f"(<prefix><pid>_<12 hex digits>) must fit NAME_MAX={NAME_MAX}, so the prefix may have at most "
+        f"{len(longest)}")
+    assert SharedBuffers  # the module imports with the default namespace

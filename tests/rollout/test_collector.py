@@ -9,6 +9,7 @@ from behavior1k_fast import RolloutProfile
 from behavior1k_fast.rollout import ClosedError, EngineBusyError, RolloutEngine
 from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY, Collector, CollectorState
 
+from .faulty import FaultyFactory
 from .helpers import CHUNK, assert_gone, our_segments
 from .pointmass import PointMassFactory
 
@@ -117,8 +118,8 @@ def test_the_snapshot_is_taken_at_the_call_so_later_trainer_updates_do_not_leak_
     np.testing.assert_array_equal(second.actions, np.float32(0.5))
 
 
-def test_a_torch_module_gets_the_trainers_module_weights():
-    torch = pytest.importorskip("torch")
+def make_head(torch):
+    """A torch module with one parameter ``bias`` [2]; its actions are that bias everywhere."""
 
     class Head(torch.nn.Module):
         def __init__(self):
@@ -129,13 +130,20 @@ def test_a_torch_module_gets_the_trainers_module_weights():
             rows = obs["proprio"].shape[0]
             return self.bias.expand(rows, CHUNK, 2).clone()
 
-    behaviour, learner = Head(), Head()
+    return Head()
+
+
+def test_a_torch_module_gets_a_copy_of_the_trainers_module_weights_at_the_post():
+    torch = pytest.importorskip("torch")
+    behaviour, learner = make_head(torch), make_head(torch)
     with make_engine() as engine:
         with Collector(engine, behaviour, ROUNDS, max_lag=0, total_batches=2) as collector:
             next(collector)
             with torch.no_grad():
                 learner.bias.fill_(0.25)
             collector.update_policy_weights(learner)
+            with torch.no_grad():
+                learner.bias.fill_(0.75)  # the trainer's next step, before the collector loaded the post
             second = next(collector)
     np.testing.assert_array_equal(second.actions, np.float32(0.25))
     assert learner.bias is not behaviour.bias
@@ -169,18 +177,38 @@ def test_an_error_in_the_collecting_thread_reaches_the_next_next_and_leaves_noth
         next(collector)  # the first batch is whole
         with pytest.raises(RuntimeError, match="policy failed on purpose"):
             next(collector)
-        with pytest.raises(StopIteration):
-            next(collector)
     assert engine.state.value == "closed"
     assert_gone(pids)
     assert our_segments() == []
 
 
 @pytest.mark.deadline(120)
-def test_close_within_a_batch_stops_at_a_chunk_boundary_and_closes_the_engine():
+def test_after_the_collecting_thread_failed_every_next_and_post_raises_closed_error_naming_the_failure():
+    with make_engine() as engine:
+        collector = Collector(engine, FailingPolicy(fail_at=1), ROUNDS)
+        while collector.state is not CollectorState.STOPPED:
+            threading.Event().wait(0.01)  # polled; the deadline bounds it
+        # the trainer has not seen the error yet: a post already says it, and gets no new version
+        with pytest.raises(ClosedError, match="RuntimeError: policy failed on purpose"):
+            collector.update_policy_weights(weights(1.0))
+        assert collector.version == 0
+        with pytest.raises(RuntimeError, match="policy failed on purpose"):
+            next(collector)  # the original exception, once
+        for _ in range(2):  # then a ClosedError naming it, every time: never a clean end
+            with pytest.raises(ClosedError, match="RuntimeError: policy failed on purpose"):
+                next(collector)
+        collector.close()
+        with pytest.raises(ClosedError, match="policy failed on purpose"):
+            next(collector)
+
+
+@pytest.mark.deadline(120)
+def test_close_within_a_batch_stops_at_a_chunk_boundary_and_leaves_the_engine_idle():
     engine = make_engine(executor="process", pipeline_stages=2)
     pids = engine.worker_pids
-    collector = Collector(engine, BiasPolicy(), 1000)  # a batch far longer than the test
+    policy = SignallingPolicy()
+    collector = Collector(engine, policy, 1000)  # a batch far longer than the test
+    policy.forwarded.wait()
     collector.close()
     collector.close()  # idempotent
     assert collector.state is CollectorState.STOPPED
@@ -188,6 +216,10 @@ def test_close_within_a_batch_stops_at_a_chunk_boundary_and_closes_the_engine():
         next(collector)
     with pytest.raises(ClosedError):
         collector.update_policy_weights(weights(1.0))
+    # the chunks in flight were received and discarded: the engine is idle, its envs mid-episode
+    assert engine.state.value == "idle" and engine.worker_pids == pids
+    stats = engine.rollout(policy, 2, reset=False)
+    assert (stats.own_actions > 0).all()
     engine.close()
     assert_gone(pids)
     assert our_segments() == []
@@ -278,3 +310,109 @@ def test_a_malformed_policy_output_is_refused_with_the_engines_message():
         with Collector(engine, three_outputs, 1) as collector:
             with pytest.raises(TypeError, match=r"actions or an \(actions, extras dict\) pair, got a tuple of 3"):
                 next(collector)
+
+
+@pytest.mark.deadline(120)
+@pytest.mark.parametrize("layout", sorted(PROFILES))
+def test_breaking_out_of_the_loop_mid_batch_leaves_the_engine_idle_for_a_rollout_and_a_new_collector(layout):
+    policy = BiasPolicy()
+    with make_engine(**PROFILES[layout]) as engine:
+        collector = Collector(engine, policy, 50)  # max_lag=1: batch 1 is in flight when batch 0 is handed out
+        for batch in collector:
+            collector.update_policy_weights(weights(1.0))
+            break  # "stop once success >= 0.8"
+        assert collector.state is CollectorState.STOPPED
+        assert engine.state.value == "idle"
+        stats = engine.rollout(policy, 1, reset=False)  # an evaluation on the same engine, episodes run on
+        assert (stats.own_actions > 0).all()
+        with Collector(engine, policy, ROUNDS, total_batches=1) as again:
+            assert next(again).actions.shape[:2] == (ROUNDS, 4)
+        assert engine.state.value == "idle"
+
+
+@pytest.mark.deadline(60)
+def test_close_with_a_worker_hung_mid_batch_and_no_deadlines_returns_within_close_timeout_s():
+    factory = FaultyFactory(where="chunk", how="hang", seeds=(1,), after_steps=2)
+    profile = RolloutProfile(num_env_processes=2, total_num_envs=4, chunk_size=CHUNK, gc_enable=False)
+    engine = RolloutEngine(factory, profile, timeout_s=None, stall_timeout_s=None)
+    pids = engine.worker_pids
+    policy = SignallingPolicy()
+    with Collector(engine, policy, 1000, close_timeout_s=0.5) as collector:
+        policy.forwarded.wait()  # the hung worker's chunk is in flight
+    # the thread could not reach a chunk boundary: close() closed the engine to end its wait
+    assert engine.state.value == "closed"
+    with pytest.raises(StopIteration):
+        next(collector)
+    assert_gone(pids)
+    assert our_segments() == []
+
+
+@pytest.mark.deadline(120)
+@pytest.mark.parametrize("where", ["load_weights", "policy"])
+def test_close_from_the_collecting_thread_ends_the_iteration_without_a_join_error(where):
+    holder = {}
+
+    class ClosingPolicy(BiasPolicy):
+        def __call__(self, obs):
+            if where == "policy" and len(self.loads) == 1:
+                holder["collector"].close()
+            return super().__call__(obs)
+
+    def load(policy, state):
+        policy.load_state_dict(state)
+        if where == "load_weights":
+            holder["collector"].close()
+
+    with make_engine() as engine:
+        with Collector(engine, ClosingPolicy(), ROUNDS, max_lag=0, load_weights=load) as collector:
+            holder["collector"] = collector
+            next(collector)
+            collector.update_policy_weights(weights(1.0))
+            with pytest.raises(StopIteration):
+                next(collector)
+        assert engine.state.value == "idle"
+
+
+@pytest.mark.parametrize("post, error, match", [
+    (lambda torch: {}, ValueError, "missing 'bias'"),
+    (lambda torch: {"bias": torch.zeros(2), "scale": torch.zeros(2)}, ValueError, "'scale'"),
+    (lambda torch: {"bias": torch.zeros(3)}, ValueError, r"weights\['bias'\] has shape \(3,\).*\(2,\)"),
+    (lambda torch: {"bias": np.zeros(2, np.float32)}, TypeError, r"weights\['bias'\] is a numpy.ndarray"),
+    (lambda torch: torch.nn.Linear(2, 2), ValueError, "'weight'"),
+])
+def test_weights_that_do_not_fit_the_behaviour_policy_are_refused_at_the_post_and_the_engine_goes_on(
+        post, error, match):
+    torch = pytest.importorskip("torch")
+    with make_engine() as engine:
+        with Collector(engine, make_head(torch), 1, max_lag=0, total_batches=2) as collector:
+            next(collector)
+            with pytest.raises(error, match=match):
+                collector.update_policy_weights(post(torch))
+            assert collector.version == 0
+            assert (next(collector).actions == 0).all()  # the collector went on with its weights
+        assert engine.state.value == "idle"
+
+
+@pytest.mark.deadline(120)
+def test_episodes_run_on_across_batches():
+    # batches of one round (CHUNK = 4 steps) never hold a whole episode of 7 or 10 steps: episodes that end
+    # with those lengths ran across batches, which a reset per batch would cut
+    with make_engine() as engine:
+        with Collector(engine, BiasPolicy(), 1, total_batches=8) as collector:
+            lengths = np.concatenate([batch.episodes.lengths for batch in collector])
+    assert sorted(set(lengths.tolist())) == list(LENGTHS)
+
+
+def test_a_closed_error_after_a_failure_names_public_types_only():
+    class _PrivateFailure(RuntimeError):
+        pass
+
+    def failing(obs):
+        raise _PrivateFailure("policy failed on purpose")
+
+    with make_engine() as engine:
+        with pytest.raises(_PrivateFailure):
+            engine.rollout(failing, 1)
+        with pytest.raises(ClosedError) as info:
+            engine.rollout(failing, 1)
+    assert "_PrivateFailure" not in str(info.value) and "after RuntimeError" in str(info.value)

@@ -180,3 +180,27 @@ def test_after_a_failure_inside_rollout_the_closed_error_says_why():
     other.close()
     with pytest.raises(ClosedError, match=r"closed by close\(\)"):
         other.submit(0, np.zeros((2, 2, 2), np.float32))
+
+
+@pytest.mark.parametrize("layout", [dict(pipeline_stages=2), dict(pipeline_stages=2, schedule="async"),
+                                    dict(pipeline_stages=2, partition="process", schedule="lookahead",
+                                         lookahead_steps=2)], ids=["barrier", "async", "lookahead"])
+def test_a_policy_that_raises_stop_rollout_ends_it_at_a_chunk_boundary_with_the_engine_idle(layout):
+    from behavior1k_fast.rollout import StopRollout
+
+    forwards = []
+
+    def stopping(obs):
+        forwards.append(len(next(iter(obs.values()))))
+        if len(forwards) == 5:  # chunks of other stages are in flight
+            raise StopRollout("enough")
+        return policy(obs)
+
+    with engine(**layout) as e:
+        pids = e.worker_pids
+        with pytest.raises(StopRollout, match="enough"):
+            e.rollout(stopping, 100)
+        assert e.state.value == "idle" and e.worker_pids == pids  # no worker was stopped
+        stats = e.rollout(policy, 2, reset=False)  # episodes run on from where the stop left them
+        assert (stats.own_actions > 0).all()
+        assert [o["proprio"].shape for o in e.reset()] == [(2, 4)] * 2

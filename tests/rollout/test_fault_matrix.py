@@ -379,3 +379,31 @@ def test_workers_started_and_restarted_from_a_thread_that_ended_go_on_serving(no
         pids = engine.worker_pids
         engine.rollout(policy, 3)
         assert engine.restarts == 1 and engine.worker_pids == pids
+
+
+@pytest.mark.parametrize("how", [*HOW, HOLD_GIL])
+@pytest.mark.deadline(60)  # deadlines are off: only close_timeout_s ends a hang
+def test_a_worker_fault_inside_a_collector_batch_with_deadlines_off_ends_in_close_with_nothing_left(how, nothing_left):
+    from behavior1k_fast.rollout.collector import Collector
+
+    forwards = []
+    in_flight = threading.Event()
+
+    def counting(obs):
+        forwards.append(1)
+        if len(forwards) == 2:  # both stages' first chunks sent: the faulty worker's is in flight
+            in_flight.set()
+        return policy(obs)
+
+    engine = RolloutEngine(FaultyFactory(where="chunk", how=how, after_steps=1), PROFILE, timeout_s=None,
+                           reset_timeout_s=None, stall_timeout_s=None)
+    try:
+        with Collector(engine, counting, 1000, close_timeout_s=0.5) as collector:
+            in_flight.wait()
+            if how not in ("hang", HOLD_GIL):  # a death or an error reaches the trainer
+                with pytest.raises(EXPECTED[how]):
+                    next(collector)
+        # closed by the failure, or for a hang by close() once the thread could not reach a chunk boundary
+        assert engine.state.value == "closed"
+    finally:
+        engine.close()

@@ -15,6 +15,9 @@
 - :mod:`.resources`: CPU, RSS and GPU memory of the driver and its workers during a run.
 - :mod:`.machine`: the machine a result was measured on (:func:`~.machine.describe_machine`, the file tag
   :func:`~.machine.machine_tag`) and how busy it was (:func:`~.machine.sample_load`).
+- :mod:`.soak`: what an engine's processes hold over a long run (RSS, fds, segments, what is left after
+  ``close()``), for ``benchmarks/soak.py`` and ``benchmarks/collector_soak.py``, and the collector soak
+  itself (every applied action checked against each env's own log).
 - :mod:`.files`: every result file written whole or not at all (:func:`~.files.write_json`,
   :func:`~.files.write_text`, :func:`~.files.save_figure`); a failed write is a
   :class:`~.files.ResultWriteError` (exit code 74 on the command line).
