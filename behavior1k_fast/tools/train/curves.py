@@ -219,8 +219,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate, compare; print the verdict; write the JSON (after each run) and the PNG."""
     from ..argtypes import usage_errors
-    from ..measure.machine import busy_warning, describe_machine, machine_tag, sample_load
-    from .judge import command_line
+    from ..measure.machine import describe_machine, machine_tag, sample_load
+    from .judge import command_line, write_result
     from .learner import PPOConfig, evaluate_policy, train
 
     with usage_errors():
@@ -269,13 +269,7 @@ def run(args: argparse.Namespace) -> int:
     for c in cross:
         print(f"trained under {c['trained_under']}, run under {c['profile']}: success {c['success_rate']:.2f} "
               f"over {c['episodes']} episodes, return {c['mean_return']:.1f}")
-    warning = busy_warning(loads)
-    if warning:
-        print(warning)
-    print(f"wrote {write_json(result, out / f'{stem}.json')}")
-    plot(result, out / f"{stem}.png")
-    print(f"wrote {out / f'{stem}.png'}")
-    return 0
+    return write_result(result, lambda drawn: plot(result, drawn), out / stem, loads)
 
 
 def progress(config: Any) -> Any:

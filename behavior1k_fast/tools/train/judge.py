@@ -435,7 +435,7 @@ def run_judge(args: Any) -> int:
     """``train-judge`` after its checks (:func:`~behavior1k_fast.tools.train.check_args`): ``--plot`` draws a
     recorded result; otherwise every regime (or the lead sweep) is measured, the tables printed, and the JSON
     and PNG written, each announced with a ``wrote`` line."""
-    from ..measure.machine import busy_warning, describe_machine, machine_tag, sample_load
+    from ..measure.machine import describe_machine, machine_tag, sample_load
     from .report import format_table, plot
 
     out = Path(args.out)
@@ -479,10 +479,18 @@ def run_judge(args: Any) -> int:
     result.complete, result.load = True, {"before": loads[0].to_dict(), "after": loads[1].to_dict()}
     result.wall_s = time.perf_counter() - checkpoints.start
     print(format_table(result))
+    return write_result(result.to_dict(), lambda path: plot(result, path), out / stem, loads)
+
+
+def write_result(data: dict, draw: Callable[[Path], None], stem: Path, loads: list) -> int:
+    """A command's end: the busy warning of ``loads`` (if any), then ``stem.json`` (``data``) and ``stem.png``
+    (``draw(path)``) written, each announced with a ``wrote`` line; 0."""
+    from ..measure.machine import busy_warning
+
     warning = busy_warning(loads)
     if warning:
         print(warning)
-    print(f"wrote {write_json(result.to_dict(), out / f'{stem}.json')}")
-    plot(result, out / f"{stem}.png")
-    print(f"wrote {out / f'{stem}.png'}")
+    print(f"wrote {write_json(data, stem.parent / f'{stem.name}.json')}")
+    draw(stem.parent / f"{stem.name}.png")
+    print(f"wrote {stem.parent / f'{stem.name}.png'}")
     return 0
