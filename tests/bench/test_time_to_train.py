@@ -275,12 +275,12 @@ def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
     obs_space, arguments = small_vla()
     torch.manual_seed(0)
     model = ppo.VLAActorCritic(arguments, 5, 2, 2)
-    posted = [ttt.clone_trained(model)]
+    posted = [ppo.clone_trained(model)]
     for _ in range(3):  # versions 1-3: three updates
         with torch.no_grad():
             for p in ppo.trained_state(model).values():
                 p.add_(0.05 * torch.randn_like(p))
-        posted.append(ttt.clone_trained(model))
+        posted.append(ppo.clone_trained(model))
     rng = np.random.default_rng(0)
 
     def batch(versions, unchosen=False):  # one chunk of 2 envs per step ([steps, envs, ...]) by ``versions``

@@ -21,7 +21,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, process_count
+from ..argtypes import (chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, positive_number,
+                        process_count)
 from .layouts import ENGINE_PROFILES, REGIMES
 
 #: ``train-judge --help``'s description.
@@ -59,8 +60,6 @@ def regime_list(text: str) -> list[str]:
 
 def success_rate(text: str) -> float:
     """``--target``: a success rate in (0, 1]."""
-    from ..argtypes import positive_number
-
     value = positive_number(text)
     if value > 1:
         raise argparse.ArgumentTypeError(f"expected a success rate in (0, 1], got {text!r}")
@@ -124,9 +123,9 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with ``--quick``'s values where an option was left at its default, the output folder resolved
     (``args.out``) and, for ``--plot``, the recorded result read (``args.result``), after every check that can
     fail before any env starts; raises ``ValueError`` (the command line's one-line usage error)."""
-    from ...core.checks import MachineLimits, STEP_BYTES, check_local_layout, check_writable_dir
+    from ...core.checks import check_writable_dir
+    from ..argtypes import check_device
     from ..measure.config import DEFAULT_OUT_DIR, record_dir, resolve_device
-    from ..measure.policy import WIDTHS, check_image_size, check_width, model_bytes
 
     if args.quick:
         for key, value in QUICK.items():
@@ -134,52 +133,63 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
                 setattr(args, key, value)
     if args.record and args.out_dir:
         raise ValueError("--record writes benchmarks/results/; it cannot go with --out-dir")
-    if args.model_depth is not None and args.model_width is None:
-        raise ValueError(f"--model-depth {args.model_depth} needs --model-width")
-    if args.model_width is not None:
-        check_width("--model-width", args.model_width)
     if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:
         raise ValueError(f"argument --lookahead-steps: must be below --chunk-size {args.chunk_size}, "
                          f"got {args.lookahead_steps}")
     if args.window > args.iterations:
         raise ValueError(f"--window {args.window} is longer than --iterations {args.iterations}: the target could "
                          f"never be reached")
+    _check_sizes(args)
+    check_device(resolve_device(args.device))
+    args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
+    if args.plot is not None:
+        args.result = _recorded(args.plot)
+    check_writable_dir("--out-dir", args.out)
+    return args
+
+
+def _check_sizes(args: argparse.Namespace) -> None:
+    """The layout, the camera, one PPO batch and the policy fit this machine (``ValueError`` naming the option
+    otherwise): sizes that would fail only in the allocator, tens of seconds in."""
+    from ...backends.reference import ReferenceConfig
+    from ...core.checks import STEP_BYTES, MachineLimits, check_local_layout
+    from ..measure.policy import WIDTHS, check_image_size, check_width, model_bytes
+    from .layouts import layout_profiles
+
+    if args.model_depth is not None and args.model_width is None:
+        raise ValueError(f"--model-depth {args.model_depth} needs --model-width")
+    if args.model_width is not None:
+        check_width("--model-width", args.model_width)
     if args.envs % args.processes:
         raise ValueError(f"--envs {args.envs} is not a multiple of --processes {args.processes}")
     check_image_size("--resolution", args.resolution)
-    from ...backends.reference import ReferenceConfig
-    from .layouts import layout_profiles
-
     ReferenceConfig(resolution=(args.resolution, args.resolution))
     layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
-    limits = MachineLimits.here()  # what one PPO batch and the policy hold (before any allocation)
     check_local_layout(args.processes, args.envs, args.chunk_size)
+    limits = MachineLimits.here()
     limits.check_memory(f"--envs {args.envs} x --rounds {args.rounds} x --chunk-size {args.chunk_size} (one PPO "
                         f"batch, {args.resolution} px camera)",
                         args.envs * args.rounds * (args.chunk_size * STEP_BYTES + 3 * args.resolution ** 2))
     width, depth = args.model_width or WIDTHS[0], args.model_depth or 1
     limits.check_memory(f"the policy with --model-width {width}, --model-depth {depth}",
                         model_bytes(width, depth, args.chunk_size, args.envs * args.rounds))
-    from ..argtypes import check_device
 
-    check_device(resolve_device(args.device))
-    args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
-    if args.plot is not None:
-        import json
-        from pathlib import Path
 
-        from .result import TimeToTrainResult
+def _recorded(name: str) -> Any:
+    """The recorded result ``name`` (``--plot``) as a ``TimeToTrainResult``; ``ValueError`` naming it otherwise."""
+    import json
+    from pathlib import Path
 
-        try:
-            data = json.loads(Path(args.plot).read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"argument --plot: cannot read {args.plot!r}: {exc}") from None
-        try:
-            args.result = TimeToTrainResult.from_dict(data)
-        except ValueError as exc:
-            raise ValueError(f"argument --plot: {args.plot!r} {exc}") from None
-    check_writable_dir("--out-dir", args.out)
-    return args
+    from .result import TimeToTrainResult
+
+    try:
+        data = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"argument --plot: cannot read {name!r}: {exc}") from None
+    try:
+        return TimeToTrainResult.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"argument --plot: {name!r} {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

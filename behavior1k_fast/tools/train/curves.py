@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..argtypes import lead_steps, path, positive_int
+from ..argtypes import file_name, lead_steps, path, positive_int
 from ..measure.files import write_json, write_with
 
 #: The profiles of :mod:`.learner` (it imports torch: the command imports it when it runs).
@@ -174,7 +174,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=path, default=None,
                    help="where the JSON and PNG go (not given: ./behavior1k_fast_results)")
     p.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
-    p.add_argument("--tag", type=path, default=None, help="machine tag in the file names (not given: this "
+    p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (not given: this "
                                                           "machine's, e.g. cpu2)")
     p.set_defaults(func=run)
     return p
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     from ..argtypes import usage_errors
     from ..measure.machine import describe_machine, machine_tag, sample_load
     from .judge import command_line, write_result
-    from .learner import PPOConfig, evaluate_policy, train
+    from .learner import PPOConfig, train
 
     with usage_errors():
         check_args(args)
@@ -247,19 +247,7 @@ def run(args: argparse.Namespace) -> int:
             run, policies[name, seed] = train(config, progress(config))
             result["runs"].append(run)
             write_json(result, out / f"{stem}.json")  # a run cut short keeps the runs before
-    # The same trained policy under each profile: what the profile changes in the task itself (a lookahead
-    # policy reads committed actions, which only the lookahead profile gives: evaluated under it alone).
-    barrier = [n for n in ("k2_skip", "k1_skip") if n in args.profiles]
-    pairs = [(trained, profile) for trained in barrier for profile in barrier]
-    pairs += [("lookahead", "lookahead")] if "lookahead" in args.profiles else []
-    # one comparison has one lead: an earlier JSON's cross evaluations ran at the lead of its runs
-    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead"
-             else c for e in earlier for c in e["cross_evaluation"]]
-    for trained, profile in pairs:
-        print(f"evaluating the seed-0 policy trained under {trained} under {profile} (60 rounds)", flush=True)
-        lead = {"lookahead_steps": args.lookahead_steps} if profile == "lookahead" else {}
-        cross.append({"trained_under": trained, **lead, **evaluate_policy(
-            policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=args.lookahead_steps))})
+    cross = cross_evaluations(args, earlier, policies)
     loads.append(sample_load())
     runs = result.pop("runs")
     result.update(complete=True, load={"before": loads[0].to_dict(), "after": loads[1].to_dict()},
@@ -270,6 +258,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"trained under {c['trained_under']}, run under {c['profile']}: success {c['success_rate']:.2f} "
               f"over {c['episodes']} episodes, return {c['mean_return']:.1f}")
     return write_result(result, lambda drawn: plot(result, drawn), out / stem, loads)
+
+
+def cross_evaluations(args: argparse.Namespace, earlier: list[dict], policies: dict) -> list[dict[str, Any]]:
+    """The seed-0 policies trained under K = 2 and K = 1 evaluated under both profiles (the same policy, so the
+    difference is the task's; a lookahead policy reads committed actions, which only the lookahead profile
+    gives: evaluated under it alone), after the earlier comparisons' own (each at the lead of its runs)."""
+    from .learner import PPOConfig, evaluate_policy
+
+    barrier = [n for n in ("k2_skip", "k1_skip") if n in args.profiles]
+    pairs = [(trained, profile) for trained in barrier for profile in barrier]
+    pairs += [("lookahead", "lookahead")] if "lookahead" in args.profiles else []
+    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead"
+             else c for e in earlier for c in e["cross_evaluation"]]
+    for trained, profile in pairs:
+        print(f"evaluating the seed-0 policy trained under {trained} under {profile} (60 rounds)", flush=True)
+        lead = {"lookahead_steps": args.lookahead_steps} if profile == "lookahead" else {}
+        cross.append({"trained_under": trained, **lead, **evaluate_policy(
+            policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=args.lookahead_steps))})
+    return cross
 
 
 def progress(config: Any) -> Any:

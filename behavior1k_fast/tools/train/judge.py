@@ -135,21 +135,19 @@ class PeerUpdate:
     weights kept (``posted[v]``: after v updates; :func:`~..peers.torchrl.acting_lags` reads them)."""
 
     def __init__(self, trained: tuple[Any, Any], config: learner.PPOConfig) -> None:
-        from ..peers.torchrl import clone_trained
-
-        self.clone = clone_trained
         self.model, self.batch = trained
         self.config = config
         self.optimizer = torch.optim.Adam(list(learner.trained_state(self.model).values()), lr=config.lr, eps=1e-5)
         self.rng = np.random.default_rng(config.seed)
-        self.posted = [clone_trained(self.model)]
+        self.posted = [learner.clone_trained(self.model)]
 
     def __call__(self, batch: Any) -> None:
+        """The update of one iteration (the peer's ``batch`` only sets its pace: it trains on ``trained``'s)."""
         learner.ppo_update(self.model, self.optimizer, self.batch, self.config, self.rng)
 
-    def keep(self, batch: Any) -> None:
+    def keep(self) -> None:
         """After an iteration (outside the clock): the weights just posted, as the next version."""
-        self.posted.append(self.clone(self.model))
+        self.posted.append(learner.clone_trained(self.model))
 
 
 def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tuple[Any, Any], spaces: tuple,
@@ -170,8 +168,9 @@ def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tu
     wait, update_s, first = time_collector(
         batches, lambda own_actions: own_actions, update,
         lambda: learner.load_trained(behaviour, learner.trained_state(update.model)))
-    return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first, update_as=LAYOUTS[
-        "double_buffer_peer"].trained_under)
+    # serial: the trainer's wait for a batch is the batch's rollout
+    return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first,
+                   update_as=LAYOUTS["double_buffer_peer"].trained_under)
 
 
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
@@ -206,7 +205,7 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
 
     def after(data: Any) -> None:
         kept.append(data)
-        update.keep(data)
+        update.keep()
 
     wait, update_s, first = time_collector(batches, lambda data: int(data["next", "own_actions"].sum()), update,
                                            post, after)
