@@ -203,3 +203,6 @@ def run(args: argparse.Namespace) -> int:
     from .judge import run_judge
 
     return run_judge(args)
+
+
+__all__ = ["QUICK", "check_args", "register", "run"]

@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name} seed {seed}: training {args.iterations} iterations "
                   f"({'overlap on: collect while PPO updates' if args.overlap else 'serial'})", flush=True)
             run, policies[name, seed] = train(config, progress(config))
-            result["runs"].append(run)
+            result["runs"].append(run.to_dict())
             write_json(result, out / f"{stem}.json")  # a run cut short keeps the runs before
     cross = cross_evaluations(args, earlier, policies)
     loads.append(sample_load())
@@ -282,10 +282,10 @@ def cross_evaluations(args: argparse.Namespace, earlier: list[dict], policies: d
 def progress(config: Any) -> Any:
     """A training run's ``on_iteration``: one line per iteration."""
     def show(it: int, batch: Any, entry: dict) -> None:
-        rate = "-" if entry["success_rate"] is None else f"{entry['success_rate']:.2f}"
-        ret = "-" if entry["mean_return"] is None else f"{entry['mean_return']:.1f}"
-        print(f"{config.profile} seed {config.seed} iter {it + 1:3d}  env steps {entry['env_steps']:7d}  "
-              f"success {rate:>4}  return {ret:>6}  ({entry['wall_s']:.0f} s)", flush=True)
+        rate = "-" if entry.success_rate is None else f"{entry.success_rate:.2f}"
+        ret = "-" if entry.mean_return is None else f"{entry.mean_return:.1f}"
+        print(f"{config.profile} seed {config.seed} iter {it + 1:3d}  env steps {entry.env_steps:7d}  "
+              f"success {rate:>4}  return {ret:>6}  ({entry.wall_s:.0f} s)", flush=True)
     return show
 
 

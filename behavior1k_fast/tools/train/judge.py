@@ -71,30 +71,30 @@ class JudgeConfig:
     device: str = "auto"
 
 
-def reached(entries: list[dict], target: float, window: int) -> bool:
+def reached(entries: list[learner.IterationEntry], target: float, window: int) -> bool:
     """The episode-weighted success rate of the last ``window`` iterations is at least ``target``."""
-    recent = [e for e in entries[-window:] if e["success_rate"] is not None]
-    episodes = sum(e["episodes"] for e in recent)
+    recent = [e for e in entries[-window:] if e.success_rate is not None]
+    episodes = sum(e.episodes for e in recent)
     return len(entries) >= window and episodes > 0 and (
-        sum(e["success_rate"] * e["episodes"] for e in recent) / episodes >= target)
+        sum(e.success_rate * e.episodes for e in recent) / episodes >= target)
 
 
 def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
                       target: float, window: int) -> TrainingRun:
     """Train under ``profile`` until :func:`reached` (or ``config.iterations``); env steps and wall then."""
-    entries: list[dict] = []
+    entries: list[learner.IterationEntry] = []
 
-    def stop(entry: dict) -> bool:
+    def stop(entry: learner.IterationEntry) -> bool:
         entries.append(entry)
         return reached(entries, target, window)
 
     torch.manual_seed(config.seed)
     run, _ = learner.train(config, profile=profile, factory=factory, make_policy=policy_class, stop=stop)
     hit = reached(entries, target, window)
-    return TrainingRun(seed=config.seed, reached=hit, samples=run["env_steps"][-1] if hit else None,
-                       direct_wall_s=run["wall_s"][-1] if hit else None, iterations=len(run["env_steps"]),
-                       success_rate=run["success_rate"], env_steps=run["env_steps"], wall_s=run["wall_s"],
-                       policy_lag=run["policy_lag"])
+    return TrainingRun(seed=config.seed, reached=hit, samples=run.env_steps[-1] if hit else None,
+                       direct_wall_s=run.wall_s[-1] if hit else None, iterations=len(run.env_steps),
+                       success_rate=run.success_rate, env_steps=run.env_steps, wall_s=run.wall_s,
+                       policy_lag=run.policy_lag)
 
 
 def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
@@ -106,7 +106,7 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
     last: list = []
     marks = [time.time()]
 
-    def seen(it: int, batch: Any, entry: dict) -> None:
+    def seen(it: int, batch: Any, entry: learner.IterationEntry) -> None:
         last[:] = [batch]
         marks.append(time.time())
 
@@ -114,17 +114,16 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
     with GPUBusy(device) if missing is None else contextlib.nullcontext() as busy:
         run, model = learner.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
                                    make_policy=policy_class, on_iteration=seen)
-    samples = np.diff([0, *run["env_steps"]])
-
-    def rate(key: str) -> float | None:
-        return per_sample(run[key], samples)
+    samples = np.diff([0, *run.env_steps])
 
     gpu_busy = None
     if busy is not None:
         gpu_busy = per_sample([busy.seconds(a, b) for a, b in zip(marks, marks[1:])], samples)
-    lags = run["policy_lag"][1:]
-    return CostRow(rate("rollout_s"), rate("update_s"), rollout_s_per_sample=rate("collect_s"),
-                   env_busy_s_per_sample=rate("busiest_env_s"), model_s_per_sample=rate("model_s"),
+    lags = run.policy_lag[1:]
+    return CostRow(per_sample(run.rollout_s, samples), per_sample(run.update_s, samples),
+                   rollout_s_per_sample=per_sample(run.collect_s, samples),
+                   env_busy_s_per_sample=per_sample(run.busiest_env_s, samples),
+                   model_s_per_sample=per_sample(run.model_s, samples),
                    gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
                    policy_lag=float(np.mean(lags)) if lags else None), (model, last[0])
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -48,7 +48,7 @@ from ...core.profile import RolloutProfile
 from ...backends.reference import ReachFactory, ReferenceConfig
 from ...rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from ...rollout.collector import WEIGHTS_VERSION_KEY, Collector
-from .timing import Iteration, timed_loop
+from . import timing
 
 #: Observation keys the policy reads.
 OBS_KEYS = ("proprio", "task::target")
@@ -263,10 +263,73 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
 
 
-def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None,
+@dataclass(frozen=True)
+class IterationEntry:
+    """One PPO iteration of a learning curve (:func:`train`). Episodes are those that ended in the iteration's
+    batch (``None`` rates where none did); seconds are wall seconds: ``rollout_s`` the trainer's wait for the
+    batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the batch's rollout less its
+    wait for weights, ``busiest_env_s`` the busiest env worker's stepping (``None`` where the executor reports
+    none), ``model_s`` the behaviour policy's forwards; ``policy_lag`` the batch's mean weight versions behind
+    the model it trains; ``env_steps`` the own actions so far."""
+
+    env_steps: int
+    success_rate: float | None
+    mean_return: float | None
+    mean_length: float | None
+    episodes: int
+    wall_s: float
+    rollout_s: float
+    collect_s: float
+    busiest_env_s: float | None
+    model_s: float
+    update_s: float
+    policy_lag: float
+    policy_loss: float
+    value_loss: float
+    entropy: float
+
+
+def _series() -> Any:
+    return field(default_factory=list)
+
+
+@dataclass
+class LearningCurve:
+    """A training run's curve: its config and profile (as dicts), and each :class:`IterationEntry` field as a
+    series over iterations (``curve.env_steps[i]``); :meth:`to_dict` is the JSON form (``train-compare``'s
+    ``runs``)."""
+
+    config: dict[str, Any]
+    profile: dict[str, Any]
+    env_steps: list = _series()
+    success_rate: list = _series()
+    mean_return: list = _series()
+    mean_length: list = _series()
+    episodes: list = _series()
+    wall_s: list = _series()
+    rollout_s: list = _series()
+    collect_s: list = _series()
+    busiest_env_s: list = _series()
+    model_s: list = _series()
+    update_s: list = _series()
+    policy_lag: list = _series()
+    policy_loss: list = _series()
+    value_loss: list = _series()
+    entropy: list = _series()
+
+    def append(self, entry: IterationEntry) -> None:
+        """``entry``'s values, one to each series."""
+        for f in fields(IterationEntry):
+            getattr(self, f.name).append(getattr(entry, f.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
           profile: RolloutProfile | None = None, factory: Any = None,
           make_policy: Callable[[int, int, int], ActorCritic] | None = None,
-          stop: Callable[[dict], bool] | None = None) -> tuple[dict[str, Any], ActorCritic]:
+          stop: Callable[[IterationEntry], bool] | None = None) -> tuple[LearningCurve, ActorCritic]:
     """Train one policy; returns its learning curve (one entry per iteration) and the policy.
     ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added. For other
     layouts and policies (the time-to-train judge): ``profile`` and ``factory`` replace :func:`make_profile`
@@ -275,19 +338,13 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     actions' ``d * action_dim``), and training ends early after the iteration whose entry ``stop`` accepts.
 
     Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
-    of the policy, timed by :func:`~.timing.timed_loop`: an entry's ``rollout_s`` is the trainer's wait for
-    its batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the wall seconds of that
-    batch's rollout less its wait for weights (the two differ when collection overlaps the update),
-    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``model_s`` the behaviour policy's
-    forwards in it, ``policy_lag`` the batch's mean weight versions behind the model it trains."""
+    of the policy, timed by :func:`.timing.timed_loop` (:class:`IterationEntry`'s ``rollout_s`` and
+    ``update_s``)."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
     profile = profile or make_profile(config)
-    curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
-                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "model_s",
-                                              "update_s", "policy_lag",
-                                              "policy_loss", "value_loss", "entropy")}
+    curve = LearningCurve(asdict(config), profile.to_dict())
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
         obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
@@ -311,41 +368,31 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
             return stats, collect_s, lag, ppo_update(policy, optimizer, batch, config, rng)
 
         with collector:
-            for step, batch, (stats, collect_s, lag, losses) in timed_loop(
+            for step, batch, (stats, collect_s, lag, losses) in timing.timed_loop(
                     collector, update, lambda: collector.update_policy_weights(trained_state(policy))):
                 entry = iteration_entry(batch, stats, counted["env_steps"], time.perf_counter() - start, step,
                                         collect_s, lag, losses)
-                for key, value in entry.items():
-                    curve[key].append(value)
+                curve.append(entry)
                 if on_iteration is not None:
                     on_iteration(step.index, batch, entry)
                 if stop is not None and stop(entry):
                     break
-    return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
+    return curve, policy
 
 
-def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, step: Iteration, collect_s: float,
-                    policy_lag: float, losses: dict) -> dict[str, Any]:
-    """One learning-curve entry (:func:`train`): the batch's episodes, the clock, the losses. ``busiest_env_s``:
-    the most wall seconds one env worker spent stepping in the batch (``None`` where the executor reports
-    none)."""
+def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, step: timing.Iteration, collect_s: float,
+                    policy_lag: float, losses: dict) -> IterationEntry:
+    """The :class:`IterationEntry` of ``batch`` (its episodes), ``stats`` (its rollout's), the clock and the
+    losses."""
     eps = batch.episodes
+    ended = len(eps.env) > 0
     busiest = stats.env_wall_seconds_per_worker
-    return {
-        "env_steps": env_steps,
-        "success_rate": float(eps.success.mean()) if len(eps.env) else None,
-        "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
-        "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
-        "episodes": int(len(eps.env)),
-        "wall_s": wall_s,
-        "rollout_s": step.wait_s,
-        "collect_s": collect_s,
-        "busiest_env_s": float(np.max(busiest)) if len(busiest) else None,
-        "model_s": stats.model_seconds,
-        "update_s": step.update_s,
-        "policy_lag": policy_lag,
-        **losses,
-    }
+    return IterationEntry(
+        env_steps=env_steps, success_rate=float(eps.success.mean()) if ended else None,
+        mean_return=float(eps.returns.mean()) if ended else None,
+        mean_length=float(eps.lengths.mean()) if ended else None, episodes=int(len(eps.env)), wall_s=wall_s,
+        rollout_s=step.wait_s, collect_s=collect_s, busiest_env_s=float(np.max(busiest)) if len(busiest) else None,
+        model_s=stats.model_seconds, update_s=step.update_s, policy_lag=policy_lag, **losses)
 
 
 def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:
