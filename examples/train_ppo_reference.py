@@ -27,8 +27,7 @@ import sys
 
 from behavior1k_fast.tools.argtypes import Parser, lead_steps, positive_int
 from behavior1k_fast.tools.argtypes import seed as seed_number
-
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
+from behavior1k_fast.tools.train.layouts import PROFILES  # no torch: the learner is imported after parsing
 
 
 def parse_args(argv: list[str] | None = None):

@@ -1,6 +1,6 @@
 """``behavior1k-fast train-compare``: PPO learning curves on the reference reach-and-touch task, per profile.
 
-Trains every profile (``--profiles``: :data:`~.learner.PROFILES`) for ``--seeds`` seeds (``--runs-from``
+Trains every profile (``--profiles``: :data:`~.layouts.PROFILES`) for ``--seeds`` seeds (``--runs-from``
 adds the runs of an earlier comparison, such as another lead's), compares the curves (:func:`compare`: a
 measure agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates
 the seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
@@ -21,9 +21,8 @@ import numpy as np
 
 from ..argtypes import file_name, lead_steps, path, positive_int
 from ..measure.files import write_json, write_with
+from .layouts import PROFILES
 
-#: The profiles of :mod:`.learner` (it imports torch: the command imports it when it runs).
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 
 
 def _weighted(run: dict[str, Any], key: str, first: int) -> float:

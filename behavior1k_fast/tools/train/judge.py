@@ -149,8 +149,8 @@ class PeerUpdate:
         self.posted.append(learner.clone_trained(self.model))
 
 
-def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tuple[Any, Any], spaces: tuple,
-                                     profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
+def double_buffer_seconds_per_sample(name: str, trained: tuple[Any, Any], make_policy: Callable[[], Any],
+                                     spaces: tuple, profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
                                      iterations: int) -> CostRow:
     """The gymnasium double buffer's seconds per own action (:func:`~..peers.gymnasium.double_buffer_batches`,
     its behaviour policy built by ``make_policy``), each batch followed by the PPO update of ``trained`` and the
@@ -169,7 +169,7 @@ def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tu
         lambda: learner.load_trained(behaviour, learner.trained_state(update.model)))
     # serial: the trainer's wait for a batch is the batch's rollout
     return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first,
-                   update_as=LAYOUTS["double_buffer_peer"].trained_under)
+                   update_as=LAYOUTS[name].trained_under)
 
 
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
@@ -213,6 +213,11 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
     return CostRow(wait, update_s, first_batch_s=first,
                    policy_lag=float(lags[matched].mean()) if matched.any() else None,
                    lag_unmatched=float(1 - matched.double().mean()), update_as=LAYOUTS[kind].trained_under)
+
+
+#: A peer family (``TrainLayout.family``) -> how its seconds per sample are measured: ``f(name, trained,
+#: make_policy, spaces, profile, factory, config, iterations)``, its batches driven by the one clock.
+PEER_COSTS = {"gymnasium": double_buffer_seconds_per_sample, "torchrl": torchrl_seconds_per_sample}
 
 
 def failure(exc: BaseException) -> str:
@@ -338,14 +343,8 @@ class Judge:
                           f"{self.config.cost_iterations} batches after one uncounted")
             twin, config = runs[layout.trained_under], self.layout_config(LAYOUTS[layout.trained_under])
             try:
-                if layout.family == "gymnasium":
-                    so_far.cost[name] = double_buffer_seconds_per_sample(make_policy, twin, spaces, profile,
-                                                                         self.factory, config,
-                                                                         self.config.cost_iterations)
-                else:
-                    so_far.cost[name] = torchrl_seconds_per_sample(name, twin, make_policy, spaces, profile,
-                                                                   self.factory, config,
-                                                                   self.config.cost_iterations)
+                so_far.cost[name] = PEER_COSTS[layout.family](name, twin, make_policy, spaces, profile, self.factory,
+                                                              config, self.config.cost_iterations)
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
                 so_far.not_run[name] = failure(exc)
                 self.progress(f"{regime} {name}: {so_far.not_run[name]}")

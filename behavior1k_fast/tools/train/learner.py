@@ -49,10 +49,10 @@ from ...backends.reference import ReachFactory, ReferenceConfig
 from ...rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from ...rollout.collector import WEIGHTS_VERSION_KEY, Collector
 from . import timing
+from .layouts import PROFILES
 
 #: Observation keys the policy reads.
 OBS_KEYS = ("proprio", "task::target")
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 
 
 @dataclass(frozen=True)
