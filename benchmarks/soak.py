@@ -45,7 +45,7 @@ from behavior1k_fast import RolloutProfile
 from behavior1k_fast.core.profile import SCHEDULES
 from behavior1k_fast.reference import ReferenceConfig, ReferenceFactory
 from behavior1k_fast.rollout import PartitionPlan, RestartPolicy, RolloutEngine
-from behavior1k_fast.tools.argtypes import lead_steps
+from behavior1k_fast.tools.argtypes import lookahead_steps
 from behavior1k_fast.tools.measure.files import save_figure
 from behavior1k_fast.tools.measure.soak import leftovers, per_minute, resource_figure, sample, summary
 
@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples (default: 60)")
     parser.add_argument("--kill-every-s", type=float, default=20.0, help="SIGKILL one worker this often (0: never)")
     parser.add_argument("--schedule", choices=SCHEDULES, default="async")
-    parser.add_argument("--lookahead-steps", type=lead_steps, default=None,
+    parser.add_argument("--lookahead-steps", type=lookahead_steps, default=None,
                         help=f"the lead of --schedule lookahead: an int below the chunk size {CHUNK}, or auto "
                              f"(default: {LEAD_STEPS})")
     parser.add_argument("--processes", type=int, default=2)

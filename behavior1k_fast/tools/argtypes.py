@@ -2,7 +2,7 @@
 
 - Option values: argparse ``type=`` functions built from :mod:`behavior1k_fast.core.checks`
   (:func:`positive_int`, :func:`nonnegative_int`, :func:`positive_number`, :func:`nonnegative_number`,
-  :func:`int_list`, :func:`lead_steps`, :func:`device`, :func:`file_name`, :func:`path`), so a bad value fails while parsing,
+  :func:`int_list`, :func:`lookahead_steps`, :func:`device`, :func:`file_name`, :func:`path`), so a bad value fails while parsing,
   named by its option. Counts that start processes or allocate have this machine's upper limits
   (:class:`~behavior1k_fast.core.checks.MachineLimits`: :func:`process_count`, :func:`process_list`,
   :func:`env_count`, :func:`env_list`, :func:`chunk_steps`, :func:`seed`). :class:`Parser` prints argparse's errors as one line (no usage block).
@@ -151,7 +151,7 @@ process_list = _list_of(process_count)
 env_list = _list_of(env_count)
 
 
-def lead_steps(text: str) -> int | str:
+def lookahead_steps(text: str) -> int | str:
     """A lookahead lead (``--lookahead-steps``): ``auto`` or an int >= 0; the bound below the chunk size is the
     profile's to check, with the chunk size."""
     if text == AUTO_LEAD:

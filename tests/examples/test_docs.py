@@ -85,3 +85,14 @@ def test_the_training_docs_break_out_snippet_runs_as_written_and_leaves_the_engi
     done = run_snippet(code, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["idle", "1"]
+
+
+def test_the_training_docs_collector_snippet_runs_as_written(tmp_path):
+    """docs/training.md's collect-while-train loop, complete with the learner it names (issue 45, item 8)."""
+    (code,) = [block for block in python_blocks(ROOT / "docs" / "training.md") if "ppo_update(" in block]
+    done = run_snippet(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")[:3]
+    # three batches of 4 rounds x 4 envs x 8 steps x 11 actions; collected one update behind at most
+    assert [line.split(") ")[0] + ")" for line in lines] == ["(4, 4, 8, 11)"] * 3
+    assert all(int(line.split()[-1]) <= 1 for line in lines)
