@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-from behavior1k_fast.tools.argtypes import Parser, lead_steps, positive_int
+from behavior1k_fast.tools.argtypes import Parser, lookahead_steps, positive_int
 from behavior1k_fast.tools.argtypes import seed as seed_number
 from behavior1k_fast.tools.train.layouts import PROFILES  # no torch: the learner is imported after parsing
 
@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None):
                         help="the profile of the run (not given: k2_skip; lookahead with --schedule lookahead)")
     parser.add_argument("--schedule", choices=("barrier", "lookahead"), default="barrier",
                         help="lookahead: the lookahead profile (default: %(default)s)")
-    parser.add_argument("--lookahead-steps", type=lead_steps, default=None, metavar="D",
+    parser.add_argument("--lookahead-steps", type=lookahead_steps, default=None, metavar="D",
                         help="lead d of the lookahead schedule: an int below the chunk size (8) or auto (not given: "
                              "0); only with --schedule lookahead")
     parser.add_argument("--overlap", action="store_true",
