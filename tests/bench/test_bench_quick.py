@@ -71,8 +71,8 @@ def test_speedups_agree_with_the_times(quick_result):
         assert row["pipeline_efficiency"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
     # the user-level lookahead peer's bound counts its lead, as the engine's lookahead row's does
     peer = by["peer_lookahead"]
-    assert peer["lead_steps"] == auto_lead_cap(peer["chunk_size"]) > 0
-    lead_ms = peer["lead_steps"] * peer["t_env_ms"] / peer["chunk_size"]
+    assert peer["lookahead_steps"] == auto_lead_cap(peer["chunk_size"]) > 0
+    lead_ms = peer["lookahead_steps"] * peer["t_env_ms"] / peer["chunk_size"]
     assert peer["bound_ms_per_step"] == pytest.approx(
         (peer["t_env_ms"] + max(0.0, peer["t_model_ms"] - lead_ms)) / peer["chunk_size"])
 

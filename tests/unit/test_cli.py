@@ -63,8 +63,9 @@ MISTYPED = [
     (["tune", "--envz", "3"], "behavior1k-fast tune: error: unrecognized arguments: --envz 3 (did you mean --envs?)"),
     (["bench", "--quik", "--rouns=2"], "behavior1k-fast bench: error: unrecognized arguments: --quik --rouns=2 "
                                        "(did you mean --quick for --quik, --rounds for --rouns=2?)"),
-    (["bnech"], "behavior1k-fast: error: argument {doctor,bench,validate,tune,selftest}: invalid choice: 'bnech' "
-                "(choose from 'doctor', 'bench', 'validate', 'tune', 'selftest') (did you mean bench?)"),
+    (["bnech"], "behavior1k-fast: error: argument {doctor,bench,validate,tune,selftest,train-judge,train-compare}: "
+                "invalid choice: 'bnech' (choose from 'doctor', 'bench', 'validate', 'tune', 'selftest', 'train-judge', "
+                "'train-compare') (did you mean bench?)"),
     (["bench", "--backend", "refrence"], "behavior1k-fast bench: error: argument --backend: invalid choice: "
                                          "'refrence' (choose from 'reference', 'omnigibson') (did you mean reference?)"),
     (["bench", "--xyzzy"], "behavior1k-fast bench: error: unrecognized arguments: --xyzzy"),

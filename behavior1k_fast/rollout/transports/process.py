@@ -49,6 +49,10 @@ class ProcessTransport(Transport):
         #: One slot per worker; shared with the finalizer, which must not hold a reference to self.
         self.slots = [ProcessSlot() for _ in self.specs]
         self._finalizer = weakref.finalize(self, _shutdown_processes, self.slots)
+        #: Held while workers are stopped (:meth:`close`, :meth:`discard`): a trainer's thread may close the
+        #: engine while its driving thread discards a worker that close killed (a ``Collector`` over a hung
+        #: worker), and each pipe must be closed once.
+        self._stopping = threading.RLock()  # reentrant: a SIGTERM handler may close inside a discard
         close_on_sigterm(self)
 
     @property
@@ -100,11 +104,12 @@ class ProcessTransport(Transport):
         return self.slots[worker].obs_buffers.read(rows, out)
 
     def discard(self, worker: int) -> None:
-        stop_processes([self.slots[worker].channel], 0.0)  # dead or hung: no grace
-        self.slots[worker].channel = None
+        with self._stopping:
+            stop_processes([self.slots[worker].channel], 0.0)  # dead or hung: no grace
+            self.slots[worker].channel = None
 
     def close(self) -> None:
-        with deferred_interrupts() as interrupted:
+        with self._stopping, deferred_interrupts() as interrupted:
             _shutdown_processes(self.slots, interrupted)
         self._finalizer.detach()
         release(self)
