@@ -1,4 +1,4 @@
-"""``behavior1k-fast``: doctor | bench | validate | tune | selftest.
+"""``behavior1k-fast``: doctor | bench | validate | tune | selftest | train-judge | train-compare.
 
 Each sub-command lives in its own module with ``register(subparsers)`` (adds its parser and sets ``func``)
 and ``run(args) -> int``; the modules import their heavy dependencies only when run. Every user error is
@@ -16,11 +16,11 @@ import re
 import sys
 
 from ..core import __version__
-from . import bench, doctor, selftest, tune, validate
+from . import bench, doctor, selftest, train, tune, validate
 from .argtypes import Parser, UsageError, fail, one_line
 from .measure.files import EXIT_WRITE_FAILED, ResultWriteError
 
-COMMANDS = (doctor, bench, validate, tune, selftest)
+COMMANDS = (doctor, bench, validate, tune, selftest, train)
 #: Command lines shown under ``--help`` (each parses: tests/unit/test_cli.py).
 EXAMPLES = {
     "doctor": ["behavior1k-fast doctor", "behavior1k-fast doctor --json --profile my_profile.yaml",
@@ -32,6 +32,11 @@ EXAMPLES = {
     "tune": ["behavior1k-fast tune --quick", "behavior1k-fast tune --envs 16 --top 3 --out-dir ."],
     "selftest": ["behavior1k-fast selftest",
                  "behavior1k-fast selftest --backend-config my_task.yaml --out report.json"],
+    "train-judge": ["behavior1k-fast train-judge --quick",
+                    "behavior1k-fast train-judge --regime balanced --layouts k1_skip --seeds 5",
+                    "behavior1k-fast train-judge --plot benchmarks/results/time_to_train_cpu2-k1.json"],
+    "train-compare": ["behavior1k-fast train-compare --seeds 3",
+                      "behavior1k-fast train-compare --profiles k1_skip,lookahead --lookahead-steps 1"],
 }
 #: reST roles (``:class:`~a.b.C``` -> ``C``, ``:func:`f``` -> ``f``) and inline literals (````x```` -> ``x``).
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")

@@ -7,7 +7,7 @@ import pytest
 from behavior1k_fast import RolloutProfile
 from behavior1k_fast.backends.reference import ReferenceConfig, ReferenceFactory
 from behavior1k_fast.rollout import COMMITTED_KEY
-from behavior1k_fast.tools.bench.peers import run_lookahead_peer
+from behavior1k_fast.tools.peers.gymnasium import run_lookahead_peer
 
 N, LEAD, P, E = 4, 1, 2, 2
 

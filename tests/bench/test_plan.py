@@ -329,7 +329,7 @@ def test_the_stock_profile_rows_run_once_and_every_other_row_repeats(tmp_path, m
     """The stock row and the stock peer dominate a run's time and are 10-30x off the rest: one run each."""
     import types
 
-    from behavior1k_fast.tools.bench import peers
+    from behavior1k_fast.tools.peers import gymnasium as peers
 
     calls = []
 

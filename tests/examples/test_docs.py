@@ -77,3 +77,14 @@ def test_a_test_run_ends_with_one_line_counting_its_skips_and_how_to_run_the_ups
     assert "BEHAVIOR1K_FAST_UPSTREAM=<folder>" in summary and "docs/testing.md" in summary
     readme = (ROOT / "README.md").read_text()
     assert "BEHAVIOR1K_FAST_UPSTREAM=~/b1k-lines python3 -m pytest -q" in readme
+
+
+def test_the_training_docs_collector_snippet_runs_as_written(tmp_path):
+    """docs/training.md's collect-while-train loop, complete with the learner it names (issue 45, item 8)."""
+    (code,) = [block for block in python_blocks(ROOT / "docs" / "training.md") if "Collector(" in block]
+    done = run_snippet(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")[:3]
+    # three batches of 4 rounds x 4 envs x 8 steps x 11 actions; collected one update behind at most
+    assert [line.split(") ")[0] + ")" for line in lines] == ["(4, 4, 8, 11)"] * 3
+    assert all(int(line.split()[-1]) <= 1 for line in lines)

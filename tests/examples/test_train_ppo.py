@@ -1,15 +1,23 @@
-"""The PPO example end to end: two iterations through the engine (K = 2 hybrid, on-demand observation)."""
+"""The PPO learner (``behavior1k_fast.tools.train.learner``) end to end: iterations through the engine (K = 2
+hybrid, on-demand observation; lookahead; collect-while-train), GAE and the (decoupled) PPO update; and the
+example script over it (``examples/train_ppo_reference.py``)."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from .scripts import load_script
+from .scripts import ROOT, load_script
 
 torch = pytest.importorskip("torch")
 
 
 def load_example():
-    return load_script("train_ppo_reference")
+    """The learner the example trains with."""
+    from behavior1k_fast.tools.train import learner
+
+    return learner
 
 
 @pytest.mark.slow
@@ -122,39 +130,6 @@ def test_lookahead_ppo_gives_the_policy_its_committed_actions_and_trains_on_them
     assert policy.actor[0].weight.grad[:, committed_columns].abs().sum() == 0
 
 
-def test_a_bad_lookahead_lead_is_a_usage_error_before_any_env_starts(capsys):
-    ppo = load_example()
-    for argv in (["--lookahead-steps", "soon"], ["--lookahead-steps", "8"], ["--schedule", "lookahead",
-                                                                              "--profile", "k2_skip"]):
-        with pytest.raises(SystemExit) as exc:
-            ppo.main(argv)
-        assert exc.value.code == 2
-        assert "--lookahead-steps" in capsys.readouterr().err or argv[0] == "--schedule"
-
-
-def test_compare_judges_each_lookahead_lead_against_k1_within_the_pair_s_seed_spread():
-    ppo = load_example()
-
-    def run(profile, seed, success, lead=7):
-        return {"config": {"profile": profile, "seed": seed, "lookahead_steps": lead}, "env_steps": [1, 2, 3, 4],
-                "success_rate": [success] * 4, "mean_return": [-success] * 4, "episodes": [10] * 4}
-
-    runs = [run("k1_skip", 0, 0.8), run("k1_skip", 1, 0.9), run("lookahead", 0, 0.82, lead=1),
-            run("lookahead", 1, 0.86, lead=1), run("lookahead", 0, 0.4), run("lookahead", 1, 0.5)]
-    pairs = ppo.compare(runs)["final_success"]["against_k1_skip"]
-    assert set(pairs) == {"lookahead_d1", "lookahead_d7"}
-    assert pairs["lookahead_d1"]["agree_within_noise"] and pairs["lookahead_d1"]["noise"] == pytest.approx(0.1)
-    assert not pairs["lookahead_d7"]["agree_within_noise"]
-    assert pairs["lookahead_d7"]["difference"] == pytest.approx(0.45 - 0.85)
-    # at equal samples: a run with more env steps is cut where the shortest ended (its extra, perfect
-    # iterations do not count)
-    runs[0] = {**runs[0], "env_steps": [1, 2, 3, 4, 5], "success_rate": [0.8] * 4 + [1.0], "mean_return": [0] * 5,
-               "episodes": [10] * 5}
-    result = ppo.compare(runs)
-    assert result["equal_samples"]["env_steps"] == 4
-    assert result["final_success"]["per_seed"]["k1_skip"] == pytest.approx([0.8, 0.9])
-
-
 @pytest.mark.slow
 def test_overlapped_ppo_acts_at_most_one_update_behind_and_its_ratio_reads_the_behaviour_log_probs():
     ppo = load_example()
@@ -178,34 +153,42 @@ def test_overlapped_ppo_acts_at_most_one_update_behind_and_its_ratio_reads_the_b
     assert all(run["collect_s"][i] <= run["wall_s"][i] for i in range(4))
 
 
-def test_the_smoothed_curve_has_one_value_per_iteration_even_when_the_window_is_longer_than_the_run():
-    ppo = load_example()
-    run = {"success_rate": [0.0, None, 1.0], "episodes": [2, 0, 2]}
-    smooth = ppo.smoothed(run, "success_rate", window=5)
-    assert smooth.shape == (3,) and smooth[1] == pytest.approx(0.5)
-
-
 @pytest.mark.parametrize("argv, text", [
     (["--iterations", "0"], "--iterations"), (["--iterations", "-3"], "--iterations"),
-    (["--compare", "--seeds", "0"], "--seeds"), (["--seeds", "-1"], "--seeds"),
     (["--schedule", "barrier", "--lookahead-steps", "3"], "--lookahead-steps 3"),
-    (["--compare", "--profiles", "k1_skip", "--lookahead-steps", "3"], "--lookahead-steps 3"),
-    (["--record", "--out-dir", "x"], "--record"), (["--seed", "-1"], "--seed"),
+    (["--lookahead-steps", "soon"], "--lookahead-steps"), (["--schedule", "lookahead", "--lookahead-steps", "8"],
+                                                            "--lookahead-steps 8"),
+    (["--schedule", "lookahead", "--profile", "k2_skip"], "--schedule lookahead"), (["--seed", "-1"], "--seed"),
+    (["--compare"], "unrecognized arguments: --compare"),
 ])
 def test_a_bad_argument_is_a_one_line_usage_error(argv, text, capsys):
-    ppo = load_example()
+    example = load_script("train_ppo_reference")
     with pytest.raises(SystemExit) as exc:
-        ppo.main(argv)
+        example.parse_args(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and text in err and len(err.strip().splitlines()) == 1
 
 
-def test_help_shows_each_default(capsys):
-    ppo = load_example()
+def test_the_example_parses_its_arguments_before_importing_torch():
+    """A usage error is immediate: torch (seconds to import) is imported only once the arguments parsed."""
+    code = ("import sys; sys.argv = ['x', '--iterations', '0']; import runpy\n"
+            "try:\n    runpy.run_path(sys.argv_script, run_name='__main__')\n"
+            "except SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)")
+    code = code.replace("sys.argv_script", repr(str(ROOT / "examples" / "train_ppo_reference.py")))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert done.stdout.split() == ["2", "False"], done.stderr
+
+
+def test_the_lookahead_schedule_defaults_to_lead_0_and_help_shows_each_default(capsys):
+    example = load_script("train_ppo_reference")
+    args = example.parse_args(["--schedule", "lookahead"])
+    assert (args.profile, args.lookahead_steps) == ("lookahead", 0)
+    assert load_example().PPOConfig().lookahead_steps == 0
     with pytest.raises(SystemExit):
-        ppo.main(["--help"])
+        example.parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "(default: 100)" in out and "(default: 2)" in out and "behavior1k_fast_results" in out
+    assert "(default: 100)" in out and "(default: 0)" in out
 
 
 def test_decoupled_ppo_trains_a_batch_of_current_weights_as_serial_ppo_does_and_reweights_a_stale_one():

@@ -119,7 +119,7 @@ def test_a_load_sample_sees_a_busy_child_as_this_commands_own_work():
 
 def test_a_peer_sub_env_batches_one_envs_spaces_over_its_envs():
     from behavior1k_fast.core.profile import RolloutProfile
-    from behavior1k_fast.tools.bench.peers import ChunkGymEnv, batched_space
+    from behavior1k_fast.tools.peers.gymnasium import ChunkGymEnv, batched_space
 
     obs = spaces.Dict({"cam::rgb": spaces.Box(0, 255, (4, 4, 3), np.uint8),
                        "proprio": spaces.Box(-1.0, 1.0, (5,), np.float32)})
@@ -136,7 +136,7 @@ def test_a_peer_sub_env_batches_one_envs_spaces_over_its_envs():
 @pytest.mark.parametrize("processes, buffers", [(3, 2), (2, 3), (4, 0)])
 def test_a_peer_refuses_buffers_that_do_not_split_its_processes(processes, buffers):
     from behavior1k_fast.core.profile import RolloutProfile
-    from behavior1k_fast.tools.bench.peers import run_peer
+    from behavior1k_fast.tools.peers.gymnasium import run_peer
 
     def factory(*args):
         raise AssertionError("no sub-env is built for a refused layout")

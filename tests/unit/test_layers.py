@@ -146,3 +146,108 @@ def test_the_schedules_old_surface_name_is_the_driver_with_a_warning():
 
     with pytest.warns(DeprecationWarning, match="EngineDriver"):
         assert schedules.EngineSurface is EngineDriver
+
+
+# --- the scripts of benchmarks/ and examples/ (issue 41) -------------------------------------------------
+SCRIPT_FOLDERS = ("benchmarks", "examples")
+SCRIPTS = sorted(p for folder in SCRIPT_FOLDERS for p in (ROOT.parent / folder).rglob("*.py"))
+
+
+def _top_level_names(module: str) -> set[str]:
+    """Names ``module`` binds at its top level (defs, classes, assignments, imports), its ``__all__`` and, for a
+    package, its sub-modules: what can be imported from it without its module ``__getattr__``."""
+    tree = ast.parse(MODULES[module].read_text())
+    names = {m.rsplit(".", 1)[1] for m in MODULES if m.rsplit(".", 1)[0] == module}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _public_names(module: str, package_only: bool = True) -> set[str] | None:
+    """``module``'s ``__all__`` where it is a package that declares one (or re-exports another module's, as
+    ``behavior1k_fast.reference`` does), else ``None``."""
+    if package_only and MODULES[module].name != "__init__.py":
+        return None
+    for node in ast.parse(MODULES[module].read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+        if isinstance(node, ast.ImportFrom) and any(a.name == "__all__" for a in node.names):
+            base = module.split(".")[: len(module.split(".")) - node.level + 1] if node.level else []
+            return _public_names(".".join(base + [node.module]), package_only=False)
+    return None
+
+
+def _deprecated(module: str) -> bool:
+    """``module`` warns ``DeprecationWarning`` when imported (a top-level ``warnings.warn``)."""
+    for node in ast.parse(MODULES[module].read_text()).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and "DeprecationWarning" in ast.unparse(node):
+            return True
+    return False
+
+
+def script_import_problems(source: str) -> list[str]:
+    """What ``source`` (a script of ``benchmarks/`` or ``examples/``) does that a script must not: import a
+    private module or name (``_x``), a module that does not exist, a deprecated module, a name a package's
+    ``__all__`` leaves out, a name a module only hands out through its ``__getattr__`` (a deprecated alias), or
+    touch ``sys.path``."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and ast.unparse(node) == "sys.path":
+            problems.append(f"line {node.lineno}: sys.path")
+        if isinstance(node, ast.Import):
+            pairs = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            pairs = [(node.module or "", a.name) for a in node.names]
+        else:
+            continue
+        for module, name in pairs:
+            if module != PACKAGE and not module.startswith(PACKAGE + "."):
+                continue
+            where = f"line {node.lineno}: {module}" + (f".{name}" if name else "")
+            if any(part.startswith("_") for part in module.split(".")) or (name or "").startswith("_"):
+                problems.append(f"{where} is private")
+            elif module not in MODULES:
+                problems.append(f"{where}: no such module")
+            elif _deprecated(module):
+                problems.append(f"{where}: a deprecated module")
+            elif name is not None and f"{module}.{name}" not in MODULES:
+                public = _public_names(module)
+                if public is not None and name not in public:
+                    problems.append(f"{where} is not in the package's __all__")
+                elif public is None and name not in _top_level_names(module):
+                    problems.append(f"{where} is no top-level name of the module (a __getattr__ alias)")
+    return problems
+
+
+def test_the_script_check_covers_both_folders():
+    names = {p.relative_to(ROOT.parent).as_posix() for p in SCRIPTS}
+    assert {"benchmarks/time_to_train.py", "examples/train_ppo_reference.py", "examples/quickstart.py"} <= names
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import sys\nsys.path.insert(0, 'x')", ["line 2: sys.path"]),
+    ("from behavior1k_fast.tools.bench import _private", ["line 1: behavior1k_fast.tools.bench._private is private"]),
+    ("from behavior1k_fast.tools.bench import report", []),
+    ("from behavior1k_fast import bench", ["line 1: behavior1k_fast.bench is not in the package's __all__"]),
+    ("from behavior1k_fast import RolloutProfile, apply", []),
+    ("from behavior1k_fast.rollout import COMMITTED_KEY, Nothing",
+     ["line 1: behavior1k_fast.rollout.Nothing is not in the package's __all__"]),
+    ("from behavior1k_fast.tools.measure.files import write_json\nimport numpy", []),
+    ("from behavior1k_fast.tools.measure.files import nothing",
+     ["line 1: behavior1k_fast.tools.measure.files.nothing is no top-level name of the module (a __getattr__ alias)"]),
+    ("import behavior1k_fast.nowhere", ["line 1: behavior1k_fast.nowhere: no such module"]),
+])
+def test_the_script_check_flags_private_deprecated_and_hidden_names_and_path_changes(source, expected):
+    assert script_import_problems(source) == expected
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.relative_to(ROOT.parent).as_posix())
+def test_a_script_imports_public_names_only_and_leaves_sys_path_alone(path):
+    problems = script_import_problems(path.read_text())
+    assert not problems, f"{path.relative_to(ROOT.parent)}: {problems}"

@@ -41,7 +41,7 @@ from ..measure.policy import WIDTHS, model_bytes
 from ..measure.record import RowMeasure, with_speedups
 from ..measure.runs import Row, run_engine_row
 from . import report
-from .peers import Peer
+from ..peers.gymnasium import Peer
 from .result import BenchResult, Headline
 
 #: Profile knobs that make up "slim" (their fast-path values come from ``RolloutProfile()``).
@@ -353,7 +353,7 @@ def _count_runs(runs: list[_Run], repeats: int) -> int:
 
 def _runs(plan: Plan, config: BenchConfig, policy: Any, tag: str) -> list[_Run]:
     """Every row's run at the bench layout and the budget's, then every peer's (traces where asked)."""
-    from .peers import run_peer_row
+    from ..peers.gymnasium import run_peer_row
 
     reference = _reference(plan)
     json_path, _ = _files(config, tag)

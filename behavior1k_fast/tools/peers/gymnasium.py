@@ -1,4 +1,4 @@
-"""The peers: gymnasium's ``AsyncVectorEnv`` stepping the same envs the way a competent user writes it.
+"""The gymnasium peers: ``AsyncVectorEnv`` stepping the same envs the way a competent user writes it.
 
 A peer sub-env (:class:`ChunkGymEnv`) holds E envs of one simulator process (one backend of E envs, built
 with the profile the engine's rows use) and its ``step`` takes a whole chunk ``[E, N, action_dim]``, with
@@ -22,10 +22,11 @@ its protocol: two round trips per chunk, and the next chunk starts only when it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import gymnasium
 import numpy as np
@@ -160,17 +161,12 @@ class _Alternation:
             self._receive(b, timed)
 
 
-def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
-             processes: int, envs_per_process: int, buffers: int, rounds: int, warmup: int = 1, seed: int = 0,
-             monitor: Any = None) -> dict[str, Any]:
-    """Step ``rounds`` timed chunks per env (after ``warmup`` untimed ones) in ``processes`` peer sub-envs of
-    ``envs_per_process`` envs, split into ``buffers`` alternated ``AsyncVectorEnv`` s (module docs).
-
-    Sub-env i (in buffer order) is seeded ``seed + i``, as engine worker i. Returns wall seconds of the
-    timed rounds, the seconds of each forward, each worker's summed env seconds over the timed chunks, the
-    actions the envs took, the worker pids and ``monitor``'s usage (a :class:`~..measure.resources.ResourceMonitor` spanning the timed
-    rounds).
-    """
+@contextlib.contextmanager
+def alternation(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
+                processes: int, envs_per_process: int, buffers: int, seed: int = 0) -> Iterator[_Alternation]:
+    """Inside: ``processes`` peer sub-envs of ``envs_per_process`` envs split into ``buffers`` alternated
+    ``AsyncVectorEnv`` s (module docs), reset and ready to step; closed on the way out. Sub-env i (in buffer
+    order) is seeded ``seed + i``, as engine worker i."""
     from gymnasium.vector import AsyncVectorEnv
 
     if buffers not in (1, 2) or processes % buffers:
@@ -182,11 +178,40 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
             fns = [functools.partial(ChunkGymEnv, factory, envs_per_process, seed + b * per_buffer + i, profile,
                                      profile.chunk_size, single_spaces) for i in range(per_buffer)]
             venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
-        steps = _Alternation(venvs, policy, per_buffer, envs_per_process)
-        return _timed(steps, rounds, warmup, monitor, [p.pid for venv in venvs for p in venv.processes])
+        yield _Alternation(venvs, policy, per_buffer, envs_per_process)
     finally:
         for venv in venvs:
             venv.close()
+
+
+def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
+             processes: int, envs_per_process: int, buffers: int, rounds: int, warmup: int = 1, seed: int = 0,
+             monitor: Any = None) -> dict[str, Any]:
+    """Step ``rounds`` timed chunks per env (after ``warmup`` untimed ones) in ``processes`` peer sub-envs of
+    ``envs_per_process`` envs, split into ``buffers`` alternated ``AsyncVectorEnv`` s (:func:`alternation`).
+
+    Returns wall seconds of the timed rounds, the seconds of each forward, each worker's summed env seconds
+    over the timed chunks, the actions the envs took, the worker pids and ``monitor``'s usage (a
+    :class:`~..measure.resources.ResourceMonitor` spanning the timed rounds).
+    """
+    with alternation(factory, profile, policy, single_spaces, processes, envs_per_process, buffers, seed) as steps:
+        return _timed(steps, rounds, warmup, monitor, [p.pid for venv in steps.venvs for p in venv.processes])
+
+
+def double_buffer_batches(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray],
+                          single_spaces: tuple, rounds: int, batches: int, warmup: int = 1,
+                          seed: int = 0) -> Iterator[int]:
+    """The double buffer (two alternated ``AsyncVectorEnv`` s over ``profile``'s P x E envs) as a trainer
+    meets a collector: ``batches`` batches of ``rounds`` chunks per env, after ``warmup`` untimed rounds,
+    each given as the actions its envs took. A batch is stepped when the trainer asks for it, so the trainer's
+    update runs between two batches (serial, the policy it posted acts in the next one)."""
+    with alternation(factory, profile, policy, single_spaces, profile.num_env_processes, profile.envs_per_process,
+                     2, seed) as steps:
+        steps.rollout(warmup, timed=False)
+        for _ in range(batches):
+            before = steps.own_actions
+            steps.rollout(rounds, timed=True)
+            yield steps.own_actions - before
 
 
 def _timed(steps: Any, rounds: int, warmup: int, monitor: Any, pids: list[int]) -> dict[str, Any]:

@@ -1,0 +1,260 @@
+"""The TorchRL peers: TorchRL's collectors over the same envs, run as their users run PPO on them.
+
+One worker's env (:func:`torchrl_env`) is the gymnasium peer's sub-env (:class:`~.gymnasium.ChunkGymEnv`: E
+envs of one backend, a chunk per step) through ``torchrl.envs.GymWrapper``. :func:`torchrl_collector` builds
+``MultiSyncCollector`` / ``MultiAsyncCollector`` (one worker process per env process, each acting with its
+copy of the policy) or ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
+policy served from a thread of the trainer's process by TorchRL's inference server); :func:`torchrl_batches`
+hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), as
+:func:`~.gymnasium.double_buffer_batches` does for the double buffer, and the judge times both with the same
+loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). The policy is an engine policy as a
+TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with ``update_policy_weights_()``.
+TorchRL records no weights version with a chunk: :func:`acting_lags` finds it from the log-probs.
+Needs ``torchrl`` (``pip install 'behavior1k_fast[peers]'``; :func:`torchrl_missing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import multiprocessing
+import os
+from typing import Any, Callable, Iterator
+
+import gymnasium
+import numpy as np
+import torch
+
+from ...core.profile import RolloutProfile
+from ..train.learner import trained_state
+from .gymnasium import ChunkGymEnv
+
+#: TorchRL's multi-process collectors: a spawned worker reads its start arguments only after importing the
+#: main module, so where they are more than a pipe holds (the env and policy factories hold the spaces, and a
+#: 224 px camera's Box pickles to 603 kB: :func:`compact_space` makes it a few hundred bytes) each
+#: ``proc.start()`` returns once its worker has imported, the workers start one after another, and the first
+#: waits for its initial weights (sent once all have started) longer than TorchRL's 60 s (the H200, 8
+#: workers: ``queue.Empty``). That wait's limit (torchrl 0.14.1: ``WEIGHT_SYNC_TIMEOUT``, seconds, read when
+#: torchrl is imported) is also raised, unless set, by :func:`torchrl_missing`, where torchrl is first imported.
+WEIGHT_SYNC_TIMEOUT = "900"
+
+
+class UniformBox(gymnasium.spaces.Box):
+    """A ``Box`` with one low and one high bound for every element, pickled as those two, its shape and dtype
+    (a ``Box`` pickles its full bound arrays)."""
+
+    def __reduce__(self) -> tuple:
+        return UniformBox, (self.low.flat[0], self.high.flat[0], self.shape, self.dtype)
+
+
+def compact_space(space: Any) -> Any:
+    """``space`` with each ``Box`` of uniform bounds, also inside a ``Dict``, as an equal :class:`UniformBox`
+    (the spaces that TorchRL's spawned workers get in their start arguments: see :data:`WEIGHT_SYNC_TIMEOUT`)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return gymnasium.spaces.Dict({k: compact_space(v) for k, v in space.spaces.items()})
+    if isinstance(space, gymnasium.spaces.Box) and space.low.size and all(
+            (bound == bound.flat[0]).all() for bound in (space.low, space.high)):
+        return UniformBox(space.low.flat[0], space.high.flat[0], space.shape, space.dtype)
+    return space
+
+
+class TorchRLActor(torch.nn.Module):
+    """An engine policy as a TorchRL actor: the observation tensors of ``obs_space``'s keys (in that order), envs
+    stacked along any leading dims (a multi-process worker's E envs; the batched collector's requests of one
+    env each) -> (the chunk as float64, log-prob, value), with the same leading dims.
+
+    Its only tensors are a CPU mirror of the policy's trained parameters (``trained``: the adapters and the
+    head), so TorchRL's weight sync carries those, as a LoRA user syncs a VLA. The policy itself is built by
+    ``make_policy`` (picklable, no tensors: a spawned worker builds its own, the frozen transformer from its
+    seed on its device) at the first forward, which, as each one, first copies the mirror into it."""
+
+    def __init__(self, make_policy: Callable[[], Any], trained: dict, obs_space: Any) -> None:
+        super().__init__()
+        self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
+        self.keys = tuple(obs_space.spaces)
+        self.event_dims = {k: len(obs_space[k].shape) for k in self.keys}
+        self.mirror = torch.nn.ParameterDict({
+            self.key(name): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
+            for name, p in trained.items()})
+
+    @staticmethod
+    def key(name: str) -> str:
+        """The mirror's key of a parameter name (a ParameterDict key holds no dots)."""
+        return name.replace(".", "__")
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "policy": None}  # a worker builds its own
+
+    def refresh(self, trained: dict) -> None:
+        """The mirror takes ``trained``'s values (the trainer's, before posting them)."""
+        with torch.no_grad():
+            for name, p in trained.items():
+                self.mirror[self.key(name)].copy_(p)
+
+    def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.policy is None:
+            self.__dict__["policy"] = self.make_policy()
+        with torch.no_grad():
+            for name, p in trained_state(self.policy).items():
+                p.copy_(self.mirror[self.key(name)])
+        lead = values[0].shape[:values[0].ndim - self.event_dims[self.keys[0]]]
+        obs = {k: v.reshape(-1, *v.shape[v.ndim - self.event_dims[k]:]) for k, v in zip(self.keys, values)}
+        chunk, extras = self.policy(obs)
+        return (chunk.double().reshape(*lead, *chunk.shape[1:]), extras["logprob"].reshape(lead),
+                extras["value"].reshape(lead))
+
+
+class CountedChunkEnv(gymnasium.Wrapper):
+    """:class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` as an int64 array (TorchRL reads arrays)."""
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "own_actions": np.asarray(info["own_actions"], np.int64)}
+
+
+def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple) -> Any:
+    """One TorchRL worker's env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per step) through
+    ``GymWrapper``, reading the actions the envs took (``own_actions``) from the step info."""
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.gym_like import default_info_dict_reader
+
+    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces))
+    env = GymWrapper(chunk_env, batch_size=torch.Size([]))
+    env.set_info_dict_reader(default_info_dict_reader(["own_actions"]))
+    return env
+
+
+def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
+                      rounds: int, batches: int) -> Any:
+    """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async`` or ``torchrl_batched``) over
+    ``profile``'s process budget, for ``batches`` PPO batches of ``rounds`` chunks per env (each of
+    :func:`batch_parts` TorchRL batches).
+    ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env process, its E envs in one env,
+    ``behaviour`` rebuilt in each worker (one policy copy per process, as those collectors run it); the async
+    one's batches are one worker's ``rounds`` chunks. ``AsyncBatchedCollector``: E one-env envs per worker
+    process and ``behaviour`` served from a thread of this process, whose inference server batches the
+    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker). No
+    TorchRL device is set: the policy places its own work (the transformer on its device, the head on the
+    CPU, as in the engine's rows)."""
+    import torchrl.collectors as collectors
+
+    workers, per = profile.num_env_processes, profile.envs_per_process
+    total = workers * per * rounds * batches  # frames: env steps of TorchRL envs (one of E envs, or of one)
+    if kind == "torchrl_batched":
+        fns = [functools.partial(torchrl_env, factory, 1, seed + i, profile, spaces) for i in range(workers * per)]
+        return collectors.AsyncBatchedCollector(
+            fns, policy=behaviour, frames_per_batch=workers * per * rounds, total_frames=total,
+            env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
+    collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
+                       "torchrl_async": collectors.MultiAsyncCollector}[kind]
+    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]
+    frames = workers * rounds // batch_parts(kind, profile)
+    return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=total // per)
+
+
+def batch_parts(kind: str, profile: RolloutProfile) -> int:
+    """TorchRL batches the trainer joins into one PPO batch: ``MultiAsyncCollector``'s workers each deliver
+    batches of their own and keep one in flight (a worker starts its next batch, with the weights it has,
+    when the trainer takes its last), so a PPO batch of one worker's batch would be chosen by weights up to P
+    updates old; a PPO batch of one batch from each of the P workers acts one update behind. The other
+    collectors' batches span every env: one."""
+    return profile.num_env_processes if kind == "torchrl_async" else 1
+
+
+@contextlib.contextmanager
+def spawned_workers() -> Any:
+    """The global multiprocessing start method is "spawn" inside: TorchRL starts its workers with it (the
+    batched collector at its first batch), and the engine's use of multiprocessing sets "fork" on Linux, under
+    which a worker forked after this process has rendered hangs in its renderer."""
+    previous = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(previous, force=True)
+
+
+class TorchRLBatches:
+    """PPO batches from TorchRL's collector ``kind`` (:func:`torchrl_collector`, ``batches`` of them), each
+    :func:`batch_parts` TorchRL batches joined: an iterator as the judge's clock drives it
+    (:func:`~behavior1k_fast.tools.train.timing.time_collector`). The collector starts, under
+    :func:`spawned_workers`, when the first batch is asked for (its workers' start is in the first wait);
+    :meth:`post` hands it the trainer's weights; :meth:`close` shuts it down."""
+
+    def __init__(self, kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
+                 rounds: int, batches: int) -> None:
+        self.start = functools.partial(torchrl_collector, kind, behaviour, profile, factory, spaces, seed, rounds,
+                                       batches)
+        self.parts, self.left = batch_parts(kind, profile), batches
+        self.collector: Any = None
+        self.stream: Iterator[Any] | None = None
+        self.workers = contextlib.ExitStack()
+
+    def __iter__(self) -> "TorchRLBatches":
+        return self
+
+    def __next__(self) -> Any:
+        if not self.left:
+            raise StopIteration
+        if self.collector is None:
+            self.workers.enter_context(spawned_workers())
+            self.collector = self.start()
+            self.stream = iter(self.collector)
+        self.left -= 1
+        return torch.cat([next(self.stream) for _ in range(self.parts)])
+
+    def post(self, weights: Any) -> None:
+        """The trainer's weights (a ``TensorDict`` of the actor's parameters) to the collector's policy."""
+        self.collector.update_policy_weights_(weights)
+
+    def close(self) -> None:
+        try:
+            if self.collector is not None:
+                self.collector.shutdown()
+        finally:
+            self.collector = None
+            self.workers.close()
+
+
+def clone_trained(model: Any) -> dict:
+    """A copy of ``model``'s trained parameters."""
+    return {name: p.detach().clone() for name, p in trained_state(model).items()}
+
+
+def acting_lags(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> list[torch.Tensor]:
+    """Per TorchRL PPO batch ``i`` after the first (asked for when the trainer had posted version ``i``: the
+    weights ``posted[i]``), each chunk's lag ``i - v``: ``v`` the newest version whose log-prob of the chunk's
+    action is the one recorded (TorchRL's multi-process collectors record no version), NaN where none is
+    (all 0: serial; 1: collected while the trainer made the update before)."""
+    checker = copy.deepcopy(model)
+    lags = []
+    for i, data in enumerate(batches[1:], start=1):
+        flat = data.reshape(-1)
+        obs = {k: flat[k].reshape(-1, *flat[k].shape[2:]) for k in keys}
+        action = flat["action"][:, :, 0].reshape(-1, flat["action"].shape[-1]).float()
+        recorded = flat["logprob"].reshape(-1).float()
+        lag = torch.full_like(recorded, float("nan"))
+        for version in range(i, -1, -1):
+            checker.load_state_dict(posted[version], strict=False)
+            with torch.no_grad():
+                logprob = checker.evaluate(checker.features(obs), action)[0]
+            lag[lag.isnan() & torch.isclose(logprob, recorded, rtol=0, atol=1e-3)] = i - version
+            if not lag.isnan().any():
+                break
+        lags.append(lag)
+    return lags
+
+
+def torchrl_missing() -> str | None:
+    """Why the TorchRL peers cannot run here (``None``: they can); imports torchrl, with its wait for a worker's
+    initial weights raised to :data:`WEIGHT_SYNC_TIMEOUT` unless set."""
+    os.environ.setdefault("WEIGHT_SYNC_TIMEOUT", WEIGHT_SYNC_TIMEOUT)
+    try:
+        import tensordict  # noqa: F401
+        import torchrl  # noqa: F401
+    except ImportError as exc:
+        return f"torchrl is not installed ({exc}): pip install 'behavior1k_fast[peers]'"
+    return None
+
+

@@ -1,0 +1,496 @@
+"""The time-to-train judge: wall clock until PPO reaches a target success rate, per layout and regime.
+
+    wall to target = samples to target x seconds per sample (rollout and PPO update)
+
+- **Task and learner**: PPO on the reference reach-and-touch task (:mod:`.learner`) with a policy that costs
+  what a VLA costs and trains the way one is fine-tuned (:class:`~.learner.VLAActorCritic`: the benchmark's
+  transformer over the rgb camera with low-rank adapters in every block; the update per sample costs about
+  three acting forwards, as a LoRA fine-tune of a VLA costs against its rollout).
+- **Regimes** (:data:`~.layouts.REGIMES`): the transformer is sized (:func:`~..measure.calibration.calibrate`) so that
+  one forward at the stage batch takes ``REGIMES[regime]`` x the env's ms per chunk.
+- **Layouts** (:data:`~.layouts.LAYOUTS`): the engine's profiles, each serial and collect-while-train
+  (``+overlap``), the gymnasium double buffer and TorchRL's collectors (:mod:`..peers`).
+- **Samples to target** depend only on a layout's semantics: per semantics and seed, PPO trains under the
+  semantics' own layout until the episode-weighted success rate of the last ``window`` iterations reaches
+  ``target`` (:func:`samples_to_target`).
+- **Seconds per sample** per layout: a few PPO iterations under it, the first one not counted, every row
+  timed by the same loop (:mod:`.timing`): the trainer's wait for a batch plus its update and weight post,
+  over the own actions of the batch. A peer runs the PPO update of the layout whose samples it shares
+  (``update_as``) on a batch of that layout of the same size, with that layout's trained model. With the
+  policy on a GPU and ``nvidia-ml-py``, an engine row also has the GPU's busy seconds.
+- Per layout and seed the product, with the median and min-max over seeds; the semantics' own layouts also
+  have their training runs' own wall (``direct_wall_to_target_s``), and the best engine layout of each regime
+  one direct run if it is not one of those.
+- ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ...backends.reference import ReachFactory
+from ...core.profile import RolloutProfile
+from ..bench.report import format_model_cost
+from ..measure.config import RunConfig, resolve_device
+from ..measure.files import ResultWriteError, write_json
+from ..measure.gpu import GPUBusy, gpu_busy_missing
+from ..measure.trainable import AdaptedVLA
+from . import learner
+from .layouts import LAYOUTS, PEERS, REGIMES, TrainLayout, engine_layouts, layout_profiles, trained_layouts
+from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, Spread,
+                     TimeToTrainResult, TrainingRun, layout_rows)
+from .timing import per_sample, time_collector
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """What one judge run measures (``train-judge``'s options; sizes in envs, rounds and own actions)."""
+
+    regimes: tuple[str, ...] = tuple(REGIMES)
+    layouts: tuple[str, ...] = ("stock", "k1_skip", "hybrid_k2", "process_k2", "lookahead")
+    target: float = 0.7
+    window: int = 3
+    iterations: int = 150
+    seeds: int = 3
+    processes: int = 2
+    envs: int = 16
+    chunk_size: int = 8
+    rounds: int = 16
+    resolution: int = 64
+    lookahead_steps: int | str = "auto"
+    cost_iterations: int = 3
+    model_width: int | None = None
+    model_depth: int | None = None
+    device: str = "auto"
+
+
+def reached(entries: list[dict], target: float, window: int) -> bool:
+    """The episode-weighted success rate of the last ``window`` iterations is at least ``target``."""
+    recent = [e for e in entries[-window:] if e["success_rate"] is not None]
+    episodes = sum(e["episodes"] for e in recent)
+    return len(entries) >= window and episodes > 0 and (
+        sum(e["success_rate"] * e["episodes"] for e in recent) / episodes >= target)
+
+
+def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
+                      target: float, window: int) -> TrainingRun:
+    """Train under ``profile`` until :func:`reached` (or ``config.iterations``); env steps and wall then."""
+    entries: list[dict] = []
+
+    def stop(entry: dict) -> bool:
+        entries.append(entry)
+        return reached(entries, target, window)
+
+    torch.manual_seed(config.seed)
+    run, _ = learner.train(config, profile=profile, factory=factory, make_policy=policy_class, stop=stop)
+    hit = reached(entries, target, window)
+    return TrainingRun(seed=config.seed, reached=hit, samples=run["env_steps"][-1] if hit else None,
+                       direct_wall_s=run["wall_s"][-1] if hit else None, iterations=len(run["env_steps"]),
+                       success_rate=run["success_rate"], env_steps=run["env_steps"], wall_s=run["wall_s"],
+                       policy_lag=run["policy_lag"])
+
+
+def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
+                       iterations: int, device: str = "cpu") -> tuple[CostRow, tuple[Any, Any]]:
+    """An engine layout's seconds per own action under ``profile`` and ``config``'s lag (``iterations`` PPO
+    iterations after a first, uncounted one, :func:`~.timing.per_sample`), and (the trained model, its last
+    batch). On a GPU ``device`` with NVML also the GPU's busy seconds per own action
+    (:class:`~..measure.gpu.GPUBusy`: kernel time of every stream, the forwards' and the update's)."""
+    last: list = []
+    marks = [time.time()]
+
+    def seen(it: int, batch: Any, entry: dict) -> None:
+        last[:] = [batch]
+        marks.append(time.time())
+
+    missing = gpu_busy_missing(device)
+    with GPUBusy(device) if missing is None else contextlib.nullcontext() as busy:
+        run, model = learner.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
+                                   make_policy=policy_class, on_iteration=seen)
+    samples = np.diff([0, *run["env_steps"]])
+
+    def rate(key: str) -> float | None:
+        return per_sample(run[key], samples)
+
+    gpu_busy = None
+    if busy is not None:
+        gpu_busy = per_sample([busy.seconds(a, b) for a, b in zip(marks, marks[1:])], samples)
+    lags = run["policy_lag"][1:]
+    return CostRow(rate("rollout_s"), rate("update_s"), rollout_s_per_sample=rate("collect_s"),
+                   env_busy_s_per_sample=rate("busiest_env_s"), model_s_per_sample=rate("model_s"),
+                   gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
+                   policy_lag=float(np.mean(lags)) if lags else None), (model, last[0])
+
+
+class PeerUpdate:
+    """The trainer's side of a peer's iteration: the PPO update of the layout whose samples the peer shares
+    (``trained``: that layout's model and its last batch, the same size as the peer's), each version of the
+    weights kept (``posted[v]``: after v updates; :func:`~..peers.torchrl.acting_lags` reads them)."""
+
+    def __init__(self, trained: tuple[Any, Any], config: learner.PPOConfig) -> None:
+        from ..peers.torchrl import clone_trained
+
+        self.clone = clone_trained
+        self.model, self.batch = trained
+        self.config = config
+        self.optimizer = torch.optim.Adam(list(learner.trained_state(self.model).values()), lr=config.lr, eps=1e-5)
+        self.rng = np.random.default_rng(config.seed)
+        self.posted = [clone_trained(self.model)]
+
+    def __call__(self, batch: Any) -> None:
+        learner.ppo_update(self.model, self.optimizer, self.batch, self.config, self.rng)
+
+    def keep(self, batch: Any) -> None:
+        """After an iteration (outside the clock): the weights just posted, as the next version."""
+        self.posted.append(self.clone(self.model))
+
+
+def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tuple[Any, Any], spaces: tuple,
+                                     profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
+                                     iterations: int) -> CostRow:
+    """The gymnasium double buffer's seconds per own action (:func:`~..peers.gymnasium.double_buffer_batches`,
+    its behaviour policy built by ``make_policy``), each batch followed by the PPO update of ``trained`` and the
+    weights loaded into the behaviour copy: ``iterations`` batches after a first, uncounted one."""
+    from ..peers.gymnasium import double_buffer_batches
+
+    behaviour = make_policy()
+    update = PeerUpdate(trained, config)
+
+    def act(obs: dict) -> np.ndarray:
+        return behaviour(obs)[0].numpy().astype(np.float64)
+
+    batches = double_buffer_batches(factory, profile, act, spaces, config.rounds, iterations + 1, seed=config.seed)
+    wait, update_s, first = time_collector(
+        batches, lambda own_actions: own_actions, update,
+        lambda: learner.load_trained(behaviour, learner.trained_state(update.model)))
+    return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first, update_as=LAYOUTS[
+        "double_buffer_peer"].trained_under)
+
+
+def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
+                               profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
+                               iterations: int) -> CostRow:
+    """Seconds per own action of TorchRL's collector ``kind`` (:class:`~..peers.torchrl.TorchRLBatches`): per
+    PPO batch the trainer runs the PPO update of ``trained`` and posts the weights; ``iterations`` batches
+    after a first, uncounted one. Also the seconds to the first batch (its workers' start) and the mean lag of
+    the weights that chose each chunk behind the version posted when the trainer asked for its batch
+    (:func:`~..peers.torchrl.acting_lags`; ``lag_unmatched``: the share of chunks no posted version chose)."""
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule
+
+    from ..peers.torchrl import TorchRLActor, TorchRLBatches, acting_lags
+
+    update = PeerUpdate(trained, config)
+    keys = tuple(spaces[0].spaces)
+
+    def actor() -> Any:
+        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(update.model), spaces[0]),
+                                in_keys=list(keys), out_keys=["action", "logprob", "value"])
+
+    # the collector's policy, and the trainer's copy whose mirror it posts (the batched collector serves the
+    # former from this process: refreshing it in place would race its forwards)
+    behaviour, posting = actor(), actor()
+    batches = TorchRLBatches(kind, behaviour, profile, factory, spaces, config.seed, config.rounds, iterations + 1)
+    kept: list = []
+
+    def post() -> None:
+        posting.module.refresh(learner.trained_state(update.model))
+        batches.post(TensorDict.from_module(posting))
+
+    def after(data: Any) -> None:
+        kept.append(data)
+        update.keep(data)
+
+    wait, update_s, first = time_collector(batches, lambda data: int(data["next", "own_actions"].sum()), update,
+                                           post, after)
+    lags = torch.cat(acting_lags(update.model, kept, update.posted, keys))
+    matched = ~lags.isnan()
+    return CostRow(wait, update_s, first_batch_s=first,
+                   policy_lag=float(lags[matched].mean()) if matched.any() else None,
+                   lag_unmatched=float(1 - matched.double().mean()), update_as=LAYOUTS[kind].trained_under)
+
+
+def failure(exc: BaseException) -> str:
+    """A failed peer's line: ``exc`` and then each exception it came from (``__cause__``, else ``__context__``),
+    each as its type and the end of its message (a worker's own error comes last, after TorchRL's traceback)."""
+    chain = [exc]
+    while (chain[-1].__cause__ or chain[-1].__context__) not in (None, *chain):  # a chain can loop back
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
+
+
+class Judge:
+    """What every run of one judge invocation shares: the PPO config, the env factory, the layouts' profiles,
+    the device and the env's measured ms per chunk (module docs). ``progress`` gets one line per step."""
+
+    def __init__(self, config: JudgeConfig, progress: Callable[[str], None] = print) -> None:
+        self.config, self.progress = config, progress
+        self.base = learner.PPOConfig(iterations=config.iterations, processes=config.processes, envs=config.envs,
+                                      chunk_size=config.chunk_size, rounds=config.rounds, executor="process")
+        self.factory = ReachFactory(replace(learner.make_factory(self.base).config,
+                                            resolution=(config.resolution, config.resolution)))
+        profiles, missing = layout_profiles(config.processes, config.envs, config.chunk_size, config.lookahead_steps)
+        keep = {"k1_skip", *config.layouts}
+        self.profiles = {n: p for n, p in profiles.items() if n in keep}
+        self.missing = {n: why for n, why in missing.items() if n in keep}
+        self.device = resolve_device(config.device)
+        if self.device.startswith("cuda"):  # the behaviour copy's forwards on a CUDA stream of their own
+            self.base = replace(self.base, policy_device=self.device)
+        self.env_ms: float | None = None
+
+    def policy_for(self, regime: str) -> tuple[Callable, Any, dict]:
+        """The VLA-cost policy class sized for ``regime``, the calibrated (frozen) model, its calibration (as a
+        dict, with the regime and the env's ms per chunk); prints the calibration."""
+        from ..measure.calibration import calibrate
+        from ..measure.config import usable_cores
+        from ..peers.torchrl import compact_space
+
+        c = self.config
+        self.progress(f"{regime}: sizing the VLA-cost policy (T_model = {REGIMES[regime]} T_env)")
+        sizing = {"model_width": c.model_width, "model_depth": c.model_depth}
+        run = RunConfig(chunk_size=c.chunk_size, rounds=2, warmup=1, device=self.device, seed=0, **sizing)
+        probe = c.model_depth is None and self.env_ms is None
+        if probe:  # the first calibration measures the env's ms per chunk and fits the balanced regime to it
+            vla, calibration = calibrate(self.factory, self.profiles["k1_skip"], run, max_processes=usable_cores())
+            self.env_ms = calibration.env_ms_per_stage_chunk
+        if not probe or regime != "balanced":
+            if c.model_depth is None:
+                run = replace(run, model_ms=REGIMES[regime] * self.env_ms)
+            vla, calibration = calibrate(self.factory, self.profiles["k1_skip"], run, max_processes=usable_cores())
+        arguments = dict(observation_space=compact_space(vla.observation_space),
+                         action_space=compact_space(vla.action_space),
+                         chunk_size=c.chunk_size, width=calibration.model_width, depth=calibration.model_depth,
+                         device=self.device, seed=0)
+        info = {**calibration.to_dict(), "env_ms_per_stage_chunk": self.env_ms, "regime": regime,
+                "model_ms_over_env_ms": REGIMES[regime], "adapter_rank": AdaptedVLA(**arguments).arguments["rank"]}
+        self.progress(f"{regime}: " + format_model_cost(calibration))
+        return functools.partial(learner.VLAActorCritic, arguments), vla, info
+
+    def layout_config(self, layout: TrainLayout, seed: int | None = None) -> learner.PPOConfig:
+        """The PPO config of ``layout``: its lag (serial or decoupled PPO), and ``seed`` where given."""
+        config = replace(self.base, max_lag=layout.max_lag)
+        return config if seed is None else replace(config, seed=seed)
+
+    def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int) -> TrainingRun:
+        """One training run under ``layout`` with ``seed`` (samples to target)."""
+        self.progress(f"{layout.semantics} ({layout.name}, {_overlap(layout)}) seed {seed}: training to success "
+                      f">= {self.config.target} (at most {self.config.iterations} iterations)")
+        run = samples_to_target(self.layout_config(layout, seed), profile, self.factory, policy_class,
+                                self.config.target, self.config.window)
+        lag = np.mean(run.policy_lag) if run.policy_lag else float("nan")
+        self.progress(f"{layout.semantics} ({layout.name}) seed {seed}: samples to target {run.samples} "
+                      f"({run.iterations} iterations, measured policy lag {lag:.2f})")
+        return run
+
+    def regime(self, regime: str, checkpoint: Callable[[RegimeProgress], None]) -> RegimeResult:
+        """Every layout's samples to target, seconds per sample and their product in ``regime``: the seconds per
+        sample first (every engine layout, then the peers), then the training runs seed by seed, each semantics
+        per seed; ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
+        policy_class, vla, calibration = self.policy_for(regime)
+        missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
+        training = trained_layouts(self.profiles)
+        so_far = RegimeProgress(calibration, not_run=missing, training_runs={s: [] for s in training})
+        runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
+        for layout in engine_layouts(self.profiles):
+            self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} PPO "
+                          f"iterations after one uncounted")
+            so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
+                self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
+                self.config.cost_iterations, self.device)
+            self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
+            checkpoint(so_far)
+        self.peers(regime, policy_class, vla, runs, so_far)
+        checkpoint(so_far)
+        for seed in range(self.config.seeds):
+            for semantics, layout in training.items():
+                so_far.training_runs[semantics].append(
+                    self.trained(layout, self.profiles[layout.profile], policy_class, seed))
+                checkpoint(so_far)
+        layouts = layout_rows(so_far.cost, so_far.training_runs)
+        return RegimeResult(calibration, layouts, missing, so_far.training_runs,
+                            self.direct_run(layouts, policy_class))
+
+    def peers(self, regime: str, policy_class: Callable, vla: Any, runs: dict[str, tuple],
+              so_far: RegimeProgress) -> None:
+        """Every peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``)."""
+        from ..peers.torchrl import compact_space, torchrl_missing
+
+        spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
+        obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in learner.OBS_KEYS)
+        make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
+                                        self.config.chunk_size)
+        profile = self.profiles["k1_skip"]
+        why_not = torchrl_missing()
+        for name in PEERS:
+            layout = LAYOUTS[name]
+            if layout.family == "gymnasium" and self.config.processes % 2:
+                so_far.not_run[name] = f"a double buffer needs an even process count, got {self.config.processes}"
+                continue
+            if layout.family == "torchrl" and why_not:
+                so_far.not_run[name] = why_not
+                continue
+            self.progress(f"{regime} {name} ({_overlap(layout)}, the PPO update of {layout.trained_under}): timing "
+                          f"{self.config.cost_iterations} batches after one uncounted")
+            twin, config = runs[layout.trained_under], self.layout_config(LAYOUTS[layout.trained_under])
+            try:
+                if layout.family == "gymnasium":
+                    so_far.cost[name] = double_buffer_seconds_per_sample(make_policy, twin, spaces, profile,
+                                                                         self.factory, config,
+                                                                         self.config.cost_iterations)
+                else:
+                    so_far.cost[name] = torchrl_seconds_per_sample(name, twin, make_policy, spaces, profile,
+                                                                   self.factory, config,
+                                                                   self.config.cost_iterations)
+            except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
+                so_far.not_run[name] = failure(exc)
+                self.progress(f"{regime} {name}: {so_far.not_run[name]}")
+                continue
+            self.progress(f"{regime} {name}: {_cost_line(so_far.cost[name])}")
+
+    def direct_run(self, layouts: dict[str, LayoutRow], policy_class: Callable) -> DirectRun | None:
+        """One direct run (seed 0) of the engine layout with the shortest median wall to target, where that
+        layout is not one the semantics trained under (whose runs are direct already)."""
+        engine = {n: r for n, r in layouts.items()
+                  if not LAYOUTS[n].is_peer and r.wall_to_target_s.median is not None}
+        if not engine:
+            return None
+        best = min(engine, key=lambda n: engine[n].wall_to_target_s.median)
+        if engine[best].direct_wall_to_target_s is not None:
+            return DirectRun(best, engine[best].direct_wall_to_target_s, "training runs")
+        layout = LAYOUTS[best]
+        self.progress(f"direct run of {best} ({_overlap(layout)}), seed 0: training to the target")
+        run = samples_to_target(self.layout_config(layout), self.profiles[layout.profile], self.factory,
+                                policy_class, self.config.target, self.config.window)
+        self.progress(f"direct run of {best}: {run.direct_wall_s} s to the target")
+        return DirectRun(best, run.direct_wall_s, "its own run", run.samples)
+
+    def lead_sweep(self, regime: str, checkpoint: Callable[[LeadSweep], None]) -> LeadSweep:
+        """Samples to target, seconds per sample and wall to target per lookahead lead d (0, 1, 2, 4, N/2,
+        N - 1); ``checkpoint`` gets the finished leads after each lead."""
+        n = self.config.chunk_size
+        leads = sorted({d for d in (0, 1, 2, 4, n // 2, n - 1) if 0 <= d < n})
+        policy_class, _, calibration = self.policy_for(regime)
+        sweep = LeadSweep(calibration)
+        layout = LAYOUTS["lookahead"]
+        for d in leads:
+            profile = self.profiles["k1_skip"].replace(schedule="lookahead", lookahead_steps=d)
+            self.progress(f"lead {d}: {self.config.seeds} training runs, then the seconds per sample")
+            runs = [self.trained(layout, profile, policy_class, seed) for seed in range(self.config.seeds)]
+            cost, _ = seconds_per_sample(self.base, profile, self.factory, policy_class,
+                                         self.config.cost_iterations, self.device)
+            per_seed = [None if r.samples is None else r.samples * cost.s_per_sample for r in runs]
+            sweep.leads[str(d)] = row = LeadRow(d, cost, Spread.of([r.samples for r in runs]), per_seed,
+                                                Spread.of(per_seed), sum(r.reached for r in runs), runs)
+            self.progress(f"lead {d}: samples to target {row.samples_to_target.median}, "
+                          f"{cost.s_per_sample * 1e3:.3f} ms per sample")
+            checkpoint(sweep)
+        return sweep
+
+
+def _overlap(layout: TrainLayout) -> str:
+    """How ``layout`` collects, in a progress line."""
+    return "overlap on: collect while PPO updates" if layout.overlap else "serial"
+
+
+def _cost_line(cost: CostRow) -> str:
+    lag = "" if cost.policy_lag is None else f", measured policy lag {cost.policy_lag:.2f}"
+    return f"{cost.s_per_sample * 1e3:.3f} ms per sample{lag}"
+
+
+def command_line() -> str:
+    """The command line this process was started with (a script through ``python``)."""
+    import shlex
+    import sys
+
+    return ("python " if sys.argv[0].endswith(".py") else "") + shlex.join(sys.argv)
+
+
+class Checkpoints:
+    """Rewrites the result file after each measured piece (a run cut short keeps what it measured). A write
+    that fails (a full disk) is said once and measuring goes on; the final write tries again and raises."""
+
+    def __init__(self, result: TimeToTrainResult, path: Path) -> None:
+        self.result, self.path, self.failed = result, path, False
+        self.start = time.perf_counter()
+
+    def save(self) -> None:
+        self.result.wall_s = time.perf_counter() - self.start
+        try:
+            write_json(self.result.to_dict(), self.path)
+        except ResultWriteError as exc:
+            if not self.failed:
+                print(f"train-judge: cannot save the partial result ({exc}); measuring on, the final write tries "
+                      f"again")
+            self.failed = True
+
+
+def run_judge(args: Any) -> int:
+    """``train-judge`` after its checks (:func:`~behavior1k_fast.tools.train.check_args`): ``--plot`` draws a
+    recorded result; otherwise every regime (or the lead sweep) is measured, the tables printed, and the JSON
+    and PNG written, each announced with a ``wrote`` line."""
+    from ..measure.machine import describe_machine, machine_tag, sample_load
+    from .report import format_table, plot
+
+    out = Path(args.out)
+    if args.plot is not None:
+        drawn = out / Path(args.plot).with_suffix(".png").name
+        plot(args.result, drawn)
+        print(f"wrote {drawn}")
+        return 0
+    loads = [sample_load()]
+    machine = describe_machine(resolve_device(args.device))
+    kind = "lead_sweep_" if args.lead_sweep else ""
+    stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}{'_quick' if args.quick else ''}"
+    hidden = {"out", "func", "command", "quick_defaults", "result"}
+    result = TimeToTrainResult(command_line(), machine, {k: v for k, v in vars(args).items() if k not in hidden})
+    checkpoints = Checkpoints(result, out / f"{stem}.json")
+    config = JudgeConfig(regimes=tuple(args.regime), layouts=tuple(args.layouts), target=args.target,
+                         window=args.window, iterations=args.iterations, seeds=args.seeds, processes=args.processes,
+                         envs=args.envs, chunk_size=args.chunk_size, rounds=args.rounds, resolution=args.resolution,
+                         lookahead_steps=args.lookahead_steps, cost_iterations=args.cost_iterations,
+                         model_width=args.model_width, model_depth=args.model_depth, device=args.device)
+    judge = Judge(config)
+    result.profiles = {n: p.to_dict() for n, p in judge.profiles.items()}
+    what = f"the lead sweep in {args.regime[0]}" if args.lead_sweep else ", ".join(args.regime)
+    print(f"train-judge: {what}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the peers; "
+          f"{args.seeds} seed(s), target success {args.target}; {checkpoints.path} is rewritten after each piece")
+    if args.lead_sweep:
+        def swept(sweep: LeadSweep) -> None:
+            result.lead_sweep = sweep
+            checkpoints.save()
+
+        result.lead_sweep = judge.lead_sweep(args.regime[0], swept)
+    else:
+        for regime in args.regime:
+            def measured(so_far: RegimeProgress, regime: str = regime) -> None:
+                result.in_progress = {regime: so_far}
+                checkpoints.save()
+
+            result.regimes[regime] = judge.regime(regime, measured)
+            result.in_progress = {}
+    loads.append(sample_load())
+    result.complete, result.load = True, {"before": loads[0].to_dict(), "after": loads[1].to_dict()}
+    result.wall_s = time.perf_counter() - checkpoints.start
+    print(format_table(result))
+    return write_result(result.to_dict(), lambda path: plot(result, path), out / stem, loads)
+
+
+def write_result(data: dict, draw: Callable[[Path], None], stem: Path, loads: list) -> int:
+    """A command's end: the busy warning of ``loads`` (if any), then ``stem.json`` (``data``) and ``stem.png``
+    (``draw(path)``) written, each announced with a ``wrote`` line; 0."""
+    from ..measure.machine import busy_warning
+
+    warning = busy_warning(loads)
+    if warning:
+        print(warning)
+    print(f"wrote {write_json(data, stem.parent / f'{stem.name}.json')}")
+    draw(stem.parent / f"{stem.name}.png")
+    print(f"wrote {stem.parent / f'{stem.name}.png'}")
+    return 0

@@ -1,0 +1,123 @@
+"""The layouts the time-to-train judge compares: one typed table (:data:`LAYOUTS`) of :class:`TrainLayout`.
+
+A layout is what collects the batches PPO trains on: an engine profile with the ``Collector``'s ``max_lag``
+(0 serial, 1 collect-while-train), or a peer (the gymnasium double buffer, TorchRL's collectors) over the
+``k1_skip`` profile's envs. Each layout has a **semantics**, what each env sees and does, on which its samples
+to target depend (``fresh``: an env acts on its own observation at its chunk's start; ``hybrid``: the other
+stage's slice holds its last action while this one steps; ``lookahead``: the chunk is chosen from an
+observation d steps before the previous chunk ends, with the committed actions as input; ``+lag1``: acting
+with weights one update old), and the layout PPO trains under to count that semantics' samples to target
+(``trained_under``), whose PPO update (serial, or decoupled where ``max_lag`` is 1) it also runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.profile import SCHEDULES, RolloutProfile
+
+#: The engine profiles of the judge's layouts (each run serial and collect-while-train).
+ENGINE_PROFILES = ("stock", "k1_skip", "hybrid_k2", "process_k2", "lookahead")
+#: Regime -> one forward of the policy at the stage batch as a multiple of the env's ms per chunk.
+REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
+#: Modalities the VLA-cost policy reads.
+MODALITIES = ("rgb", "proprio")
+
+
+@dataclass(frozen=True)
+class TrainLayout:
+    """One row of the judge.
+
+    Args:
+        name: the row's name in tables and result files (``k1_skip``, ``k1_skip+overlap``, ``torchrl_async``).
+        profile: the engine profile (:data:`ENGINE_PROFILES`) whose envs it steps; peers step ``k1_skip``'s.
+        max_lag: weight versions a batch's chunks may lag the trainer: 0 serial PPO, 1 decoupled PPO.
+        semantics: what each env sees and does (module docs); its samples to target are shared.
+        trained_under: the layout PPO trains under to count this semantics' samples to target.
+        family: ``engine``, ``gymnasium`` (the double buffer) or ``torchrl`` (TorchRL's collectors).
+    """
+
+    name: str
+    profile: str
+    max_lag: int
+    semantics: str
+    trained_under: str
+    family: str = "engine"
+
+    @property
+    def is_peer(self) -> bool:
+        return self.family != "engine"
+
+    @property
+    def overlap(self) -> bool:
+        """Collection overlaps the update (the batch may act with weights one update old)."""
+        return self.max_lag > 0
+
+
+def _engine(profile: str, semantics: str, trained_under: str) -> tuple[TrainLayout, TrainLayout]:
+    """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``)."""
+    return (TrainLayout(profile, profile, 0, semantics, trained_under),
+            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{trained_under}+overlap"))
+
+
+#: Every layout by name: the engine's (each serial and ``+overlap``), then the peers. The TorchRL peers'
+#: semantics were checked at torchrl 0.14.1 by matching each chunk's recorded log-prob against the versions the
+#: trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
+#: a batch with the weights posted after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep
+#: one batch in flight and the trainer joins one batch from each worker into its PPO batch, so it acts one
+#: update behind; ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights
+#: between two batched forwards (a batch mixes the two latest versions).
+LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
+    *_engine("stock", "fresh", "k1_skip"), *_engine("k1_skip", "fresh", "k1_skip"),
+    *_engine("hybrid_k2", "hybrid", "hybrid_k2"), *_engine("process_k2", "fresh", "k1_skip"),
+    *_engine("lookahead", "lookahead", "lookahead"),
+    TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "k1_skip", "gymnasium"),
+    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
+    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+    TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+)}
+#: The peers, in table order.
+PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
+#: The TorchRL collector peers.
+TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl")
+
+
+def engine_layouts(profiles: Any) -> list[TrainLayout]:
+    """The engine layouts over ``profiles`` (names of :data:`ENGINE_PROFILES`): every serial one, then every
+    ``+overlap`` one, in the order given."""
+    return [layout for lag in (0, 1) for name in profiles for layout in LAYOUTS.values()
+            if not layout.is_peer and layout.profile == name and layout.max_lag == lag]
+
+
+def trained_layouts(profiles: Any) -> dict[str, TrainLayout]:
+    """Semantics -> the layout it trains under, for the semantics whose training layout runs on ``profiles``
+    (the serial ones first)."""
+    return {layout.semantics: layout for lag in (0, 1) for layout in LAYOUTS.values()
+            if layout.name == layout.trained_under and layout.profile in profiles and layout.max_lag == lag}
+
+
+def layout_profiles(processes: int, envs: int, chunk_size: int, lookahead_steps: int | str = "auto") -> tuple[
+        dict[str, RolloutProfile], dict[str, str]]:
+    """The engine profiles of :data:`ENGINE_PROFILES` (``lookahead`` at lead ``lookahead_steps``), and the ones
+    this version cannot run (name -> why)."""
+    layout = dict(num_env_processes=processes, total_num_envs=envs, chunk_size=chunk_size)
+    fast = RolloutProfile(obs_modalities=MODALITIES, **layout)
+    profiles = {
+        "stock": RolloutProfile.stock(**layout),
+        "k1_skip": fast,
+        "hybrid_k2": fast.replace(pipeline_stages=2, partition="hybrid", physics_rescale="preserve_sim_time"),
+        "process_k2": fast.replace(pipeline_stages=2, partition="process"),
+    }
+    from ...rollout.schedules import SCHEDULE_CLASSES
+
+    missing = {}
+    if "lookahead" in SCHEDULES and "lookahead" in SCHEDULE_CLASSES:
+        try:
+            profiles["lookahead"] = fast.replace(schedule="lookahead", lookahead_steps=lookahead_steps)
+        except (TypeError, ValueError) as exc:
+            missing["lookahead"] = f"the profile refuses it: {exc}"
+    else:
+        missing["lookahead"] = (f"not in this version: profile schedules {SCHEDULES}, engine drivers "
+                                f"{sorted(SCHEDULE_CLASSES)}")
+    return profiles, missing

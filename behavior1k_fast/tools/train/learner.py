@@ -1,0 +1,377 @@
+"""The PPO learner of the reference reach-and-touch task, over the engine's ``Collector``: the one the example
+(``examples/train_ppo_reference.py``) trains with and the time-to-train judge (``behavior1k-fast train-judge``)
+measures.
+
+Task (``behavior1k_fast.reference.ReachFactory``): drive the base and arms until a grip point touches the
+red can (proprioception + the can's offset from each grip point). Reward per own action: minus the
+grip-to-can distance in m, +5 on touching, which ends the episode; truncated after ``PPOConfig.horizon`` (80)
+own actions.
+
+Policy (:class:`ActorCritic`): an MLP actor-critic (64-64, tanh). Each forward samples one action per env from
+a diagonal Gaussian and repeats it over the chunk of N steps (an open-loop chunk); it returns
+``(chunk, {"logprob", "value"})``, which the engine keeps with the chunk and the ``Collector`` returns as
+``[rounds, envs]`` arrays. PPO treats a chunk as one decision: its reward is the chunk's summed applied
+rewards (masked steps after an episode ended inside the chunk carry 0), discounted by gamma**N per chunk; a
+truncated episode is bootstrapped from the value of its final observation; GAE(lambda) over rounds
+(:func:`advantages`). :class:`VLAActorCritic` is the same head over a VLA-cost input: the benchmark's
+transformer with low-rank adapters (:class:`~behavior1k_fast.tools.measure.trainable.AdaptedVLA`), whose
+output joins proprioception and the task offset.
+
+Collection (:func:`train`): a ``Collector`` drives the engine from a thread of its own and hands out one batch
+of ``rounds`` rounds per iteration, timed by :func:`~.timing.timed_loop`; the trainer's model and the
+behaviour policy that acts are two objects, the behaviour copy getting the trained weights after each
+update (:func:`trained_state`). ``max_lag=0`` is serial (batch b is collected after the update from batch
+b - 1); ``max_lag=1`` collects batch b + 1 while PPO updates on batch b, and PPO is then decoupled
+(:func:`ppo_update`).
+
+Profiles (:data:`PROFILES`, :func:`make_profile`): ``k2_skip`` (hybrid partition, K = 2, on-demand
+observation, physics rescale ``preserve_sim_time``), ``k1_skip`` (no pipeline, on-demand observation),
+``stock`` (``RolloutProfile.stock``, modalities limited to proprioception) and ``lookahead`` (K = 1, each
+chunk chosen from the observation ``lookahead_steps`` d steps before the current chunk ends). Under
+``lookahead`` the policy also reads the d actions of the current chunk still to run after the lead
+observation (``COMMITTED_KEY``, zeros where they do not run), flattened into the actor's and critic's input;
+a chunk that an env sat out is left out of the loss; bootstrap values see no committed action.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...core.profile import RolloutProfile
+from ...backends.reference import ReachFactory, ReferenceConfig
+from ...rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
+from ...rollout.collector import WEIGHTS_VERSION_KEY, Collector
+from .timing import Iteration, timed_loop
+
+#: Observation keys the policy reads.
+OBS_KEYS = ("proprio", "task::target")
+PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """One training run. Sizes in envs, rounds (one chunk per env each) and own actions."""
+
+    profile: str = "k2_skip"
+    seed: int = 0
+    iterations: int = 100
+    processes: int = 2
+    envs: int = 16
+    chunk_size: int = 8
+    rounds: int = 16
+    horizon: int = 80
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    lr: float = 1e-3
+    epochs: int = 8
+    #: Epochs (the first ones) whose minibatches recompute the policy's input features with gradient; later
+    #: epochs reuse the last computed, detached ones. Features without trained parameters (this example's)
+    #: are the same either way; a policy with a trained encoder trains it in these epochs only.
+    feature_epochs: int = 1
+    minibatches: int = 4
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    #: Chunk rewards are divided by this before PPO (keeps values near 1).
+    reward_scale: float = 10.0
+    executor: str = "process"
+    #: Lead d of the ``lookahead`` profile (an int < ``chunk_size`` or ``"auto"``; module docs). 0, the
+    #: profile's default: a longer lead costs samples in training (docs/training.md).
+    lookahead_steps: int | str = 0
+    #: Weight versions a batch's chunks may lag the trainer (``Collector``'s ``max_lag``): 0 serial, 1 overlap.
+    max_lag: int = 0
+    #: The behaviour policy's CUDA device (``Collector``'s ``device``: its forwards on a stream of their own),
+    #: or ``None`` for a policy on the CPU.
+    policy_device: str | None = None
+
+
+def make_profile(config: PPOConfig) -> RolloutProfile:
+    layout = dict(
+        num_env_processes=config.processes, total_num_envs=config.envs, chunk_size=config.chunk_size,
+        obs_modalities=("proprio",),
+    )
+    if config.profile == "k2_skip":
+        return RolloutProfile(pipeline_stages=2, partition="hybrid", physics_rescale="preserve_sim_time", **layout)
+    if config.profile == "k1_skip":
+        return RolloutProfile(pipeline_stages=1, **layout)
+    if config.profile == "stock":
+        return RolloutProfile.stock(**layout)
+    if config.profile == "lookahead":
+        return RolloutProfile(pipeline_stages=1, schedule="lookahead", lookahead_steps=config.lookahead_steps,
+                              **layout)
+    raise ValueError(f"profile must be one of {PROFILES}, got {config.profile!r}")
+
+
+def make_factory(config: PPOConfig) -> ReachFactory:
+    return ReachFactory(ReferenceConfig(num_objects=1, cameras=("head",), resolution=(16, 16), horizon=config.horizon))
+
+
+class ActorCritic(nn.Module):
+    """obs dict -> (chunk [B, N, A], {"logprob": [B], "value": [B]}) when called; :meth:`evaluate` for PPO.
+    ``obs_dim``: the width of :meth:`features` (the committed actions' ``d * action_dim`` included)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, chunk_size: int, hidden: int = 64):
+        super().__init__()
+        self.chunk_size = chunk_size
+        self.actor = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                   nn.Linear(hidden, action_dim))
+        self.critic = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                    nn.Linear(hidden, 1))
+        self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))
+        #: Act with the mean action instead of sampling (evaluation).
+        self.deterministic = False
+        with torch.no_grad():
+            self.actor[-1].weight.mul_(0.01)
+            self.actor[-1].bias.zero_()
+
+    @staticmethod
+    def features(obs: dict) -> torch.Tensor:
+        """[B, obs_dim]: the :data:`OBS_KEYS`, then the committed actions ``[B, d, A]`` flattened where
+        ``obs`` holds them (``lookahead``)."""
+        parts = [torch.as_tensor(obs[k]).float() for k in OBS_KEYS]
+        if COMMITTED_KEY in obs:
+            committed = torch.as_tensor(obs[COMMITTED_KEY]).float()
+            parts.append(committed.reshape(len(committed), -1))
+        return torch.cat(parts, dim=-1)
+
+    def distribution(self, x: torch.Tensor) -> torch.distributions.Normal:
+        return torch.distributions.Normal(self.actor(x), self.log_std.exp())
+
+    @torch.no_grad()
+    def forward(self, obs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        x = self.features(obs)
+        dist = self.distribution(x)
+        action = dist.mean if self.deterministic else dist.sample()
+        chunk = action[:, None, :].expand(-1, self.chunk_size, -1).contiguous()
+        return chunk, {"logprob": dist.log_prob(action).sum(-1), "value": self.critic(x).squeeze(-1)}
+
+    def evaluate(self, x: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-prob of ``action``, entropy and value, from the :meth:`features` ``x``."""
+        dist = self.distribution(x)
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(x).squeeze(-1)
+
+
+def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters training changes (``requires_grad``), by name: what the behaviour copy is sent."""
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trained(policy: nn.Module, weights: dict) -> None:
+    """Load :func:`trained_state` into the behaviour copy (its frozen parts are its own already)."""
+    policy.load_state_dict(weights, strict=False)
+
+
+def with_no_commitment(obs: dict, batch: Any) -> dict:
+    """``obs`` (key -> [n, ...]) as a policy input of ``batch``'s kind: under ``lookahead`` (the batch has
+    ``committed``) with zero committed actions, as at a chunk boundary after a lead-0 chunk."""
+    if getattr(batch, "committed", None) is None:
+        return obs
+    n = len(next(iter(obs.values())))
+    return {**obs, COMMITTED_KEY: np.zeros((n, *batch.committed.shape[2:]), batch.committed.dtype)}
+
+
+def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
+    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``. Bootstrap values
+    see no committed action (:func:`with_no_commitment`)."""
+    gamma_chunk = config.gamma ** config.chunk_size
+    reward = batch.rewards.sum(axis=2) / config.reward_scale  # masked steps hold 0
+    done = (batch.terminated | batch.truncated).any(axis=2)
+    values = batch.extras["value"].astype(np.float64)
+    eps = batch.episodes
+    with torch.no_grad():
+        last_value = policy.critic(policy.features(with_no_commitment(batch.last_obs, batch))).squeeze(-1).numpy()
+        cut = eps.truncated & ~eps.terminated  # time limit: the episode would have gone on
+        if cut.any():
+            final = policy.features(with_no_commitment({k: v[cut] for k, v in eps.final_obs.items()}, batch))
+            reward[eps.round[cut], eps.env[cut]] += gamma_chunk * policy.critic(final).squeeze(-1).numpy()
+    adv = np.zeros_like(reward)
+    running = np.zeros(reward.shape[1])
+    for r in reversed(range(reward.shape[0])):
+        next_value = last_value if r == reward.shape[0] - 1 else values[r + 1]
+        delta = reward[r] + gamma_chunk * next_value * ~done[r] - values[r]
+        running = delta + gamma_chunk * config.gae_lambda * ~done[r] * running
+        adv[r] = running
+    return adv, adv + values
+
+
+def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any, config: PPOConfig,
+               rng: np.random.Generator) -> dict[str, float]:
+    """``config.epochs`` epochs of clipped PPO over the batch's chunks, on the input each chunk was chosen
+    from (observations, and committed actions under ``lookahead``), leaving out chunks no step of which ran
+    (sat out under ``lookahead``); mean losses of the last epoch.
+
+    Serial (``config.max_lag == 0``) the ratio is against the behaviour log-probs, which are the current
+    policy's. Under collect-while-train it is decoupled PPO (Hilton et al. 2021, "Batch size-invariance for
+    policy optimization"): the ratio is clipped around the proximal policy, the policy at this update's start
+    (one no-grad pass over the batch), and each sample is weighted by proximal / behaviour probability, so a
+    chunk chosen by older weights corrects its bias without starting the update half clipped."""
+    adv, returns = advantages(batch, policy, config)
+    seen = dict(batch.obs)
+    if getattr(batch, "committed", None) is not None:
+        seen[COMMITTED_KEY] = batch.committed
+    ran = batch.applied.any(axis=2).reshape(-1)
+    # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
+    inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:])[ran] for k, v in seen.items()}
+    action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1])[ran])
+    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
+    adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
+    n = len(adv)
+    prox_logprob = old_logprob
+    if config.max_lag > 0:
+        with torch.no_grad():
+            prox_logprob = torch.cat([policy.evaluate(policy.features({k: v[idx] for k, v in inputs.items()}),
+                                                      action[idx])[0]
+                                      for idx in np.array_split(np.arange(n), config.minibatches)])
+    weight = (prox_logprob - old_logprob).exp()  # 1 where the behaviour's weights are the current ones
+    x = None
+    for epoch in range(config.epochs):
+        losses = []
+        for idx in np.array_split(rng.permutation(n), config.minibatches):
+            if epoch < config.feature_epochs:
+                features = policy.features({k: v[idx] for k, v in inputs.items()})
+                if x is None:
+                    x = torch.empty(n, features.shape[1])
+                x[idx] = features.detach().to(x.device)
+            else:
+                features = x[idx]
+            logprob, entropy, value = policy.evaluate(features, action[idx])
+            ratio = (logprob - prox_logprob[idx]).exp()
+            clipped = torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx])
+            policy_loss = -(weight[idx] * clipped).mean()
+            value_loss = (value - returns[idx]).pow(2).mean()
+            loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(list(trained_state(policy).values()), 0.5)
+            optimizer.step()
+            losses.append((policy_loss.item(), value_loss.item(), entropy.mean().item()))
+    policy_loss, value_loss, entropy = np.mean(losses, axis=0)
+    return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
+
+
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None,
+          profile: RolloutProfile | None = None, factory: Any = None,
+          make_policy: Callable[[int, int, int], ActorCritic] | None = None,
+          stop: Callable[[dict], bool] | None = None) -> tuple[dict[str, Any], ActorCritic]:
+    """Train one policy; returns its learning curve (one entry per iteration) and the policy.
+    ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added. For other
+    layouts and policies (the time-to-train judge): ``profile`` and ``factory`` replace :func:`make_profile`
+    and :func:`make_factory`, ``make_policy(obs_dim, action_dim, chunk_size)`` the ``ActorCritic``
+    (``obs_dim`` counts the :data:`OBS_KEYS` it reads and, under the ``lookahead`` schedule, the committed
+    actions' ``d * action_dim``), and training ends early after the iteration whose entry ``stop`` accepts.
+
+    Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
+    of the policy, timed by :func:`~.timing.timed_loop`: an entry's ``rollout_s`` is the trainer's wait for
+    its batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the wall seconds of that
+    batch's rollout less its wait for weights (the two differ when collection overlaps the update),
+    ``busiest_env_s`` the busiest env worker's stepping seconds in it, ``model_s`` the behaviour policy's
+    forwards in it, ``policy_lag`` the batch's mean weight versions behind the model it trains."""
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(config.seed)
+    profile = profile or make_profile(config)
+    curve: dict[str, list] = {k: [] for k in ("env_steps", "success_rate", "mean_return", "mean_length", "episodes",
+                                              "wall_s", "rollout_s", "collect_s", "busiest_env_s", "model_s",
+                                              "update_s", "policy_lag",
+                                              "policy_loss", "value_loss", "entropy")}
+    start = time.perf_counter()
+    with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
+        obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
+        if profile.schedule == "lookahead":
+            obs_dim += committed_width(profile) * engine.action_dim
+        policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
+        optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
+        behaviour = copy.deepcopy(policy)
+        collector = Collector(engine, behaviour, config.rounds, max_lag=config.max_lag,
+                              total_batches=config.iterations, load_weights=load_trained,
+                              device=config.policy_device)
+        counted = {"env_steps": 0, "waited": 0.0}
+
+        def update(batch: Any) -> tuple:
+            stats = collector.last_stats  # this batch's (read before the next one can finish)
+            # the rollout's wall less its wait for the weights (serial: the whole update before it)
+            collect_s = max(0.0, stats.wall_seconds - (collector.times.wait_weights_s - counted["waited"]))
+            counted["waited"] = collector.times.wait_weights_s
+            counted["env_steps"] += int(stats.own_actions.sum())
+            lag = float(np.mean(collector.version - batch.extras[WEIGHTS_VERSION_KEY]))
+            return stats, collect_s, lag, ppo_update(policy, optimizer, batch, config, rng)
+
+        with collector:
+            for step, batch, (stats, collect_s, lag, losses) in timed_loop(
+                    collector, update, lambda: collector.update_policy_weights(trained_state(policy))):
+                entry = iteration_entry(batch, stats, counted["env_steps"], time.perf_counter() - start, step,
+                                        collect_s, lag, losses)
+                for key, value in entry.items():
+                    curve[key].append(value)
+                if on_iteration is not None:
+                    on_iteration(step.index, batch, entry)
+                if stop is not None and stop(entry):
+                    break
+    return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
+
+
+def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, step: Iteration, collect_s: float,
+                    policy_lag: float, losses: dict) -> dict[str, Any]:
+    """One learning-curve entry (:func:`train`): the batch's episodes, the clock, the losses. ``busiest_env_s``:
+    the most wall seconds one env worker spent stepping in the batch (``None`` where the executor reports
+    none)."""
+    eps = batch.episodes
+    busiest = stats.env_wall_seconds_per_worker
+    return {
+        "env_steps": env_steps,
+        "success_rate": float(eps.success.mean()) if len(eps.env) else None,
+        "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
+        "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
+        "episodes": int(len(eps.env)),
+        "wall_s": wall_s,
+        "rollout_s": step.wait_s,
+        "collect_s": collect_s,
+        "busiest_env_s": float(np.max(busiest)) if len(busiest) else None,
+        "model_s": stats.model_seconds,
+        "update_s": step.update_s,
+        "policy_lag": policy_lag,
+        **losses,
+    }
+
+
+def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:
+    """Success rate and mean return of ``policy``'s mean actions over ``rounds`` rounds under
+    ``config.profile`` (seed ``config.seed + 1000``: episodes no training run saw)."""
+    policy.deterministic = True
+    try:
+        with RolloutEngine(make_factory(config), make_profile(config), seed=config.seed + 1000,
+                           executor=config.executor) as engine:
+            eps = TrajectoryRecorder(engine).rollout(policy, rounds)[1].episodes
+    finally:
+        policy.deterministic = False
+    return {"profile": config.profile, "episodes": int(len(eps.env)), "success_rate": float(eps.success.mean()),
+            "mean_return": float(eps.returns.mean()), "mean_length": float(eps.lengths.mean())}
+
+
+class VLAActorCritic(ActorCritic):
+    """The actor-critic head over [adapted VLA output, proprioception, task offset] (module docs):
+    ``AdaptedVLA(**vla_arguments)`` is built here (its own adapters; the frozen transformer from its seed) and
+    trains with the head. The acting forward runs the transformer at the stage batch; the PPO update runs it
+    over the batch's samples with a backward through every block to the adapters (its first epoch; the head's
+    other epochs reuse those features, ``PPOConfig.feature_epochs``)."""
+
+    def __init__(self, vla_arguments: dict, obs_dim: int, action_dim: int, chunk_size: int) -> None:
+        from ..measure.trainable import AdaptedVLA
+
+        vla = AdaptedVLA(**vla_arguments)
+        super().__init__(obs_dim + vla.chunk_size * vla.action_dim, action_dim, chunk_size)
+        self.vla = vla
+
+    def features(self, obs: dict) -> torch.Tensor:
+        own = ActorCritic.features(obs)
+        adapted = self.vla(obs).cpu()
+        return torch.cat([adapted.reshape(len(own), -1), own], dim=-1)
