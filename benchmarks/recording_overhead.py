@@ -60,13 +60,13 @@ class WithExtras:
 
 
 class InsideTimer:
-    """Seconds spent in the recorder's batch methods (``_Batch.add`` and ``_Batch.finish``), wrapped here."""
+    """Seconds spent in the recorder's batch methods (``TrajectoryBatch.add`` and ``.finish``), wrapped here."""
 
     def __init__(self):
         self.seconds = 0.0
-        self._originals = {name: getattr(trajectory._Batch, name) for name in ("add", "finish")}
+        self._originals = {name: getattr(trajectory.TrajectoryBatch, name) for name in ("add", "finish")}
         for name, original in self._originals.items():
-            setattr(trajectory._Batch, name, self._timed(original))
+            setattr(trajectory.TrajectoryBatch, name, self._timed(original))
 
     def _timed(self, original):
         def timed(*args, **kwargs):
@@ -79,7 +79,7 @@ class InsideTimer:
 
     def restore(self) -> None:
         for name, original in self._originals.items():
-            setattr(trajectory._Batch, name, original)
+            setattr(trajectory.TrajectoryBatch, name, original)
 
 
 def all_row(processes: int, envs_per_process: int, chunk_size: int) -> Row:

@@ -30,7 +30,7 @@ from .policy import COMMITTED_KEY, CommittedActions, PolicyProcess, call_policy,
 from .shard import EngineShard, engine_shard, merge_stats
 from .shm import SharedBuffers
 from .supervision import RestartPolicy, RestartRecord
-from .trajectory import Episodes, Trajectory, TrajectoryRecorder
+from .trajectory import Episodes, Trajectory, TrajectoryBatch, TrajectoryRecorder
 from .collector import WEIGHTS_VERSION_KEY, Collector, CollectorState, CollectorTimes
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "engine_shard",
     "merge_stats",
     "SharedBuffers",
+    "TrajectoryBatch",
     "TrajectoryRecorder",
     "Trajectory",
     "Episodes",
