@@ -52,6 +52,20 @@ def layout_list(text: str) -> list[str]:
     return _names(text, ENGINE_PROFILES, "layouts")
 
 
+def peer_list(text: str) -> list[str]:
+    """``--peers``: comma-separated names of :data:`~.layouts.PEERS`, or ``none``."""
+    from .layouts import PEERS
+
+    return [] if text.strip() == "none" else _names(text, PEERS, "peers")
+
+
+def correction_list(text: str) -> list[str]:
+    """``--corrections``: comma-separated names of :data:`~.layouts.CORRECTION_ROWS`."""
+    from .layouts import CORRECTION_ROWS
+
+    return _names(text, CORRECTION_ROWS, "corrections")
+
+
 def regime_list(text: str) -> list[str]:
     """``--regime``: comma-separated names of :data:`~.layouts.REGIMES`."""
     return _names(text, REGIMES, "regimes")
@@ -88,8 +102,17 @@ def register(subparsers: Any) -> None:
                    help="iterations the success rate is averaged over (default: %(default)s)")
     p.add_argument("--iterations", type=positive_int, default=150,
                    help="most PPO iterations per training run (default: %(default)s)")
-    p.add_argument("--seeds", type=positive_int, default=3,
-                   help="training runs per semantics, seeds 0, 1, ... (default: %(default)s)")
+    p.add_argument("--seeds", type=positive_int, default=5,
+                   help="training runs per compared row, seeds 0, 1, ...; 95 %% intervals need 2, a ratio's "
+                        "permutation test goes below p = 0.05 from 4 a side (default: %(default)s)")
+    from .layouts import CORRECTION_ROWS, PEERS
+
+    p.add_argument("--peers", type=peer_list, default=list(PEERS),
+                   help="comma-separated peers to run, or none (" + ",".join(PEERS) + "; default: all)")
+    p.add_argument("--corrections", type=correction_list, default=[],
+                   help="compare these PPO lag corrections (" + ",".join(CORRECTION_ROWS) + ") over k1_skip+overlap "
+                        "against serial k1_skip, samples and seconds to target, in the first --regime; writes "
+                        "time_to_train_corrections_<tag>.json")
     p.add_argument("--processes", type=process_count, default=2, help="env processes (default: %(default)s)")
     p.add_argument("--envs", type=env_count, default=16,
                    help="envs in all, a multiple of --processes (default: %(default)s)")
@@ -132,6 +155,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         for key, value in QUICK.items():
             if args.quick_defaults[key] == getattr(args, key):
                 setattr(args, key, value)
+    if args.corrections and args.lead_sweep:
+        raise ValueError("--corrections and --lead-sweep are two runs: give one")
     if args.record and args.out_dir:
         raise ValueError("--record writes benchmarks/results/; it cannot go with --out-dir")
     if args.model_depth is not None and args.model_width is None:

@@ -44,9 +44,11 @@ from ..measure.files import ResultWriteError, write_json
 from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
-from .layouts import LAYOUTS, PEERS, REGIMES, TrainLayout, engine_layouts, layout_profiles, trained_layouts
-from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, Spread,
-                     TimeToTrainResult, TrainingRun, layout_rows)
+from .goals import regime_goals
+from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compared_rows,
+                      engine_layouts, layout_profiles)
+from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
+                     Spread, TimeToTrainResult, TrainingRun, layout_rows, row_power)
 from .timing import per_sample, time_collector
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class JudgeConfig:
     model_width: int | None = None
     model_depth: int | None = None
     device: str = "auto"
+    #: The peers to run (names of :data:`~.layouts.PEERS`).
+    peers: tuple[str, ...] = PEERS
+    #: ``--corrections``: compare these lag corrections (names of :data:`~.layouts.CORRECTION_ROWS`) over
+    #: ``k1_skip+overlap`` against serial ``k1_skip`` instead of the layouts and peers.
+    corrections: tuple[str, ...] = ()
 
 
 def reached(entries: list[dict], target: float, window: int) -> bool:
@@ -79,9 +86,10 @@ def reached(entries: list[dict], target: float, window: int) -> bool:
         sum(e["success_rate"] * e["episodes"] for e in recent) / episodes >= target)
 
 
-def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
-                      target: float, window: int) -> TrainingRun:
-    """Train under ``profile`` until :func:`reached` (or ``config.iterations``); env steps and wall then."""
+def training_run(config: learner.PPOConfig, train: Callable[[Callable[[dict], bool]], dict], target: float,
+                 window: int) -> TrainingRun:
+    """One training run: ``train(stop)`` (a learning curve, :func:`~.learner.fit`'s) until :func:`reached` (or
+    ``config.iterations``); env steps and wall then, and the trainer's clock of each iteration."""
     entries: list[dict] = []
 
     def stop(entry: dict) -> bool:
@@ -89,12 +97,37 @@ def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factor
         return reached(entries, target, window)
 
     torch.manual_seed(config.seed)
-    run, _ = learner.train(config, profile=profile, factory=factory, make_policy=policy_class, stop=stop)
+    run = train(stop)
     hit = reached(entries, target, window)
     return TrainingRun(seed=config.seed, reached=hit, samples=run["env_steps"][-1] if hit else None,
                        direct_wall_s=run["wall_s"][-1] if hit else None, iterations=len(run["env_steps"]),
                        success_rate=run["success_rate"], env_steps=run["env_steps"], wall_s=run["wall_s"],
-                       policy_lag=run["policy_lag"])
+                       policy_lag=run["policy_lag"], wait_s=run["rollout_s"], update_s=run["update_s"],
+                       update_cpu_s=run["update_cpu_s"])
+
+
+def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
+                      target: float, window: int) -> TrainingRun:
+    """Train under the engine's ``profile`` (:func:`training_run`)."""
+    return training_run(config, lambda stop: learner.train(config, profile=profile, factory=factory,
+                                                           make_policy=policy_class, stop=stop)[0], target, window)
+
+
+def peer_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profile: RolloutProfile, factory: Any,
+                           policy_class: Callable, spaces: tuple, target: float, window: int) -> TrainingRun:
+    """Train on the gymnasium peer ``layout``'s batches (:class:`~..peers.gymnasium.DoubleBufferBatches`:
+    serial, or with the update on a thread where ``layout.overlap``) over ``profile``'s envs
+    (:func:`training_run`)."""
+    from ..peers.gymnasium import DoubleBufferBatches
+
+    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+
+    def source(behaviour: Any) -> DoubleBufferBatches:
+        return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations,
+                                   config.seed, learner.load_trained, on_thread=layout.overlap)
+
+    return training_run(config, lambda stop: learner.train_on(config, source, obs_dim, int(np.prod(
+        spaces[1].shape)), policy_class, stop=stop)[0], target, window)
 
 
 def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
@@ -126,7 +159,8 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
     return CostRow(rate("rollout_s"), rate("update_s"), rollout_s_per_sample=rate("collect_s"),
                    env_busy_s_per_sample=rate("busiest_env_s"), model_s_per_sample=rate("model_s"),
                    gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
-                   policy_lag=float(np.mean(lags)) if lags else None), (model, last[0])
+                   policy_lag=float(np.mean(lags)) if lags else None,
+                   trainer_cpu_s_per_sample=rate("update_cpu_s")), (model, last[0])
 
 
 class PeerUpdate:
@@ -150,28 +184,6 @@ class PeerUpdate:
     def keep(self, batch: Any) -> None:
         """After an iteration (outside the clock): the weights just posted, as the next version."""
         self.posted.append(self.clone(self.model))
-
-
-def double_buffer_seconds_per_sample(make_policy: Callable[[], Any], trained: tuple[Any, Any], spaces: tuple,
-                                     profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
-                                     iterations: int) -> CostRow:
-    """The gymnasium double buffer's seconds per own action (:func:`~..peers.gymnasium.double_buffer_batches`,
-    its behaviour policy built by ``make_policy``), each batch followed by the PPO update of ``trained`` and the
-    weights loaded into the behaviour copy: ``iterations`` batches after a first, uncounted one."""
-    from ..peers.gymnasium import double_buffer_batches
-
-    behaviour = make_policy()
-    update = PeerUpdate(trained, config)
-
-    def act(obs: dict) -> np.ndarray:
-        return behaviour(obs)[0].numpy().astype(np.float64)
-
-    batches = double_buffer_batches(factory, profile, act, spaces, config.rounds, iterations + 1, seed=config.seed)
-    wait, update_s, first = time_collector(
-        batches, lambda own_actions: own_actions, update,
-        lambda: learner.load_trained(behaviour, learner.trained_state(update.model)))
-    return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first, update_as=LAYOUTS[
-        "double_buffer_peer"].trained_under)
 
 
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
@@ -226,6 +238,29 @@ def failure(exc: BaseException) -> str:
     return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
 
 
+def regime_power(runs: dict[str, list[TrainingRun]], rows: dict[str, Any]) -> dict[str, RowPower]:
+    """Per compared row its :class:`~.result.RowPower`, the success area taken over the first ``budget``
+    samples: the smallest of the rows' median samples to target (over the seeds that reached it; the
+    shortest run where no row reached it)."""
+    medians = [Spread.of([r.samples for r in runs[n]]).median for n in rows if runs.get(n)]
+    reached = [m for m in medians if m is not None]
+    lengths = [r.env_steps[-1] for n in rows for r in runs.get(n, []) if r.env_steps]
+    budget = min(reached) if reached else (min(lengths) if lengths else None)
+    power = {n: row_power(runs.get(n, []), budget) for n in rows}
+    return {n: p for n, p in power.items() if p is not None}
+
+
+def direct_run(layouts: dict[str, LayoutRow]) -> DirectRun | None:
+    """The engine layout with the shortest median wall to target, with its own runs' wall clock (start
+    included)."""
+    engine = {n: r for n, r in layouts.items() if n in LAYOUTS and not LAYOUTS[n].is_peer and r.own_runs
+              and r.wall_to_target_s.median is not None}
+    if not engine:
+        return None
+    best = min(engine, key=lambda n: engine[n].wall_to_target_s.median)
+    return DirectRun(best, engine[best].direct_wall_to_target_s or engine[best].wall_to_target_s, "training runs")
+
+
 class Judge:
     """What every run of one judge invocation shares: the PPO config, the env factory, the layouts' profiles,
     the device and the env's measured ms per chunk (module docs). ``progress`` gets one line per step."""
@@ -273,53 +308,83 @@ class Judge:
         self.progress(f"{regime}: " + format_model_cost(calibration))
         return functools.partial(learner.VLAActorCritic, arguments), vla, info
 
-    def layout_config(self, layout: TrainLayout, seed: int | None = None) -> learner.PPOConfig:
-        """The PPO config of ``layout``: its lag (serial or decoupled PPO), and ``seed`` where given."""
+    def layout_config(self, layout: TrainLayout, seed: int | None = None,
+                      correction: str | None = None) -> learner.PPOConfig:
+        """The PPO config of ``layout``: its lag (serial, or collect-while-train with the learner's default lag
+        correction, or ``correction``, a name of :data:`~.layouts.CORRECTION_ROWS`), and ``seed`` where given."""
         config = replace(self.base, max_lag=layout.max_lag)
+        if correction is not None:
+            objective, values = CORRECTION_ROWS[correction]
+            config = replace(config, correction=objective, value_targets=values)
         return config if seed is None else replace(config, seed=seed)
 
-    def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int) -> TrainingRun:
-        """One training run under ``layout`` with ``seed`` (samples to target)."""
-        self.progress(f"{layout.semantics} ({layout.name}, {_overlap(layout)}) seed {seed}: training to success "
+    def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int,
+                spaces: tuple | None = None, correction: str | None = None, name: str | None = None) -> TrainingRun:
+        """One training run of ``layout`` (the row ``name``) with ``seed``: an engine layout under ``profile``,
+        a gymnasium peer over its envs (``spaces``: one env's observation and action spaces)."""
+        name = name or layout.name
+        self.progress(f"{name} ({layout.semantics}, {_overlap(layout)}) seed {seed}: training to success "
                       f">= {self.config.target} (at most {self.config.iterations} iterations)")
-        run = samples_to_target(self.layout_config(layout, seed), profile, self.factory, policy_class,
-                                self.config.target, self.config.window)
+        config = self.layout_config(layout, seed, correction)
+        if layout.family == "gymnasium":
+            run = peer_samples_to_target(layout, config, profile, self.factory, policy_class, spaces,
+                                         self.config.target, self.config.window)
+        else:
+            run = samples_to_target(config, profile, self.factory, policy_class, self.config.target,
+                                    self.config.window)
         lag = np.mean(run.policy_lag) if run.policy_lag else float("nan")
-        self.progress(f"{layout.semantics} ({layout.name}) seed {seed}: samples to target {run.samples} "
-                      f"({run.iterations} iterations, measured policy lag {lag:.2f})")
+        wall = "-" if run.wall_to_target_s is None else f"{run.wall_to_target_s:.1f} s"
+        self.progress(f"{name} seed {seed}: samples to target {run.samples}, wall to target {wall} (start "
+                      f"{run.startup_s:.1f} s apart; {run.iterations} iterations, measured policy lag {lag:.2f})")
         return run
 
     def regime(self, regime: str, checkpoint: Callable[[RegimeProgress], None]) -> RegimeResult:
-        """Every layout's samples to target, seconds per sample and their product in ``regime``: the seconds per
-        sample first (every engine layout, then the peers), then the training runs seed by seed, each semantics
-        per seed; ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
+        """Every compared row's samples and wall to target from its own training runs, in ``regime``: first the
+        cost rows (the breakdown: every engine layout's seconds per sample, then TorchRL's collectors'), then
+        the training runs seed by seed, each row per seed; then each row's intervals and the goals
+        (:mod:`.goals`). ``--corrections``: the serial row and the overlapped one under each correction, no
+        cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
-        training = trained_layouts(self.profiles)
-        so_far = RegimeProgress(calibration, not_run=missing, training_runs={s: [] for s in training})
-        runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
-        for layout in engine_layouts(self.profiles):
-            self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} PPO "
-                          f"iterations after one uncounted")
-            so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
-                self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
-                self.config.cost_iterations, self.device)
-            self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
-            checkpoint(so_far)
-        self.peers(regime, policy_class, vla, runs, so_far)
-        checkpoint(so_far)
-        for seed in range(self.config.seeds):
-            for semantics, layout in training.items():
-                so_far.training_runs[semantics].append(
-                    self.trained(layout, self.profiles[layout.profile], policy_class, seed))
+        peers = [p for p in self.config.peers if LAYOUTS[p].family == "gymnasium"]
+        if peers and self.config.processes % 2:
+            missing.update({p: f"a double buffer needs an even process count, got {self.config.processes}"
+                            for p in peers})
+            peers = []
+        rows = compared_rows(self.profiles, peers, self.config.corrections)
+        so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
+        if not self.config.corrections:
+            runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
+            for layout in engine_layouts(self.profiles):
+                self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
+                              f"PPO iterations after one uncounted")
+                so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
+                    self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
+                    self.config.cost_iterations, self.device)
+                self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
                 checkpoint(so_far)
-        layouts = layout_rows(so_far.cost, so_far.training_runs)
-        return RegimeResult(calibration, layouts, missing, so_far.training_runs,
-                            self.direct_run(layouts, policy_class))
+            self.peers(regime, policy_class, vla, runs, so_far)
+            checkpoint(so_far)
+        from ..peers.torchrl import compact_space
+
+        spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
+        for seed in range(self.config.seeds):
+            for name, row in rows.items():
+                so_far.training_runs[name].append(self.trained(
+                    row.layout, self.profiles[row.layout.profile], policy_class, seed, spaces, row.correction, name))
+                checkpoint(so_far)
+        layouts = layout_rows(so_far.cost, so_far.training_runs, rows)
+        power = regime_power(so_far.training_runs, rows)
+        goals = regime_goals(regime, so_far.training_runs, power, rows, layouts)
+        for goal in goals:
+            self.progress(f"{regime}: {goal.format()}")
+        return RegimeResult(calibration, layouts, missing, so_far.training_runs, direct_run(layouts), power, goals)
 
     def peers(self, regime: str, policy_class: Callable, vla: Any, runs: dict[str, tuple],
               so_far: RegimeProgress) -> None:
-        """Every peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``)."""
+        """Every TorchRL peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``);
+        those peers do not train their own seeds yet: each is charged the samples of the engine layout of its
+        measured lag, whose PPO update it runs (``update_as``)."""
         from ..peers.torchrl import compact_space, torchrl_missing
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
@@ -327,49 +392,24 @@ class Judge:
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
                                         self.config.chunk_size)
         profile = self.profiles["k1_skip"]
-        why_not = torchrl_missing()
-        for name in PEERS:
+        chosen = [name for name in TORCHRL_PEERS if name in self.config.peers]
+        why_not = torchrl_missing() if chosen else None
+        for name in chosen:
             layout = LAYOUTS[name]
-            if layout.family == "gymnasium" and self.config.processes % 2:
-                so_far.not_run[name] = f"a double buffer needs an even process count, got {self.config.processes}"
-                continue
-            if layout.family == "torchrl" and why_not:
+            if why_not:
                 so_far.not_run[name] = why_not
                 continue
             self.progress(f"{regime} {name} ({_overlap(layout)}, the PPO update of {layout.trained_under}): timing "
                           f"{self.config.cost_iterations} batches after one uncounted")
             twin, config = runs[layout.trained_under], self.layout_config(LAYOUTS[layout.trained_under])
             try:
-                if layout.family == "gymnasium":
-                    so_far.cost[name] = double_buffer_seconds_per_sample(make_policy, twin, spaces, profile,
-                                                                         self.factory, config,
-                                                                         self.config.cost_iterations)
-                else:
-                    so_far.cost[name] = torchrl_seconds_per_sample(name, twin, make_policy, spaces, profile,
-                                                                   self.factory, config,
-                                                                   self.config.cost_iterations)
+                so_far.cost[name] = torchrl_seconds_per_sample(name, twin, make_policy, spaces, profile, self.factory,
+                                                               config, self.config.cost_iterations)
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
                 so_far.not_run[name] = failure(exc)
                 self.progress(f"{regime} {name}: {so_far.not_run[name]}")
                 continue
             self.progress(f"{regime} {name}: {_cost_line(so_far.cost[name])}")
-
-    def direct_run(self, layouts: dict[str, LayoutRow], policy_class: Callable) -> DirectRun | None:
-        """One direct run (seed 0) of the engine layout with the shortest median wall to target, where that
-        layout is not one the semantics trained under (whose runs are direct already)."""
-        engine = {n: r for n, r in layouts.items()
-                  if not LAYOUTS[n].is_peer and r.wall_to_target_s.median is not None}
-        if not engine:
-            return None
-        best = min(engine, key=lambda n: engine[n].wall_to_target_s.median)
-        if engine[best].direct_wall_to_target_s is not None:
-            return DirectRun(best, engine[best].direct_wall_to_target_s, "training runs")
-        layout = LAYOUTS[best]
-        self.progress(f"direct run of {best} ({_overlap(layout)}), seed 0: training to the target")
-        run = samples_to_target(self.layout_config(layout), self.profiles[layout.profile], self.factory,
-                                policy_class, self.config.target, self.config.window)
-        self.progress(f"direct run of {best}: {run.direct_wall_s} s to the target")
-        return DirectRun(best, run.direct_wall_s, "its own run", run.samples)
 
     def lead_sweep(self, regime: str, checkpoint: Callable[[LeadSweep], None]) -> LeadSweep:
         """Samples to target, seconds per sample and wall to target per lookahead lead d (0, 1, 2, 4, N/2,
@@ -446,7 +486,7 @@ def run_judge(args: Any) -> int:
         return 0
     loads = [sample_load()]
     machine = describe_machine(resolve_device(args.device))
-    kind = "lead_sweep_" if args.lead_sweep else ""
+    kind = "lead_sweep_" if args.lead_sweep else "corrections_" if args.corrections else ""
     stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}{'_quick' if args.quick else ''}"
     hidden = {"out", "func", "command", "quick_defaults", "result"}
     result = TimeToTrainResult(command_line(), machine, {k: v for k, v in vars(args).items() if k not in hidden})
@@ -455,12 +495,19 @@ def run_judge(args: Any) -> int:
                          window=args.window, iterations=args.iterations, seeds=args.seeds, processes=args.processes,
                          envs=args.envs, chunk_size=args.chunk_size, rounds=args.rounds, resolution=args.resolution,
                          lookahead_steps=args.lookahead_steps, cost_iterations=args.cost_iterations,
-                         model_width=args.model_width, model_depth=args.model_depth, device=args.device)
+                         model_width=args.model_width, model_depth=args.model_depth, device=args.device,
+                         peers=tuple(args.peers), corrections=tuple(args.corrections))
     judge = Judge(config)
     result.profiles = {n: p.to_dict() for n, p in judge.profiles.items()}
-    what = f"the lead sweep in {args.regime[0]}" if args.lead_sweep else ", ".join(args.regime)
-    print(f"train-judge: {what}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the peers; "
-          f"{args.seeds} seed(s), target success {args.target}; {checkpoints.path} is rewritten after each piece")
+    if args.lead_sweep:
+        what = f"the lead sweep in {args.regime[0]}"
+    elif args.corrections:
+        what = f"the lag corrections {','.join(args.corrections)} over k1_skip+overlap in {args.regime[0]}"
+    else:
+        what = (f"{', '.join(args.regime)}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the "
+                f"peers {','.join(args.peers) or '(none)'}")
+    print(f"train-judge: {what}; {args.seeds} seed(s), target success {args.target}; {checkpoints.path} is "
+          f"rewritten after each piece")
     if args.lead_sweep:
         def swept(sweep: LeadSweep) -> None:
             result.lead_sweep = sweep
@@ -468,7 +515,7 @@ def run_judge(args: Any) -> int:
 
         result.lead_sweep = judge.lead_sweep(args.regime[0], swept)
     else:
-        for regime in args.regime:
+        for regime in args.regime[:1] if args.corrections else args.regime:
             def measured(so_far: RegimeProgress, regime: str = regime) -> None:
                 result.in_progress = {regime: so_far}
                 checkpoints.save()
