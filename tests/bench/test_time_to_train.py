@@ -125,13 +125,14 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     # its batched one collect while the trainer updates: one update behind at most, measured from log-probs
     if "torchrl_sync" in layouts:
         assert all(layouts[peer]["lag_unmatched"] == 0 for peer in peers)
-        assert layouts["torchrl_sync"]["policy_lag"] == 0
+        assert layouts["torchrl_sync"]["policy_lag"] == layouts["torchrl_parallel"]["policy_lag"] == 0
         assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
         assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
         # each runs the PPO of the engine layout whose samples to target it shares (decoupled where it lags)
         assert {peer: layouts[peer]["update_as"] for peer in peers} == {
-            "torchrl_sync": "k1_skip", "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap"}
+            "torchrl_sync": "k1_skip", "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap",
+            "torchrl_parallel": "k1_skip"}
     calibration = regime["calibration"]
     assert calibration["model_width"] == 64 and calibration["adapter_rank"] > 0
     assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2

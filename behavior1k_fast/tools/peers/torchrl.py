@@ -65,18 +65,21 @@ class TorchRLActor(torch.nn.Module):
     env each) -> (the chunk as float64, log-prob, value), with the same leading dims.
 
     Its only tensors are a CPU mirror of the policy's trained parameters (``trained``: the adapters and the
-    head), so TorchRL's weight sync carries those, as a LoRA user syncs a VLA. The policy itself is built by
-    ``make_policy`` (picklable, no tensors: a spawned worker builds its own, the frozen transformer from its
-    seed on its device) at the first forward, which, as each one, first copies the mirror into it."""
+    head) and the mirror's version (a counter :meth:`refresh` raises), so TorchRL's weight sync carries those,
+    as a LoRA user syncs a VLA. The policy itself is built by ``make_policy`` (picklable, no tensors: a spawned
+    worker builds its own, the frozen transformer from its seed on its device) at the first forward; a forward
+    copies the mirror into it only when a new version arrived."""
 
     def __init__(self, make_policy: Callable[[], Any], trained: dict, obs_space: Any) -> None:
         super().__init__()
-        self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
+        # not submodules: TorchRL syncs the mirror only; ``loaded``: the version copied into ``policy``
+        self.__dict__.update(make_policy=make_policy, policy=None, loaded=-1)
         self.keys = tuple(obs_space.spaces)
         self.event_dims = {k: len(obs_space[k].shape) for k in self.keys}
         self.mirror = torch.nn.ParameterDict({
             self.key(name): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
             for name, p in trained.items()})
+        self.version = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
 
     @staticmethod
     def key(name: str) -> str:
@@ -84,20 +87,24 @@ class TorchRLActor(torch.nn.Module):
         return name.replace(".", "__")
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "policy": None}  # a worker builds its own
+        return {**self.__dict__, "policy": None, "loaded": -1}  # a worker builds its own
 
     def refresh(self, trained: dict) -> None:
-        """The mirror takes ``trained``'s values (the trainer's, before posting them)."""
+        """The mirror takes ``trained``'s values (the trainer's, before posting them) as a new version."""
         with torch.no_grad():
             for name, p in trained.items():
                 self.mirror[self.key(name)].copy_(p)
+            self.version.add_(1)
 
     def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.policy is None:
             self.__dict__["policy"] = self.make_policy()
-        with torch.no_grad():
-            for name, p in trained_state(self.policy).items():
-                p.copy_(self.mirror[self.key(name)])
+        version = int(self.version)
+        if version != self.loaded:  # a new version arrived (or the first forward): copy the mirror in
+            with torch.no_grad():
+                for name, p in trained_state(self.policy).items():
+                    p.copy_(self.mirror[self.key(name)])
+            self.__dict__["loaded"] = version
         lead = values[0].shape[:values[0].ndim - self.event_dims[self.keys[0]]]
         obs = {k: v.reshape(-1, *v.shape[v.ndim - self.event_dims[k]:]) for k, v in zip(self.keys, values)}
         chunk, extras = self.policy(obs)
@@ -127,14 +134,18 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
 
 def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
                       rounds: int, batches: int) -> Any:
-    """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async`` or ``torchrl_batched``) over
+    """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async``, ``torchrl_batched`` or
+    ``torchrl_parallel``) over
     ``profile``'s process budget, for ``batches`` PPO batches of ``rounds`` chunks per env (each of
     :func:`batch_parts` TorchRL batches).
     ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env process, its E envs in one env,
     ``behaviour`` rebuilt in each worker (one policy copy per process, as those collectors run it); the async
     one's batches are one worker's ``rounds`` chunks. ``AsyncBatchedCollector``: E one-env envs per worker
     process and ``behaviour`` served from a thread of this process, whose inference server batches the
-    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker). No
+    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker).
+    ``torchrl_parallel``: TorchRL as a single-GPU user runs it: one ``Collector`` in this process, its one
+    batched policy over a ``ParallelEnv`` of the same P workers of E envs (each step one forward for every
+    env, then every worker steps). No
     TorchRL device is set: the policy places its own work (the transformer on its device, the head on the
     CPU, as in the engine's rows)."""
     import torchrl.collectors as collectors
@@ -146,6 +157,13 @@ def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factor
         return collectors.AsyncBatchedCollector(
             fns, policy=behaviour, frames_per_batch=workers * per * rounds, total_frames=total,
             env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
+    if kind == "torchrl_parallel":
+        from torchrl.envs import ParallelEnv
+
+        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]
+        return collectors.Collector(ParallelEnv(workers, fns, mp_start_method="spawn"), behaviour,
+                                    frames_per_batch=workers * rounds, total_frames=total // per,
+                                    auto_register_policy_transforms=False)  # the policy needs no InitTracker
     collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
                        "torchrl_async": collectors.MultiAsyncCollector}[kind]
     fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]

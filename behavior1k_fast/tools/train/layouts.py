@@ -81,7 +81,9 @@ def _engine(profile: str, semantics: str) -> tuple[TrainLayout, TrainLayout]:
 #: a batch with the weights posted after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep
 #: one batch in flight and the trainer joins one batch from each worker into its PPO batch, so it acts one
 #: update behind; ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights
-#: between two batched forwards (a batch mixes the two latest versions).
+#: between two batched forwards (a batch mixes the two latest versions); ``Collector`` over a ``ParallelEnv``
+#: (``torchrl_parallel``: one batched policy in the trainer's process) collects a batch after the trainer
+#: posted (lag 0).
 LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     *_engine("stock", "fresh"), *_engine("k1_skip", "fresh"), *_engine("hybrid_k2", "hybrid"),
     *_engine("process_k2", "fresh"), *_engine("lookahead", "lookahead"),
@@ -90,6 +92,7 @@ LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
     TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
     TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
 )}
 #: The peers, in table order.
 PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
