@@ -119,3 +119,34 @@ def test_an_old_recorded_result_still_reads_and_plots(tmp_path):
     assert not result.regimes["balanced"].power and not result.regimes["balanced"].goals
     plot(result, tmp_path / "old.png")
     assert (tmp_path / "old.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_judge_split_over_calls_merges_into_one_result_with_every_seed_and_refuses_two_models(tmp_path, capsys):
+    from behavior1k_fast.tools.cli import main
+
+    rows, runs = rows_and_runs()
+    calibration = {"model_width": 64, "model_depth": 2}
+
+    def part(seeds, width=64):
+        part_runs = {n: [r for r in rs if r.seed in seeds] for n, rs in runs.items()}
+        regime = RegimeResult({**calibration, "model_width": width}, layout_rows({}, part_runs, rows), {}, part_runs)
+        data = TimeToTrainResult(f"call {seeds}", {"cpu_model": "test"}, {"target": 0.7, "seeds": len(seeds)}, True,
+                                 regimes={"balanced": regime}).to_dict()
+        name = tmp_path / f"part{min(seeds)}{width}.json"
+        name.write_text(json.dumps(data))
+        return str(name)
+
+    first, second = part({0, 1, 2}), part({2, 3, 4})  # seed 2 twice: kept once
+    assert main(["train-judge", "--merge", first, second, "--out-dir", str(tmp_path), "--tag", "joined"]) == 0
+    joined = json.loads((tmp_path / "time_to_train_joined.json").read_text())
+    regime = joined["regimes"]["balanced"]
+    assert [r["seed"] for r in regime["training_runs"]["k1_skip"]] == [0, 1, 2, 3, 4]
+    assert regime["power"]["k1_skip"]["seeds"] == 5 and joined["config"]["merged"] == ["call {0, 1, 2}",
+                                                                                      "call {2, 3, 4}"]
+    assert {g["name"]: g["verdict"] for g in regime["goals"]}["wall_vs_double_buffer"] == "met"
+    assert (tmp_path / "time_to_train_joined.png").exists() and "wall to target, k1_skip+overlap" in (
+        capsys.readouterr().out)
+    other = part({3, 4}, width=128)
+    assert main(["train-judge", "--merge", first, other, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--merge" in err and "(64, 2), (128, 2)" in err and len(err.strip().splitlines()) == 1

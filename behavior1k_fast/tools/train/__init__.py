@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, process_count
+from ..argtypes import chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, process_count, seed
 from .layouts import ENGINE_PROFILES, REGIMES
 
 #: ``train-judge --help``'s description.
@@ -105,6 +105,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seeds", type=positive_int, default=5,
                    help="training runs per compared row, seeds 0, 1, ...; 95 %% intervals need 2, a ratio's "
                         "permutation test goes below p = 0.05 from 4 a side (default: %(default)s)")
+    p.add_argument("--first-seed", type=seed, default=0,
+                   help="the first seed (a run split over calls: --seeds 2 --first-seed 2 runs seeds 2 and 3; "
+                        "--merge joins them) (default: %(default)s)")
     from .layouts import CORRECTION_ROWS, PEERS
 
     p.add_argument("--peers", type=peer_list, default=list(PEERS),
@@ -136,11 +139,33 @@ def register(subparsers: Any) -> None:
     p.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
     p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (not given: this "
                                                                "machine's, e.g. cpu2)")
+    p.add_argument("--merge", type=path, nargs="+", default=None, metavar="JSON",
+                   help="only join the recorded results of one judge split over calls (the training runs of each "
+                        "row; intervals and goals computed again) into time_to_train_<--tag>.json and .png, and "
+                        "exit")
     p.add_argument("--plot", type=path, default=None, metavar="JSON",
                    help="only draw the .png of a recorded result (a run cut short too: what it measured) into the "
                         "output folder and exit")
     p.set_defaults(func=run, quick_defaults={key: p.get_default(key) for key in QUICK})
     curves.register(subparsers)
+
+
+def read_result(option: str, name: str) -> Any:
+    """The recorded result in the file ``name`` (a ``TimeToTrainResult``); ``ValueError`` naming ``option`` and
+    the file where it cannot be read or is not one."""
+    import json
+    from pathlib import Path
+
+    from .result import TimeToTrainResult
+
+    try:
+        data = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"argument {option}: cannot read {name!r}: {exc}") from None
+    try:
+        return TimeToTrainResult.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"argument {option}: {name!r} {exc}") from None
 
 
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -190,19 +215,16 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     check_device(resolve_device(args.device))
     args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
     if args.plot is not None:
-        import json
-        from pathlib import Path
-
-        from .result import TimeToTrainResult
-
-        try:
-            data = json.loads(Path(args.plot).read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"argument --plot: cannot read {args.plot!r}: {exc}") from None
-        try:
-            args.result = TimeToTrainResult.from_dict(data)
-        except ValueError as exc:
-            raise ValueError(f"argument --plot: {args.plot!r} {exc}") from None
+        args.result = read_result("--plot", args.plot)
+    if args.merge is not None:
+        args.merged = [read_result("--merge", name) for name in args.merge]
+        for regime in {n for r in args.merged for n in (*r.regimes, *r.in_progress)}:
+            sizes = {(c.get("model_width"), c.get("model_depth")) for c in (
+                (r.regimes.get(regime) or r.in_progress.get(regime)).calibration for r in args.merged
+                if regime in r.regimes or regime in r.in_progress)}
+            if len(sizes) > 1:
+                raise ValueError(f"argument --merge: the files trained different models in {regime} (width, depth "
+                                 f"{sorted(sizes)}); give each call the same --model-width and --model-depth")
     check_writable_dir("--out-dir", args.out)
     return args
 

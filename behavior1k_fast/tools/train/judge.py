@@ -1,6 +1,5 @@
-"""The time-to-train judge: wall clock until PPO reaches a target success rate, per layout and regime.
-
-    wall to target = samples to target x seconds per sample (rollout and PPO update)
+"""The time-to-train judge: wall clock until PPO reaches a target success rate, per layout and regime, each row
+judged from training runs of its own (issue 42: "rates from the runs that learn").
 
 - **Task and learner**: PPO on the reference reach-and-touch task (:mod:`.learner`) with a policy that costs
   what a VLA costs and trains the way one is fine-tuned (:class:`~.learner.VLAActorCritic`: the benchmark's
@@ -8,19 +7,25 @@
   three acting forwards, as a LoRA fine-tune of a VLA costs against its rollout).
 - **Regimes** (:data:`~.layouts.REGIMES`): the transformer is sized (:func:`~..measure.calibration.calibrate`) so that
   one forward at the stage batch takes ``REGIMES[regime]`` x the env's ms per chunk.
-- **Layouts** (:data:`~.layouts.LAYOUTS`): the engine's profiles, each serial and collect-while-train
-  (``+overlap``), the gymnasium double buffer and TorchRL's collectors (:mod:`..peers`).
-- **Samples to target** depend only on a layout's semantics: per semantics and seed, PPO trains under the
-  semantics' own layout until the episode-weighted success rate of the last ``window`` iterations reaches
-  ``target`` (:func:`samples_to_target`).
-- **Seconds per sample** per layout: a few PPO iterations under it, the first one not counted, every row
-  timed by the same loop (:mod:`.timing`): the trainer's wait for a batch plus its update and weight post,
-  over the own actions of the batch. A peer runs the PPO update of the layout whose samples it shares
-  (``update_as``) on a batch of that layout of the same size, with that layout's trained model. With the
-  policy on a GPU and ``nvidia-ml-py``, an engine row also has the GPU's busy seconds.
-- Per layout and seed the product, with the median and min-max over seeds; the semantics' own layouts also
-  have their training runs' own wall (``direct_wall_to_target_s``), and the best engine layout of each regime
-  one direct run if it is not one of those.
+- **Compared rows** (:func:`~.layouts.compared_rows`): the engine's profiles, each serial and collect-while-train
+  (``+overlap``, with the learner's lag correction), the serial gymnasium double buffer and the double buffer
+  with its update on a thread (:mod:`..peers.gymnasium`). Each trains ``--seeds`` seeds through the one clock
+  (:func:`~.learner.fit` over :func:`~.timing.timed_loop`) until the episode-weighted success rate of the last
+  ``window`` iterations reaches ``target`` (:func:`training_run`): its samples to target and its wall to target
+  are its own runs'. The start (workers spawned, envs reset, the first batch's excess over the run's median
+  wait) is taken out of every row's wall equally and reported apart (:class:`~.result.TrainingRun`).
+- **Power** (:func:`regime_power`, :mod:`.goals`): per row the mean samples and wall to target with 95 %
+  bootstrap intervals over seeds, the mean success over the first samples of a fixed budget (the smallest of
+  the rows' median samples to target) beside the first crossing; per goal of issue 42 the ratio (ours / each
+  peer) with its interval and exact permutation p, and ``met`` / ``missed`` / ``not shown``.
+- **Cost rows** (the breakdown, not the verdict): a few PPO iterations of each engine layout, the first one not
+  counted, give its seconds per sample split into the trainer's wait and update, the busiest env worker, the
+  behaviour forwards, the trainer's CPU thread in the update and, with the policy on a GPU and
+  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's collectors (:mod:`..peers.torchrl`)
+  do not train their own seeds yet: each has such a cost row and is charged the samples of the engine layout
+  of its measured lag (``update_as``), and the goals say "not shown" against them.
+- ``--corrections``: the serial row and ``+overlap`` under each lag correction (:data:`~.layouts.CORRECTION_ROWS`),
+  each its own seeds.
 - ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.
 """
 
@@ -45,8 +50,8 @@ from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
 from .goals import regime_goals
-from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compared_rows,
-                      engine_layouts, layout_profiles)
+from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compare_row,
+                      compared_rows, engine_layouts, layout_profiles)
 from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
                      Spread, TimeToTrainResult, TrainingRun, layout_rows, row_power)
 from .timing import per_sample, time_collector
@@ -60,7 +65,9 @@ class JudgeConfig:
     target: float = 0.7
     window: int = 3
     iterations: int = 150
-    seeds: int = 3
+    seeds: int = 5
+    #: The first seed (seeds ``first_seed`` .. ``first_seed + seeds - 1``: a run split over calls, merged after).
+    first_seed: int = 0
     processes: int = 2
     envs: int = 16
     chunk_size: int = 8
@@ -368,7 +375,7 @@ class Judge:
         from ..peers.torchrl import compact_space
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
-        for seed in range(self.config.seeds):
+        for seed in range(self.config.first_seed, self.config.first_seed + self.config.seeds):
             for name, row in rows.items():
                 so_far.training_runs[name].append(self.trained(
                     row.layout, self.profiles[row.layout.profile], policy_class, seed, spaces, row.correction, name))
@@ -471,6 +478,39 @@ class Checkpoints:
             self.failed = True
 
 
+def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
+    """One result of several runs of the same judge split over calls (``--first-seed``, ``--peers``): per regime
+    the training runs of each row joined (a seed measured twice is kept once, the first), the cost rows of the
+    first result that has each, and the intervals and goals computed again over the joined runs (the command
+    line checked that every file trained the same model)."""
+    first = results[0]
+    out = TimeToTrainResult(command_line(), first.machine, {**first.config, "merged": [r.command for r in results]},
+                            all(r.complete for r in results), first.load, sum(r.wall_s for r in results),
+                            profiles=first.profiles)
+    for regime in dict.fromkeys(n for r in results for n in (*r.regimes, *r.in_progress)):
+        parts = [r.regimes.get(regime) or r.in_progress.get(regime) for r in results]
+        parts = [part for part in parts if part is not None]
+        cost: dict[str, CostRow] = {}
+        runs: dict[str, list[TrainingRun]] = {}
+        not_run: dict[str, str] = {}
+        for part in parts:
+            costs = part.cost if isinstance(part, RegimeProgress) else {
+                n: row.cost for n, row in part.layouts.items() if n in LAYOUTS and LAYOUTS[n].family != "gymnasium"}
+            for name, row in costs.items():
+                cost.setdefault(name, row)
+            for name, rs in part.training_runs.items():
+                seen = {r.seed for r in runs.setdefault(name, [])}
+                runs[name] += [r for r in rs if r.seed not in seen]
+            not_run.update(part.not_run)
+        rows = {name: compare_row(name) for name in runs}
+        not_run = {n: why for n, why in not_run.items() if n not in runs and n not in cost}
+        layouts = layout_rows(cost, runs, rows)
+        power = regime_power(runs, rows)
+        out.regimes[regime] = RegimeResult(parts[0].calibration, layouts, not_run, runs, direct_run(layouts), power,
+                                           regime_goals(regime, runs, power, rows, layouts))
+    return out
+
+
 def run_judge(args: Any) -> int:
     """``train-judge`` after its checks (:func:`~behavior1k_fast.tools.train.check_args`): ``--plot`` draws a
     recorded result; otherwise every regime (or the lead sweep) is measured, the tables printed, and the JSON
@@ -479,6 +519,11 @@ def run_judge(args: Any) -> int:
     from .report import format_table, plot
 
     out = Path(args.out)
+    if args.merge:
+        result = merged(args.merged)
+        print(format_table(result))
+        stem = out / f"time_to_train_{args.tag or 'merged'}"
+        return write_result(result.to_dict(), lambda path: plot(result, path), stem, [])
     if args.plot is not None:
         drawn = out / Path(args.plot).with_suffix(".png").name
         plot(args.result, drawn)
@@ -488,11 +533,12 @@ def run_judge(args: Any) -> int:
     machine = describe_machine(resolve_device(args.device))
     kind = "lead_sweep_" if args.lead_sweep else "corrections_" if args.corrections else ""
     stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}{'_quick' if args.quick else ''}"
-    hidden = {"out", "func", "command", "quick_defaults", "result"}
+    hidden = {"out", "func", "command", "quick_defaults", "result", "merged"}
     result = TimeToTrainResult(command_line(), machine, {k: v for k, v in vars(args).items() if k not in hidden})
     checkpoints = Checkpoints(result, out / f"{stem}.json")
     config = JudgeConfig(regimes=tuple(args.regime), layouts=tuple(args.layouts), target=args.target,
-                         window=args.window, iterations=args.iterations, seeds=args.seeds, processes=args.processes,
+                         window=args.window, iterations=args.iterations, seeds=args.seeds,
+                         first_seed=args.first_seed, processes=args.processes,
                          envs=args.envs, chunk_size=args.chunk_size, rounds=args.rounds, resolution=args.resolution,
                          lookahead_steps=args.lookahead_steps, cost_iterations=args.cost_iterations,
                          model_width=args.model_width, model_depth=args.model_depth, device=args.device,

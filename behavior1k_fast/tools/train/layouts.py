@@ -119,6 +119,12 @@ class CompareRow:
     correction: str | None = None
 
 
+def compare_row(name: str) -> CompareRow:
+    """The compared row of ``name`` (``<layout>`` or ``<layout>/<correction>``, :class:`CompareRow`)."""
+    layout, _, correction = name.partition("/")
+    return CompareRow(name, LAYOUTS[layout], correction or None)
+
+
 def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
     """The rows that train their own seeds: every engine layout over ``profiles`` (:func:`engine_layouts`) and
     the gymnasium ``peers``; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial

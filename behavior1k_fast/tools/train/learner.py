@@ -18,11 +18,12 @@ transformer with low-rank adapters (:class:`~behavior1k_fast.tools.measure.train
 output joins proprioception and the task offset.
 
 Collection (:func:`train`): a ``Collector`` drives the engine from a thread of its own and hands out one batch
-of ``rounds`` rounds per iteration, timed by :func:`~.timing.timed_loop`; the trainer's model and the
-behaviour policy that acts are two objects, the behaviour copy getting the trained weights after each
-update (:func:`trained_state`). ``max_lag=0`` is serial (batch b is collected after the update from batch
-b - 1); ``max_lag=1`` collects batch b + 1 while PPO updates on batch b, and PPO is then decoupled
-(:func:`ppo_update`).
+of ``rounds`` rounds per iteration; :func:`fit` trains on it (or on a peer's batches: :func:`train_on`),
+timed by :func:`~.timing.timed_loop`; the trainer's model and the behaviour policy that acts are two objects,
+the behaviour copy getting the trained weights after each update (:func:`trained_state`). ``max_lag=0`` is
+serial (batch b is collected after the update from batch b - 1); ``max_lag=1`` collects batch b + 1 while PPO
+updates on batch b, and PPO then corrects for the lag as ``PPOConfig.correction`` says (:func:`ppo_update`,
+:mod:`.objective`; the values GAE runs over: ``PPOConfig.value_targets``).
 
 Profiles (:data:`PROFILES`, :func:`make_profile`): ``k2_skip`` (hybrid partition, K = 2, on-demand
 observation, physics rescale ``preserve_sim_time``), ``k1_skip`` (no pipeline, on-demand observation),
