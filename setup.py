@@ -73,7 +73,7 @@ setup(
         # torch is left to the user (CPU or CUDA build); pin it next to this package, e.g. torch==2.13.0.
         "torch": ["torch>=2.1"],
         "ray": ["ray[default]>=2.9"],
-        # benchmarks/time_to_train.py's TorchRL collector peers (torchrl 0.14.1 needs tensordict < 0.15).
+        # train-judge's TorchRL collector peers, tools/peers/torchrl.py (torchrl 0.14.1 needs tensordict < 0.15).
         "peers": ["torchrl==0.14.1", "tensordict==0.14.3"],
         # NVML bindings: doctor reads the NVIDIA driver version through them (else nvidia-smi's column).
         "nvml": ["nvidia-ml-py>=12"],

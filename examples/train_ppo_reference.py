@@ -27,8 +27,7 @@ import sys
 
 from behavior1k_fast.tools.argtypes import Parser, lead_steps, positive_int
 from behavior1k_fast.tools.argtypes import seed as seed_number
-
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
+from behavior1k_fast.tools.train.layouts import PROFILES  # no torch: the learner is imported after parsing
 
 
 def parse_args(argv: list[str] | None = None):
@@ -70,16 +69,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{config.envs // config.processes} envs, {'overlap on: collect while PPO updates' if args.overlap else 'serial'}"
           f", {config.iterations} iterations", flush=True)
 
-    def show(it: int, batch, entry: dict) -> None:
-        rate = "-" if entry["success_rate"] is None else f"{entry['success_rate']:.2f}"
-        ret = "-" if entry["mean_return"] is None else f"{entry['mean_return']:.1f}"
-        print(f"iter {it + 1:3d}  env steps {entry['env_steps']:7d}  success {rate:>4}  return {ret:>6}  "
-              f"policy lag {entry['policy_lag']:.2f}  ({entry['wall_s']:.0f} s)", flush=True)
+    def show(it: int, batch, entry) -> None:  # one line per iteration (entry: learner.IterationEntry)
+        rate = "-" if entry.success_rate is None else f"{entry.success_rate:.2f}"
+        ret = "-" if entry.mean_return is None else f"{entry.mean_return:.1f}"
+        print(f"iter {it + 1:3d}  env steps {entry.env_steps:7d}  success {rate:>4}  return {ret:>6}  "
+              f"policy lag {entry.policy_lag:.2f}  ({entry.wall_s:.0f} s)", flush=True)
 
     run, _ = train(config, show)
-    lags = run["policy_lag"]
-    print(f"done: {run['env_steps'][-1]} env steps in {run['wall_s'][-1]:.0f} s; measured policy lag "
-          f"{sum(lags) / len(lags):.2f} updates on average")
+    print(f"done: {run.env_steps[-1]} env steps in {run.wall_s[-1]:.0f} s; measured policy lag "
+          f"{sum(run.policy_lag) / len(run.policy_lag):.2f} updates on average")
     return 0
 
 

@@ -49,13 +49,79 @@ def usage_error(argv, capsys):
 
 
 def test_reaching_the_target_counts_episodes_of_the_last_window():
+    import types
+
     ttt = judge_module()
-    entries = [{"success_rate": 0.0, "episodes": 4}, {"success_rate": 1.0, "episodes": 1},
-               {"success_rate": None, "episodes": 0}, {"success_rate": 0.5, "episodes": 3}]
+    entries = [types.SimpleNamespace(success_rate=rate, episodes=n) for rate, n in ((0.0, 4), (1.0, 1), (None, 0),
+                                                                                    (0.5, 3))]
     assert not ttt.reached(entries[:1], 0.5, 2)  # fewer iterations than the window
     assert ttt.reached(entries, 0.6, 3)  # (1 * 1 + 0.5 * 3) / 4 episodes = 0.625
     assert not ttt.reached(entries, 0.7, 3)
     assert not ttt.reached(entries[:3], 0.1, 1)  # the last iteration ended no episode
+
+
+def test_the_clock_charges_the_wait_for_a_batch_and_the_update_with_its_post_and_nothing_between(monkeypatch):
+    """One loop times every row (:mod:`behavior1k_fast.tools.train.timing`); a scripted clock, no sleeps."""
+    from behavior1k_fast.tools.train import timing
+
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    events = []
+
+    def batches():
+        for i in range(3):
+            now[0] += 2.0 + i  # the collector delivers batch i after 2 + i s
+            events.append(f"batch {i}")
+            yield 10 * (i + 1)  # its own actions
+
+    def update(batch):
+        now[0] += 0.5
+        events.append(f"update {batch}")
+
+    def post():
+        now[0] += 0.25
+        events.append("post")
+
+    def after(batch):  # the caller's bookkeeping: outside both clocks
+        now[0] += 100.0
+
+    wait, update_s, first = timing.time_collector(batches(), lambda n: n, update, post, after)
+    assert events == ["batch 0", "update 10", "post", "batch 1", "update 20", "post", "batch 2", "update 30", "post"]
+    assert first == 2.0  # the first batch (the collector's start) is reported apart, not counted
+    assert wait == pytest.approx((3.0 / 20 + 4.0 / 30) / 2) and update_s == pytest.approx((0.75 / 20 + 0.75 / 30) / 2)
+    assert timing.per_sample([1.0, None], [1, 1]) is None and timing.per_sample([1.0], [1]) is None
+
+
+def test_the_engine_s_rows_and_the_peers_are_timed_by_the_same_loop(monkeypatch):
+    """Fairness is structural: the learner's loop over the Collector and the peers' batches both run through
+    ``timing.timed_loop``."""
+    from behavior1k_fast.tools.train import learner, timing
+
+    used = []
+    original = timing.timed_loop
+
+    def recording(batches, update, post):
+        used.append(type(batches).__name__)
+        return original(batches, update, post)
+
+    monkeypatch.setattr(timing, "timed_loop", recording)
+    config = learner.PPOConfig(profile="k1_skip", iterations=1, processes=1, envs=2, chunk_size=2, rounds=2,
+                               epochs=1, minibatches=1, executor="inline")
+    learner.train(config)
+    timing.time_collector((n for n in [1, 2]), lambda n: n, lambda batch: None, lambda: None)
+    assert used == ["EngineBatches", "generator"]  # the engine's Collector as fit's source; a peer's generator
+
+
+def test_a_cost_row_is_the_wait_plus_the_update_and_reads_an_older_file_s_row():
+    from behavior1k_fast.tools.train.result import CostRow
+
+    row = CostRow(0.002, 0.001, env_busy_s_per_sample=0.0015, gpu_busy_s_per_sample=0.001, policy_lag=0.5)
+    assert row.s_per_sample == pytest.approx(0.003) and row.bound_s_per_sample == 0.0015
+    assert row.of_bound == pytest.approx(0.5)
+    assert CostRow.from_dict(row.to_dict()) == row
+    assert "update_as" not in row.to_dict() and "first_batch_s" not in row.to_dict()
+    older = CostRow.from_dict({"s_per_sample": 0.003, "update_s_per_sample": 0.001, "rollout_s_per_sample": 0.002})
+    assert older.wait_s_per_sample == pytest.approx(0.002) and older.bound_s_per_sample is None
 
 
 def test_each_layout_s_semantics_names_its_lag_and_every_compared_row_trains_its_own_seeds():
@@ -281,12 +347,12 @@ def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
     obs_space, arguments = small_vla()
     torch.manual_seed(0)
     model = ppo.VLAActorCritic(arguments, 5, 2, 2)
-    posted = [ttt.clone_trained(model)]
+    posted = [ppo.clone_trained(model)]
     for _ in range(3):  # versions 1-3: three updates
         with torch.no_grad():
             for p in ppo.trained_state(model).values():
                 p.add_(0.05 * torch.randn_like(p))
-        posted.append(ttt.clone_trained(model))
+        posted.append(ppo.clone_trained(model))
     rng = np.random.default_rng(0)
 
     def batch(versions, unchosen=False):  # one chunk of 2 envs per step ([steps, envs, ...]) by ``versions``

@@ -81,7 +81,7 @@ def test_a_test_run_ends_with_one_line_counting_its_skips_and_how_to_run_the_ups
 
 def test_the_training_docs_collector_snippet_runs_as_written(tmp_path):
     """docs/training.md's collect-while-train loop, complete with the learner it names (issue 45, item 8)."""
-    (code,) = [block for block in python_blocks(ROOT / "docs" / "training.md") if "Collector(" in block]
+    (code,) = [block for block in python_blocks(ROOT / "docs" / "training.md") if "ppo_update(" in block]
     done = run_snippet(code, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")[:3]

@@ -34,7 +34,7 @@ def test_two_ppo_iterations_run_end_to_end_with_masked_steps_carrying_no_reward(
 
     torch.manual_seed(0)
     run, policy = ppo.train(config, on_iteration)
-    assert len(batches) == 2 and run["env_steps"][-1] == sum(int(b.applied.sum()) for b in batches)
+    assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
     for batch in batches:
         assert batch.actions.shape == (3, 4, 4, 11) and batch.rewards.shape == (3, 4, 4)
         assert batch.extras["logprob"].shape == batch.extras["value"].shape == (3, 4)
@@ -47,8 +47,8 @@ def test_two_ppo_iterations_run_end_to_end_with_masked_steps_carrying_no_reward(
         assert len(eps.env) > 0 and eps.truncated.any() and eps.success.dtype == bool
         assert (eps.lengths <= 6).all()
     for key in ("success_rate", "mean_return", "policy_loss", "value_loss", "entropy"):
-        assert len(run[key]) == 2 and np.isfinite(run[key]).all(), key
-    assert run["profile"]["pipeline_stages"] == 2
+        assert len(getattr(run, key)) == 2 and np.isfinite(getattr(run, key)).all(), key
+    assert run.profile["pipeline_stages"] == 2 and run.to_dict()["env_steps"] == run.env_steps
     evaluation = ppo.evaluate_policy(policy, config, rounds=2)
     assert evaluation["episodes"] > 0 and 0.0 <= evaluation["success_rate"] <= 1.0 and not policy.deterministic
 
@@ -114,7 +114,7 @@ def test_lookahead_ppo_gives_the_policy_its_committed_actions_and_trains_on_them
         np.testing.assert_array_equal(batch.committed[1:][ran], batch.actions[:-1, :, 2:][ran])
         assert ran.any()
     assert any((~b.applied.any(axis=2)).any() for b in batches)  # sat-out chunks (left out of the loss)
-    assert all(np.isfinite(run[k]).all() for k in ("policy_loss", "value_loss"))
+    assert all(np.isfinite(getattr(run, k)).all() for k in ("policy_loss", "value_loss"))
 
     # one update on the last batch moves the weights that read the committed actions: PPO consumes them
     batch = batches[-1]
@@ -144,13 +144,13 @@ def test_overlapped_ppo_acts_at_most_one_update_behind_and_its_ratio_reads_the_b
     versions = [b.extras[WEIGHTS_VERSION_KEY] for b in batches]
     for b, version in enumerate(versions):  # batch b trains version b from chunks of versions b - 1 .. b
         assert version.min() >= b - 1 and version.max() <= b
-    assert max(run["policy_lag"]) > 0 and all(0 <= lag <= 1 for lag in run["policy_lag"])
+    assert max(run.policy_lag) > 0 and all(0 <= lag <= 1 for lag in run.policy_lag)
     # the recorded log-probs are the behaviour policy's: the trained model's differ once it has been updated
     batch = batches[-1]
     x = policy.features({**{k: v[0] for k, v in batch.obs.items()}, ppo.COMMITTED_KEY: batch.committed[0]})
     logprob, _, _ = policy.evaluate(x, torch.as_tensor(batch.actions[0, :, 0]))
     assert not np.allclose(logprob.detach().numpy(), batch.extras["logprob"][0])
-    assert all(run["collect_s"][i] <= run["wall_s"][i] for i in range(4))
+    assert all(run.collect_s[i] <= run.wall_s[i] for i in range(4))
 
 
 @pytest.mark.parametrize("argv, text", [

@@ -44,7 +44,7 @@ def test_the_smoothed_curve_has_one_value_per_iteration_even_when_the_window_is_
     (["--lookahead-steps", "8"], "--lookahead-steps 8"), (["--profiles", "k3"], "--profiles"),
     (["--record", "--out-dir", "x"], "--record"), (["--runs-from", "/nonexistent.json"], "--runs-from"),
     # an unusable output folder is refused before any training (issue 44, N16)
-    (["--out-dir", "/proc/version/x"], "--out-dir"),
+    (["--out-dir", "/proc/version/x"], "--out-dir"), (["--tag", "a/b"], "--tag"),
 ])
 def test_a_bad_argument_is_a_one_line_usage_error_before_any_training(argv, text, capsys):
     try:

@@ -67,7 +67,7 @@ def replay(batches, factory, profile):
 @pytest.mark.parametrize("on_thread", [False, True], ids=["serial", "update_on_a_thread"])
 def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_versions(on_thread):
     run, batches, factory, profile = train_peer(on_thread)
-    assert len(batches) == 2 and run["env_steps"][-1] == sum(int(b.applied.sum()) for b in batches)
+    assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
     own = replay(batches, factory, profile)
     for name, steps in own.items():
         recorded = np.concatenate([getattr(b, name) for b in batches])
@@ -80,5 +80,5 @@ def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_v
     # that update ran, so it acts with the weights before it (one update behind)
     versions = [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches]
     assert versions == ([{0}, {0}] if on_thread else [{0}, {1}])
-    assert run["policy_lag"] == ([0.0, 1.0] if on_thread else [0.0, 0.0])
-    assert all(cpu > 0 for cpu in run["update_cpu_s"])
+    assert run.policy_lag == ([0.0, 1.0] if on_thread else [0.0, 0.0])
+    assert all(cpu > 0 for cpu in run.update_cpu_s)

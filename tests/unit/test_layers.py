@@ -183,12 +183,18 @@ def _public_names(module: str, package_only: bool = True) -> set[str] | None:
     return None
 
 
-def _deprecated(module: str) -> bool:
-    """``module`` warns ``DeprecationWarning`` when imported (a top-level ``warnings.warn``)."""
-    for node in ast.parse(MODULES[module].read_text()).body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and "DeprecationWarning" in ast.unparse(node):
-            return True
+def warns_deprecation(source: str) -> bool:
+    """The module ``source`` warns ``DeprecationWarning`` when imported (a top-level ``warnings.warn``)."""
+    for node in ast.parse(source).body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("warn"):
+            if "DeprecationWarning" in ast.unparse(call):
+                return True
     return False
+
+
+def _deprecated(module: str) -> bool:
+    return warns_deprecation(MODULES[module].read_text())
 
 
 def script_import_problems(source: str) -> list[str]:
@@ -245,6 +251,12 @@ def test_the_script_check_covers_both_folders():
 ])
 def test_the_script_check_flags_private_deprecated_and_hidden_names_and_path_changes(source, expected):
     assert script_import_problems(source) == expected
+
+
+def test_a_module_that_warns_on_import_is_deprecated_and_one_that_filters_warnings_is_not():
+    assert warns_deprecation('import warnings\nwarnings.warn("x moved", DeprecationWarning, stacklevel=2)')
+    assert not warns_deprecation('import warnings\nwarnings.filterwarnings("ignore", category=DeprecationWarning)')
+    assert not warns_deprecation('def f():\n    warnings.warn("old", DeprecationWarning)')
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.relative_to(ROOT.parent).as_posix())

@@ -235,11 +235,6 @@ class TorchRLBatches:
             self.workers.close()
 
 
-def clone_trained(model: Any) -> dict:
-    """A copy of ``model``'s trained parameters."""
-    return {name: p.detach().clone() for name, p in trained_state(model).items()}
-
-
 def acting_lags(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> list[torch.Tensor]:
     """Per TorchRL PPO batch ``i`` after the first (asked for when the trainer had posted version ``i``: the
     weights ``posted[i]``), each chunk's lag ``i - v``: ``v`` the newest version whose log-prob of the chunk's

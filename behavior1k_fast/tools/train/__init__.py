@@ -21,7 +21,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, process_count, seed
+from ..argtypes import (chunk_steps, device, env_count, file_name, lead_steps, path, positive_int, positive_number,
+                        process_count, seed)
 from .layouts import ENGINE_PROFILES, REGIMES
 
 #: ``train-judge --help``'s description.
@@ -73,8 +74,6 @@ def regime_list(text: str) -> list[str]:
 
 def success_rate(text: str) -> float:
     """``--target``: a success rate in (0, 1]."""
-    from ..argtypes import positive_number
-
     value = positive_number(text)
     if value > 1:
         raise argparse.ArgumentTypeError(f"expected a success rate in (0, 1], got {text!r}")
@@ -170,11 +169,12 @@ def read_result(option: str, name: str) -> Any:
 
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with ``--quick``'s values where an option was left at its default, the output folder resolved
-    (``args.out``) and, for ``--plot``, the recorded result read (``args.result``), after every check that can
+    (``args.out``) and, for ``--plot`` / ``--merge``, the recorded results read (``args.result`` /
+    ``args.merged``), after every check that can
     fail before any env starts; raises ``ValueError`` (the command line's one-line usage error)."""
-    from ...core.checks import MachineLimits, STEP_BYTES, check_local_layout, check_writable_dir
+    from ...core.checks import check_writable_dir
+    from ..argtypes import check_device
     from ..measure.config import DEFAULT_OUT_DIR, record_dir, resolve_device
-    from ..measure.policy import WIDTHS, check_image_size, check_width, model_bytes
 
     if args.quick:
         for key, value in QUICK.items():
@@ -184,49 +184,61 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise ValueError("--corrections and --lead-sweep are two runs: give one")
     if args.record and args.out_dir:
         raise ValueError("--record writes benchmarks/results/; it cannot go with --out-dir")
-    if args.model_depth is not None and args.model_width is None:
-        raise ValueError(f"--model-depth {args.model_depth} needs --model-width")
-    if args.model_width is not None:
-        check_width("--model-width", args.model_width)
     if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:
         raise ValueError(f"argument --lookahead-steps: must be below --chunk-size {args.chunk_size}, "
                          f"got {args.lookahead_steps}")
     if args.window > args.iterations:
         raise ValueError(f"--window {args.window} is longer than --iterations {args.iterations}: the target could "
                          f"never be reached")
-    if args.envs % args.processes:
-        raise ValueError(f"--envs {args.envs} is not a multiple of --processes {args.processes}")
-    check_image_size("--resolution", args.resolution)
-    from ...backends.reference import ReferenceConfig
-    from .layouts import layout_profiles
-
-    ReferenceConfig(resolution=(args.resolution, args.resolution))
-    layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
-    limits = MachineLimits.here()  # what one PPO batch and the policy hold (before any allocation)
-    check_local_layout(args.processes, args.envs, args.chunk_size)
-    limits.check_memory(f"--envs {args.envs} x --rounds {args.rounds} x --chunk-size {args.chunk_size} (one PPO "
-                        f"batch, {args.resolution} px camera)",
-                        args.envs * args.rounds * (args.chunk_size * STEP_BYTES + 3 * args.resolution ** 2))
-    width, depth = args.model_width or WIDTHS[0], args.model_depth or 1
-    limits.check_memory(f"the policy with --model-width {width}, --model-depth {depth}",
-                        model_bytes(width, depth, args.chunk_size, args.envs * args.rounds))
-    from ..argtypes import check_device
-
+    _check_sizes(args)
     check_device(resolve_device(args.device))
     args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
     if args.plot is not None:
         args.result = read_result("--plot", args.plot)
     if args.merge is not None:
         args.merged = [read_result("--merge", name) for name in args.merge]
-        for regime in {n for r in args.merged for n in (*r.regimes, *r.in_progress)}:
-            sizes = {(c.get("model_width"), c.get("model_depth")) for c in (
-                (r.regimes.get(regime) or r.in_progress.get(regime)).calibration for r in args.merged
-                if regime in r.regimes or regime in r.in_progress)}
-            if len(sizes) > 1:
-                raise ValueError(f"argument --merge: the files trained different models in {regime} (width, depth "
-                                 f"{sorted(sizes)}); give each call the same --model-width and --model-depth")
+        _check_merge(args.merged)
     check_writable_dir("--out-dir", args.out)
     return args
+
+
+def _check_sizes(args: argparse.Namespace) -> None:
+    """The layout, the camera, one PPO batch and the policy fit this machine (``ValueError`` naming the option
+    otherwise): sizes that would fail only in the allocator, tens of seconds in."""
+    from ...backends.reference import ReferenceConfig
+    from ...core.checks import STEP_BYTES, MachineLimits, check_local_layout
+    from ..measure.policy import WIDTHS, check_image_size, check_width, model_bytes
+    from .layouts import layout_profiles
+
+    if args.model_depth is not None and args.model_width is None:
+        raise ValueError(f"--model-depth {args.model_depth} needs --model-width")
+    if args.model_width is not None:
+        check_width("--model-width", args.model_width)
+    if args.envs % args.processes:
+        raise ValueError(f"--envs {args.envs} is not a multiple of --processes {args.processes}")
+    check_image_size("--resolution", args.resolution)
+    ReferenceConfig(resolution=(args.resolution, args.resolution))
+    layout_profiles(args.processes, args.envs, args.chunk_size, args.lookahead_steps)
+    check_local_layout(args.processes, args.envs, args.chunk_size)
+    limits = MachineLimits.here()
+    limits.check_memory(f"--envs {args.envs} x --rounds {args.rounds} x --chunk-size {args.chunk_size} (one PPO "
+                        f"batch, {args.resolution} px camera)",
+                        args.envs * args.rounds * (args.chunk_size * STEP_BYTES + 3 * args.resolution ** 2))
+    width, depth = args.model_width or WIDTHS[0], args.model_depth or 1
+    limits.check_memory(f"the policy with --model-width {width}, --model-depth {depth}",
+                        model_bytes(width, depth, args.chunk_size, args.envs * args.rounds))
+
+
+
+def _check_merge(results: list) -> None:
+    """The ``--merge`` files trained one model per regime (``ValueError`` naming the sizes otherwise)."""
+    for regime in sorted({n for r in results for n in (*r.regimes, *r.in_progress)}):
+        sizes = {(c.get("model_width"), c.get("model_depth")) for c in (
+            (r.regimes.get(regime) or r.in_progress.get(regime)).calibration for r in results
+            if regime in r.regimes or regime in r.in_progress)}
+        if len(sizes) > 1:
+            raise ValueError(f"argument --merge: the files trained different models in {regime} (width, depth "
+                             f"{sorted(sizes)}); give each call the same --model-width and --model-depth")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -240,3 +252,6 @@ def run(args: argparse.Namespace) -> int:
     from .judge import run_judge
 
     return run_judge(args)
+
+
+__all__ = ["QUICK", "check_args", "register", "run"]

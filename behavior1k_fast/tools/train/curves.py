@@ -1,6 +1,6 @@
 """``behavior1k-fast train-compare``: PPO learning curves on the reference reach-and-touch task, per profile.
 
-Trains every profile (``--profiles``: :data:`~.learner.PROFILES`) for ``--seeds`` seeds (``--runs-from``
+Trains every profile (``--profiles``: :data:`~.layouts.PROFILES`) for ``--seeds`` seeds (``--runs-from``
 adds the runs of an earlier comparison, such as another lead's), compares the curves (:func:`compare`: a
 measure agrees when the profiles' means differ by no more than one profile's spread over seeds), evaluates
 the seed-0 policies trained under K = 2 and K = 1 under both profiles (the same policy, so the difference is
@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..argtypes import lead_steps, path, positive_int
+from ..argtypes import file_name, lead_steps, path, positive_int
 from ..measure.files import write_json, write_with
+from .layouts import PROFILES
 
-#: The profiles of :mod:`.learner` (it imports torch: the command imports it when it runs).
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 
 
 def _weighted(run: dict[str, Any], key: str, first: int) -> float:
@@ -174,7 +173,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=path, default=None,
                    help="where the JSON and PNG go (not given: ./behavior1k_fast_results)")
     p.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
-    p.add_argument("--tag", type=path, default=None, help="machine tag in the file names (not given: this "
+    p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (not given: this "
                                                           "machine's, e.g. cpu2)")
     p.set_defaults(func=run)
     return p
@@ -221,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     from ..argtypes import usage_errors
     from ..measure.machine import describe_machine, machine_tag, sample_load
     from .judge import command_line, write_result
-    from .learner import PPOConfig, evaluate_policy, train
+    from .learner import PPOConfig, train
 
     with usage_errors():
         check_args(args)
@@ -245,21 +244,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name} seed {seed}: training {args.iterations} iterations "
                   f"({'overlap on: collect while PPO updates' if args.overlap else 'serial'})", flush=True)
             run, policies[name, seed] = train(config, progress(config))
-            result["runs"].append(run)
+            result["runs"].append(run.to_dict())
             write_json(result, out / f"{stem}.json")  # a run cut short keeps the runs before
-    # The same trained policy under each profile: what the profile changes in the task itself (a lookahead
-    # policy reads committed actions, which only the lookahead profile gives: evaluated under it alone).
-    barrier = [n for n in ("k2_skip", "k1_skip") if n in args.profiles]
-    pairs = [(trained, profile) for trained in barrier for profile in barrier]
-    pairs += [("lookahead", "lookahead")] if "lookahead" in args.profiles else []
-    # one comparison has one lead: an earlier JSON's cross evaluations ran at the lead of its runs
-    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead"
-             else c for e in earlier for c in e["cross_evaluation"]]
-    for trained, profile in pairs:
-        print(f"evaluating the seed-0 policy trained under {trained} under {profile} (60 rounds)", flush=True)
-        lead = {"lookahead_steps": args.lookahead_steps} if profile == "lookahead" else {}
-        cross.append({"trained_under": trained, **lead, **evaluate_policy(
-            policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=args.lookahead_steps))})
+    cross = cross_evaluations(args, earlier, policies)
     loads.append(sample_load())
     runs = result.pop("runs")
     result.update(complete=True, load={"before": loads[0].to_dict(), "after": loads[1].to_dict()},
@@ -272,13 +259,32 @@ def run(args: argparse.Namespace) -> int:
     return write_result(result, lambda drawn: plot(result, drawn), out / stem, loads)
 
 
+def cross_evaluations(args: argparse.Namespace, earlier: list[dict], policies: dict) -> list[dict[str, Any]]:
+    """The seed-0 policies trained under K = 2 and K = 1 evaluated under both profiles (the same policy, so the
+    difference is the task's; a lookahead policy reads committed actions, which only the lookahead profile
+    gives: evaluated under it alone), after the earlier comparisons' own (each at the lead of its runs)."""
+    from .learner import PPOConfig, evaluate_policy
+
+    barrier = [n for n in ("k2_skip", "k1_skip") if n in args.profiles]
+    pairs = [(trained, profile) for trained in barrier for profile in barrier]
+    pairs += [("lookahead", "lookahead")] if "lookahead" in args.profiles else []
+    cross = [{**c, "lookahead_steps": e["runs"][0]["config"]["lookahead_steps"]} if c["profile"] == "lookahead"
+             else c for e in earlier for c in e["cross_evaluation"]]
+    for trained, profile in pairs:
+        print(f"evaluating the seed-0 policy trained under {trained} under {profile} (60 rounds)", flush=True)
+        lead = {"lookahead_steps": args.lookahead_steps} if profile == "lookahead" else {}
+        cross.append({"trained_under": trained, **lead, **evaluate_policy(
+            policies[trained, 0], PPOConfig(profile=profile, lookahead_steps=args.lookahead_steps))})
+    return cross
+
+
 def progress(config: Any) -> Any:
     """A training run's ``on_iteration``: one line per iteration."""
     def show(it: int, batch: Any, entry: dict) -> None:
-        rate = "-" if entry["success_rate"] is None else f"{entry['success_rate']:.2f}"
-        ret = "-" if entry["mean_return"] is None else f"{entry['mean_return']:.1f}"
-        print(f"{config.profile} seed {config.seed} iter {it + 1:3d}  env steps {entry['env_steps']:7d}  "
-              f"success {rate:>4}  return {ret:>6}  ({entry['wall_s']:.0f} s)", flush=True)
+        rate = "-" if entry.success_rate is None else f"{entry.success_rate:.2f}"
+        ret = "-" if entry.mean_return is None else f"{entry.mean_return:.1f}"
+        print(f"{config.profile} seed {config.seed} iter {it + 1:3d}  env steps {entry.env_steps:7d}  "
+              f"success {rate:>4}  return {ret:>6}  ({entry.wall_s:.0f} s)", flush=True)
     return show
 
 

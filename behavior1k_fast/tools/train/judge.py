@@ -85,32 +85,32 @@ class JudgeConfig:
     corrections: tuple[str, ...] = ()
 
 
-def reached(entries: list[dict], target: float, window: int) -> bool:
+def reached(entries: list[learner.IterationEntry], target: float, window: int) -> bool:
     """The episode-weighted success rate of the last ``window`` iterations is at least ``target``."""
-    recent = [e for e in entries[-window:] if e["success_rate"] is not None]
-    episodes = sum(e["episodes"] for e in recent)
+    recent = [e for e in entries[-window:] if e.success_rate is not None]
+    episodes = sum(e.episodes for e in recent)
     return len(entries) >= window and episodes > 0 and (
-        sum(e["success_rate"] * e["episodes"] for e in recent) / episodes >= target)
+        sum(e.success_rate * e.episodes for e in recent) / episodes >= target)
 
 
-def training_run(config: learner.PPOConfig, train: Callable[[Callable[[dict], bool]], dict], target: float,
-                 window: int) -> TrainingRun:
+def training_run(config: learner.PPOConfig, train: Callable[[Callable[[learner.IterationEntry], bool]],
+                                                       learner.LearningCurve], target: float, window: int) -> TrainingRun:
     """One training run: ``train(stop)`` (a learning curve, :func:`~.learner.fit`'s) until :func:`reached` (or
     ``config.iterations``); env steps and wall then, and the trainer's clock of each iteration."""
-    entries: list[dict] = []
+    entries: list[learner.IterationEntry] = []
 
-    def stop(entry: dict) -> bool:
+    def stop(entry: learner.IterationEntry) -> bool:
         entries.append(entry)
         return reached(entries, target, window)
 
     torch.manual_seed(config.seed)
     run = train(stop)
     hit = reached(entries, target, window)
-    return TrainingRun(seed=config.seed, reached=hit, samples=run["env_steps"][-1] if hit else None,
-                       direct_wall_s=run["wall_s"][-1] if hit else None, iterations=len(run["env_steps"]),
-                       success_rate=run["success_rate"], env_steps=run["env_steps"], wall_s=run["wall_s"],
-                       policy_lag=run["policy_lag"], wait_s=run["rollout_s"], update_s=run["update_s"],
-                       update_cpu_s=run["update_cpu_s"])
+    return TrainingRun(seed=config.seed, reached=hit, samples=run.env_steps[-1] if hit else None,
+                       direct_wall_s=run.wall_s[-1] if hit else None, iterations=len(run.env_steps),
+                       success_rate=run.success_rate, env_steps=run.env_steps, wall_s=run.wall_s,
+                       policy_lag=run.policy_lag, wait_s=run.rollout_s, update_s=run.update_s,
+                       update_cpu_s=run.update_cpu_s)
 
 
 def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
@@ -146,7 +146,7 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
     last: list = []
     marks = [time.time()]
 
-    def seen(it: int, batch: Any, entry: dict) -> None:
+    def seen(it: int, batch: Any, entry: learner.IterationEntry) -> None:
         last[:] = [batch]
         marks.append(time.time())
 
@@ -154,20 +154,19 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
     with GPUBusy(device) if missing is None else contextlib.nullcontext() as busy:
         run, model = learner.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
                                    make_policy=policy_class, on_iteration=seen)
-    samples = np.diff([0, *run["env_steps"]])
-
-    def rate(key: str) -> float | None:
-        return per_sample(run[key], samples)
+    samples = np.diff([0, *run.env_steps])
 
     gpu_busy = None
     if busy is not None:
         gpu_busy = per_sample([busy.seconds(a, b) for a, b in zip(marks, marks[1:])], samples)
-    lags = run["policy_lag"][1:]
-    return CostRow(rate("rollout_s"), rate("update_s"), rollout_s_per_sample=rate("collect_s"),
-                   env_busy_s_per_sample=rate("busiest_env_s"), model_s_per_sample=rate("model_s"),
+    lags = run.policy_lag[1:]
+    return CostRow(per_sample(run.rollout_s, samples), per_sample(run.update_s, samples),
+                   rollout_s_per_sample=per_sample(run.collect_s, samples),
+                   env_busy_s_per_sample=per_sample(run.busiest_env_s, samples),
+                   model_s_per_sample=per_sample(run.model_s, samples),
                    gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
                    policy_lag=float(np.mean(lags)) if lags else None,
-                   trainer_cpu_s_per_sample=rate("update_cpu_s")), (model, last[0])
+                   trainer_cpu_s_per_sample=per_sample(run.update_cpu_s, samples)), (model, last[0])
 
 
 class PeerUpdate:
@@ -176,21 +175,19 @@ class PeerUpdate:
     weights kept (``posted[v]``: after v updates; :func:`~..peers.torchrl.acting_lags` reads them)."""
 
     def __init__(self, trained: tuple[Any, Any], config: learner.PPOConfig) -> None:
-        from ..peers.torchrl import clone_trained
-
-        self.clone = clone_trained
         self.model, self.batch = trained
         self.config = config
         self.optimizer = torch.optim.Adam(list(learner.trained_state(self.model).values()), lr=config.lr, eps=1e-5)
         self.rng = np.random.default_rng(config.seed)
-        self.posted = [clone_trained(self.model)]
+        self.posted = [learner.clone_trained(self.model)]
 
     def __call__(self, batch: Any) -> None:
+        """The update of one iteration (the peer's ``batch`` only sets its pace: it trains on ``trained``'s)."""
         learner.ppo_update(self.model, self.optimizer, self.batch, self.config, self.rng)
 
-    def keep(self, batch: Any) -> None:
+    def keep(self) -> None:
         """After an iteration (outside the clock): the weights just posted, as the next version."""
-        self.posted.append(self.clone(self.model))
+        self.posted.append(learner.clone_trained(self.model))
 
 
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
@@ -225,7 +222,7 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
 
     def after(data: Any) -> None:
         kept.append(data)
-        update.keep(data)
+        update.keep()
 
     wait, update_s, first = time_collector(batches, lambda data: int(data["next", "own_actions"].sum()), update,
                                            post, after)
@@ -234,6 +231,13 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
     return CostRow(wait, update_s, first_batch_s=first,
                    policy_lag=float(lags[matched].mean()) if matched.any() else None,
                    lag_unmatched=float(1 - matched.double().mean()), update_as=LAYOUTS[kind].trained_under)
+
+
+#: A peer family (``TrainLayout.family``) that does not train its own seeds -> how its seconds per sample are
+#: measured: ``f(name, trained, make_policy, spaces, profile, factory, config, iterations)``, its batches driven
+#: by the one clock. The gymnasium peers train their own seeds (:func:`peer_samples_to_target`); their cost row
+#: comes from those runs.
+PEER_COSTS = {"torchrl": torchrl_seconds_per_sample}
 
 
 def failure(exc: BaseException) -> str:
@@ -410,8 +414,8 @@ class Judge:
                           f"{self.config.cost_iterations} batches after one uncounted")
             twin, config = runs[layout.trained_under], self.layout_config(LAYOUTS[layout.trained_under])
             try:
-                so_far.cost[name] = torchrl_seconds_per_sample(name, twin, make_policy, spaces, profile, self.factory,
-                                                               config, self.config.cost_iterations)
+                so_far.cost[name] = PEER_COSTS[layout.family](name, twin, make_policy, spaces, profile, self.factory,
+                                                              config, self.config.cost_iterations)
             except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
                 so_far.not_run[name] = failure(exc)
                 self.progress(f"{regime} {name}: {so_far.not_run[name]}")
@@ -482,11 +486,11 @@ def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
     """One result of several runs of the same judge split over calls (``--first-seed``, ``--peers``): per regime
     the training runs of each row joined (a seed measured twice is kept once, the first), the cost rows of the
     first result that has each, and the intervals and goals computed again over the joined runs (the command
-    line checked that every file trained the same model)."""
+    line checked that every file trained the same model). A part cut short (its regime ``in_progress``) counts
+    with the runs it finished; the result is ``complete`` when every row of every regime has the same seeds."""
     first = results[0]
     out = TimeToTrainResult(command_line(), first.machine, {**first.config, "merged": [r.command for r in results]},
-                            all(r.complete for r in results), first.load, sum(r.wall_s for r in results),
-                            profiles=first.profiles)
+                            True, first.load, sum(r.wall_s for r in results), profiles=first.profiles)
     for regime in dict.fromkeys(n for r in results for n in (*r.regimes, *r.in_progress)):
         parts = [r.regimes.get(regime) or r.in_progress.get(regime) for r in results]
         parts = [part for part in parts if part is not None]
@@ -508,6 +512,7 @@ def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
         power = regime_power(runs, rows)
         out.regimes[regime] = RegimeResult(parts[0].calibration, layouts, not_run, runs, direct_run(layouts), power,
                                            regime_goals(regime, runs, power, rows, layouts))
+        out.complete = out.complete and len({tuple(sorted(r.seed for r in rs)) for rs in runs.values()}) == 1
     return out
 
 

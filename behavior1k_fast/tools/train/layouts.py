@@ -24,6 +24,9 @@ from ...core.profile import SCHEDULES, RolloutProfile
 
 #: The engine profiles of the judge's layouts (each run serial and collect-while-train).
 ENGINE_PROFILES = ("stock", "k1_skip", "hybrid_k2", "process_k2", "lookahead")
+#: The learner's profiles (:func:`~.learner.make_profile`: the example's and ``train-compare``'s), here so
+#: that a command line can name them without importing torch.
+PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 #: Regime -> one forward of the policy at the stage batch as a multiple of the env's ms per chunk.
 REGIMES = {"env-bound": 0.25, "balanced": 1.0, "model-bound": 4.0}
 #: Modalities the VLA-cost policy reads.

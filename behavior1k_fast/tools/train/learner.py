@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -50,12 +50,11 @@ from ...core.profile import RolloutProfile
 from ...backends.reference import ReachFactory, ReferenceConfig
 from ...rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from ...rollout.collector import WEIGHTS_VERSION_KEY, Collector
-from . import objective
-from .timing import Iteration, timed_loop
+from . import objective, timing
+from .layouts import PROFILES
 
 #: Observation keys the policy reads.
 OBS_KEYS = ("proprio", "task::target")
-PROFILES = ("k2_skip", "k1_skip", "stock", "lookahead")
 #: Where the values of GAE come from (:attr:`PPOConfig.value_targets`).
 VALUE_TARGETS = ("recorded", "current")
 
@@ -177,6 +176,11 @@ class ActorCritic(nn.Module):
 def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The parameters training changes (``requires_grad``), by name: what the behaviour copy is sent."""
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def clone_trained(model: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of ``model``'s :func:`trained_state` (a version of the weights, kept)."""
+    return {name: p.detach().clone() for name, p in trained_state(model).items()}
 
 
 def load_trained(policy: nn.Module, weights: dict) -> None:
@@ -307,6 +311,72 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
 
 
 @dataclass(frozen=True)
+class IterationEntry:
+    """One PPO iteration of a learning curve (:func:`train`, :func:`fit`). Episodes are those that ended in the
+    iteration's batch (``None`` rates where none did); seconds are wall seconds: ``rollout_s`` the trainer's
+    wait for the batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the batch's rollout
+    less its wait for weights, ``busiest_env_s`` the busiest env worker's stepping (``None`` where the executor
+    reports none), ``model_s`` the behaviour policy's forwards; ``update_cpu_s`` the CPU seconds of the thread
+    that ran the update (``time.thread_time``); ``policy_lag`` the batch's mean weight versions behind the model
+    it trains; ``env_steps`` the own actions so far."""
+
+    env_steps: int
+    success_rate: float | None
+    mean_return: float | None
+    mean_length: float | None
+    episodes: int
+    wall_s: float
+    rollout_s: float
+    collect_s: float
+    busiest_env_s: float | None
+    model_s: float
+    update_s: float
+    update_cpu_s: float
+    policy_lag: float
+    policy_loss: float
+    value_loss: float
+    entropy: float
+
+
+def _series() -> Any:
+    return field(default_factory=list)
+
+
+@dataclass
+class LearningCurve:
+    """A training run's curve: its config and profile (as dicts), and each :class:`IterationEntry` field as a
+    series over iterations (``curve.env_steps[i]``); :meth:`to_dict` is the JSON form (``train-compare``'s
+    ``runs``)."""
+
+    config: dict[str, Any]
+    profile: dict[str, Any]
+    env_steps: list = _series()
+    success_rate: list = _series()
+    mean_return: list = _series()
+    mean_length: list = _series()
+    episodes: list = _series()
+    wall_s: list = _series()
+    rollout_s: list = _series()
+    collect_s: list = _series()
+    busiest_env_s: list = _series()
+    model_s: list = _series()
+    update_s: list = _series()
+    update_cpu_s: list = _series()
+    policy_lag: list = _series()
+    policy_loss: list = _series()
+    value_loss: list = _series()
+    entropy: list = _series()
+
+    def append(self, entry: IterationEntry) -> None:
+        """``entry``'s values, one to each series."""
+        for f in fields(IterationEntry):
+            getattr(self, f.name).append(getattr(entry, f.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class BatchMeasure:
     """What a batch source says of the batch it just handed over: the actions its envs took
     (``own_actions``), the wall seconds of its rollout less any wait for weights (``collect_s``), the busiest
@@ -350,16 +420,15 @@ class EngineBatches:
         self.collector.update_policy_weights(weights)
 
 
-def fit(source: Any, policy: ActorCritic, config: PPOConfig, start: float,
-        on_iteration: Callable[[int, Any, dict], None] | None = None,
-        stop: Callable[[dict], bool] | None = None) -> dict[str, list]:
+def fit(source: Any, policy: ActorCritic, config: PPOConfig, start: float, curve: LearningCurve,
+        on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
+        stop: Callable[[IterationEntry], bool] | None = None) -> LearningCurve:
     """PPO on the batches of ``source`` (:class:`EngineBatches`, or a peer's of the same four methods: iterating
     gives batches, ``measure(batch)`` a :class:`BatchMeasure`, ``update(run)`` runs the update ``run()`` and
     returns its result, ``post(weights)`` hands the trained weights to the behaviour policy) through the one
-    clock (:func:`~.timing.timed_loop`); the learning curve, one entry per iteration (:func:`iteration_entry`;
-    ``wall_s`` counted from ``start``, a ``time.perf_counter()``). ``on_iteration`` and ``stop`` as in
-    :func:`train`."""
-    curve: dict[str, list] = {k: [] for k in CURVE_KEYS}
+    clock (:func:`.timing.timed_loop`); each iteration's :class:`IterationEntry` appended to ``curve``
+    (``wall_s`` counted from ``start``, a ``time.perf_counter()``), which is returned. ``on_iteration`` and
+    ``stop`` as in :func:`train`."""
     rng = np.random.default_rng(config.seed)
     optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
     counted = {"env_steps": 0}
@@ -374,12 +443,11 @@ def fit(source: Any, policy: ActorCritic, config: PPOConfig, start: float,
         counted["env_steps"] += measure.own_actions
         return measure, source.update(functools.partial(timed_update, batch))
 
-    for step, batch, (measure, (losses, cpu_s)) in timed_loop(source, update,
-                                                             lambda: source.post(trained_state(policy))):
+    for step, batch, (measure, (losses, cpu_s)) in timing.timed_loop(source, update,
+                                                                    lambda: source.post(trained_state(policy))):
         entry = iteration_entry(batch, measure, counted["env_steps"], time.perf_counter() - start, step, cpu_s,
                                 losses)
-        for key, value in entry.items():
-            curve[key].append(value)
+        curve.append(entry)
         if on_iteration is not None:
             on_iteration(step.index, batch, entry)
         if stop is not None and stop(entry):
@@ -387,10 +455,10 @@ def fit(source: Any, policy: ActorCritic, config: PPOConfig, start: float,
     return curve
 
 
-def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | None = None,
+def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
           profile: RolloutProfile | None = None, factory: Any = None,
           make_policy: Callable[[int, int, int], ActorCritic] | None = None,
-          stop: Callable[[dict], bool] | None = None) -> tuple[dict[str, Any], ActorCritic]:
+          stop: Callable[[IterationEntry], bool] | None = None) -> tuple[LearningCurve, ActorCritic]:
     """Train one policy; returns its learning curve (one entry per iteration) and the policy.
     ``on_iteration(it, batch, entry)`` sees every recorded batch and the curve entry just added. For other
     layouts and policies (the time-to-train judge): ``profile`` and ``factory`` replace :func:`make_profile`
@@ -399,10 +467,11 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
     actions' ``d * action_dim``), and training ends early after the iteration whose entry ``stop`` accepts.
 
     Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
-    of the policy, trained by :func:`fit` (:func:`iteration_entry` says what each entry holds)."""
+    of the policy, trained by :func:`fit`."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     profile = profile or make_profile(config)
+    curve = LearningCurve(asdict(config), profile.to_dict())
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
         obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
@@ -413,58 +482,40 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, dict], None] | No
                               total_batches=config.iterations, load_weights=load_trained,
                               device=config.policy_device)
         with collector:
-            curve = fit(EngineBatches(collector), policy, config, start, on_iteration, stop)
-    return {"config": asdict(config), "profile": profile.to_dict(), **curve}, policy
+            fit(EngineBatches(collector), policy, config, start, curve, on_iteration, stop)
+    return curve, policy
 
 
 def train_on(config: PPOConfig, open_source: Callable[[ActorCritic], Any], obs_dim: int, action_dim: int,
              make_policy: Callable[[int, int, int], ActorCritic] | None = None,
-             on_iteration: Callable[[int, Any, dict], None] | None = None,
-             stop: Callable[[dict], bool] | None = None) -> tuple[dict[str, Any], ActorCritic]:
+             on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
+             stop: Callable[[IterationEntry], bool] | None = None) -> tuple[LearningCurve, ActorCritic]:
     """Train one policy as :func:`train` does on the batches of a source outside the engine (a peer's:
     ``open_source(behaviour)`` returns a context manager that is :func:`fit`'s source, acting with
     ``behaviour``, a copy of the policy ``make_policy(obs_dim, action_dim, config.chunk_size)``); returns the
-    learning curve and the policy."""
+    learning curve (its profile empty: the source's envs are its own) and the policy."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     start = time.perf_counter()
     policy = (make_policy or ActorCritic)(obs_dim, action_dim, config.chunk_size)
     with open_source(copy.deepcopy(policy)) as source:
-        curve = fit(source, policy, config, start, on_iteration, stop)
-    return {"config": asdict(config), **curve}, policy
+        curve = fit(source, policy, config, start, LearningCurve(asdict(config), {}), on_iteration, stop)
+    return curve, policy
 
 
-#: The keys of a learning curve (:func:`iteration_entry`).
-CURVE_KEYS = ("env_steps", "success_rate", "mean_return", "mean_length", "episodes", "wall_s", "rollout_s",
-              "collect_s", "busiest_env_s", "model_s", "update_s", "update_cpu_s", "policy_lag", "policy_loss",
-              "value_loss", "entropy")
-
-
-def iteration_entry(batch: Any, measure: BatchMeasure, env_steps: int, wall_s: float, step: Iteration,
-                    update_cpu_s: float, losses: dict) -> dict[str, Any]:
-    """One learning-curve entry: the batch's episodes (``success_rate``, ``mean_return``, ``mean_length``:
-    ``None`` where none ended), the env steps so far, the clock (``wall_s`` since the run's start;
-    ``rollout_s`` the trainer's wait for the batch, ``update_s`` its update and the weights' posting, from
-    :func:`~.timing.timed_loop`; ``update_cpu_s`` the CPU seconds of the thread that ran the update), the
-    source's :class:`BatchMeasure` (``collect_s``, ``busiest_env_s``, ``model_s``, ``policy_lag``) and the
-    losses."""
+def iteration_entry(batch: Any, measure: BatchMeasure, env_steps: int, wall_s: float, step: timing.Iteration,
+                    update_cpu_s: float, losses: dict) -> IterationEntry:
+    """The :class:`IterationEntry` of ``batch`` (its episodes), the source's :class:`BatchMeasure` of it, the
+    clock (``step``: the trainer's wait and update; ``update_cpu_s``) and the losses."""
     eps = batch.episodes
-    return {
-        "env_steps": env_steps,
-        "success_rate": float(eps.success.mean()) if len(eps.env) else None,
-        "mean_return": float(eps.returns.mean()) if len(eps.env) else None,
-        "mean_length": float(eps.lengths.mean()) if len(eps.env) else None,
-        "episodes": int(len(eps.env)),
-        "wall_s": wall_s,
-        "rollout_s": step.wait_s,
-        "collect_s": measure.collect_s,
-        "busiest_env_s": measure.busiest_env_s,
-        "model_s": measure.model_s,
-        "update_s": step.update_s,
-        "update_cpu_s": update_cpu_s,
-        "policy_lag": measure.policy_lag,
-        **losses,
-    }
+    ended = len(eps.env) > 0
+    return IterationEntry(
+        env_steps=env_steps, success_rate=float(eps.success.mean()) if ended else None,
+        mean_return=float(eps.returns.mean()) if ended else None,
+        mean_length=float(eps.lengths.mean()) if ended else None, episodes=int(len(eps.env)), wall_s=wall_s,
+        rollout_s=step.wait_s, collect_s=measure.collect_s, busiest_env_s=measure.busiest_env_s,
+        model_s=measure.model_s, update_s=step.update_s, update_cpu_s=update_cpu_s, policy_lag=measure.policy_lag,
+        **losses)
 
 
 def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:

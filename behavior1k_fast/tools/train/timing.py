@@ -57,7 +57,7 @@ def time_collector(batches: Iterator[Any], samples_of: Callable[[Any], int], upd
     first wait (the collector's start and its first batch). ``batches`` is closed on the way out."""
     waits, updates, samples = [], [], []
     try:
-        for step, batch, _ in timed_loop(batches, update, post):
+        for step, batch, _ in timed_loop(batches, update, post):  # the engine's rows: learner.train
             waits.append(step.wait_s)
             updates.append(step.update_s)
             samples.append(samples_of(batch))
