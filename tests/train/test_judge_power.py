@@ -150,3 +150,19 @@ def test_a_judge_split_over_calls_merges_into_one_result_with_every_seed_and_ref
     assert main(["train-judge", "--merge", first, other, "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--merge" in err and "(64, 2), (128, 2)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_each_correction_is_judged_against_the_serial_row_in_samples_and_wall():
+    from behavior1k_fast.tools.train.goals import correction_goals
+
+    rows = compared_rows(["k1_skip"], [], ["none", "first_epoch"])
+    runs = {"k1_skip": [run(s, [9.0] + [1.0 + 0.05 * s] * 4, 0.5, samples_per_iteration=100 + 10 * s)
+                        for s in range(5)],
+            "k1_skip+overlap/none": [run(s, [9.0] + [0.3 + 0.02 * s] * 4, 0.5, samples_per_iteration=200 + 10 * s)
+                                     for s in range(5)],
+            "k1_skip+overlap/first_epoch": [run(s, [9.0] + [0.3 + 0.02 * s] * 4, 0.5,
+                                                samples_per_iteration=105 + 10 * s) for s in range(5)]}
+    goals = {g.name: g for g in correction_goals(runs, regime_power(runs, rows), rows)}
+    assert goals["lag1_samples_within_serial:k1_skip+overlap/none"].verdict == "missed"  # 2x the samples
+    assert goals["lag1_samples_within_serial:k1_skip+overlap/first_epoch"].verdict == "met"
+    assert goals["wall_vs_serial:k1_skip+overlap/first_epoch"].verdict == "met"  # shorter waits, same iterations

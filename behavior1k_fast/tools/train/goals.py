@@ -11,12 +11,14 @@ seeds (:class:`~.result.RowPower`), per regime:
 - seconds per sample >= 90 % of the bound max(GPU busy, busiest env worker, trainer CPU thread) (:data:`OF_BOUND`)
   in ours' cost row (a median over iterations, no interval).
 
+``--corrections`` judges each correction's row against the serial row instead (:func:`correction_goals`).
 A ratio goal is ``met`` only when its interval's low end clears it (:func:`~.stats.verdict`). A seed that never
 reached the target counts at what it ran (:func:`~.stats.censored`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from . import stats
@@ -52,6 +54,30 @@ def ratio_goal(name: str, what: str, goal: float, runs: dict[str, list[Any]], po
     return Goal(name, what, goal, stats.verdict(interval, goal), interval, mine, peer, measure)
 
 
+def within_serial(mine: str, serial: str, power: dict[str, RowPower]) -> Goal:
+    """``mine``'s mean samples to target inside ``serial``'s 95 % interval: met; outside: missed."""
+    interval, value = power[serial].samples, power[mine].samples.estimate
+    inside = stats.within(interval, value)
+    verdict = stats.NOT_SHOWN if inside is None else stats.MET if inside else stats.MISSED
+    return Goal(f"lag1_samples_within_serial:{mine}", f"samples to target of {mine} ({value:.0f}) within {serial}'s "
+                f"95 % interval", value, verdict, interval, mine, serial, "within_samples")
+
+
+def correction_goals(runs: dict[str, list[Any]], power: dict[str, RowPower], rows: dict[str, Any]) -> list[Goal]:
+    """``--corrections``: per overlapped row (one lag correction each) its samples to target within the serial
+    row's interval, and its wall to target against the serial row's (>= 1x: not longer)."""
+    serial = next((n for n in power if not rows[n].layout.overlap), None)
+    if serial is None:
+        return []
+    goals = []
+    for name in power:
+        if rows[name].layout.overlap:
+            goals += [within_serial(name, serial, power),
+                      ratio_goal(f"wall_vs_serial:{name}", f"wall to target, {name} vs {serial}", 1.0, runs, power,
+                                 name, serial)]
+    return goals
+
+
 def regime_goals(regime: str, runs: dict[str, list[Any]], power: dict[str, RowPower], rows: dict[str, Any],
                  layouts: dict[str, LayoutRow]) -> list[Goal]:
     """The goals of issue 42 (module docs) in ``regime`` from the rows' own ``runs`` (row -> runs), their
@@ -68,12 +94,7 @@ def regime_goals(regime: str, runs: dict[str, list[Any]], power: dict[str, RowPo
     ]
     serial = rows[mine].layout.profile
     if serial in power:
-        interval = power[serial].samples
-        value = power[mine].samples.estimate
-        inside = stats.within(interval, value)
-        verdict = stats.NOT_SHOWN if inside is None else stats.MET if inside else stats.MISSED
-        goals.append(Goal("lag1_samples_within_serial", f"samples to target of {mine} ({value:.0f}) within "
-                          f"{serial}'s 95 % interval", value, verdict, interval, mine, serial, "within_samples"))
+        goals.append(replace(within_serial(mine, serial, power), name="lag1_samples_within_serial"))
     for peer in TORCHRL_PEERS:
         if peer in layouts or peer in power:
             goals.append(ratio_goal(f"wall_vs_{peer}", f"wall to target, {mine} vs {peer}", 1.0, runs, power, mine,

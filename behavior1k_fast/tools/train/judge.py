@@ -49,7 +49,7 @@ from ..measure.files import ResultWriteError, write_json
 from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
-from .goals import regime_goals
+from .goals import correction_goals, regime_goals
 from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compare_row,
                       compared_rows, engine_layouts, layout_profiles)
 from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
@@ -386,7 +386,8 @@ class Judge:
                 checkpoint(so_far)
         layouts = layout_rows(so_far.cost, so_far.training_runs, rows)
         power = regime_power(so_far.training_runs, rows)
-        goals = regime_goals(regime, so_far.training_runs, power, rows, layouts)
+        goals = (correction_goals(so_far.training_runs, power, rows) if self.config.corrections
+                 else regime_goals(regime, so_far.training_runs, power, rows, layouts))
         for goal in goals:
             self.progress(f"{regime}: {goal.format()}")
         return RegimeResult(calibration, layouts, missing, so_far.training_runs, direct_run(layouts), power, goals)
@@ -510,8 +511,10 @@ def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
         not_run = {n: why for n, why in not_run.items() if n not in runs and n not in cost}
         layouts = layout_rows(cost, runs, rows)
         power = regime_power(runs, rows)
+        goals = (correction_goals(runs, power, rows) if any(r.correction for r in rows.values())
+                 else regime_goals(regime, runs, power, rows, layouts))
         out.regimes[regime] = RegimeResult(parts[0].calibration, layouts, not_run, runs, direct_run(layouts), power,
-                                           regime_goals(regime, runs, power, rows, layouts))
+                                           goals)
         out.complete = out.complete and len({tuple(sorted(r.seed for r in rs)) for rs in runs.values()}) == 1
     return out
 
