@@ -79,6 +79,9 @@ def test_the_result_json_carries_each_row_s_intervals_and_each_goal_s_verdict(tm
     far_rows, far_runs = rows_and_runs(lag1=200)
     far = {g.name: g for g in regime_goals("balanced", far_runs, regime_power(far_runs, far_rows), far_rows, {})}
     assert far["lag1_samples_within_serial"].verdict == "missed" and far["of_bound"].verdict == "not shown"
+    low_rows, low_runs = rows_and_runs(lag1=50)  # half the serial row's samples: no cost of the lag, said so
+    low = {g.name: g for g in regime_goals("balanced", low_runs, regime_power(low_runs, low_rows), low_rows, {})}
+    assert low["lag1_samples_within_serial"].verdict == "met" and "below" in low["lag1_samples_within_serial"].note
     assert goals["of_bound"].verdict == "met"
     result = TimeToTrainResult("cmd", {"cpu_model": "test"}, {"target": 0.7, "seeds": 5}, True,
                                regimes={"balanced": RegimeResult({}, layouts, {}, runs, None, power,

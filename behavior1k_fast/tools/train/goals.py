@@ -5,8 +5,8 @@ seeds (:class:`~.result.RowPower`), per regime:
   wall) **>= 1.5x shorter** than the serial double buffer and **>= 1.2x shorter** than the double buffer with
   its update on a thread, in the env-bound and balanced regimes; **never longer** (>= 1x) in the model-bound
   one (:data:`WALL_GOALS`);
-- samples to target at lag 1 (ours) within the serial engine row's 95 % interval (its mean inside it: met;
-  outside: missed);
+- samples to target at lag 1 (ours) within the serial engine row's 95 % interval (its mean at most the
+  interval's high end: met, also below it, which the line says; above: missed);
 - shorter than every TorchRL row (>= 1x), judged only where that row trained its own seeds;
 - seconds per sample >= 90 % of the bound max(GPU busy, busiest env worker, trainer CPU thread) (:data:`OF_BOUND`)
   in ours' cost row (a median over iterations, no interval).
@@ -55,12 +55,15 @@ def ratio_goal(name: str, what: str, goal: float, runs: dict[str, list[Any]], po
 
 
 def within_serial(mine: str, serial: str, power: dict[str, RowPower]) -> Goal:
-    """``mine``'s mean samples to target inside ``serial``'s 95 % interval: met; outside: missed."""
+    """``mine``'s mean samples to target within (or below) ``serial``'s 95 % interval: met (the lag cost no
+    samples the serial seeds cannot account for); above its high end: missed; no interval: not shown."""
     interval, value = power[serial].samples, power[mine].samples.estimate
-    inside = stats.within(interval, value)
-    verdict = stats.NOT_SHOWN if inside is None else stats.MET if inside else stats.MISSED
+    verdict = (stats.NOT_SHOWN if interval.high is None else stats.MET if value <= interval.high
+               else stats.MISSED)
+    below = interval.low is not None and value < interval.low
     return Goal(f"lag1_samples_within_serial:{mine}", f"samples to target of {mine} ({value:.0f}) within {serial}'s "
-                f"95 % interval", value, verdict, interval, mine, serial, "within_samples")
+                f"95 % interval", value, verdict, interval, mine, serial, "within_samples",
+                "below it: fewer samples than serial" if below else "")
 
 
 def correction_goals(runs: dict[str, list[Any]], power: dict[str, RowPower], rows: dict[str, Any]) -> list[Goal]:
