@@ -3,11 +3,13 @@
 One worker's env (:func:`torchrl_env`) is the gymnasium peer's sub-env (:class:`~.gymnasium.ChunkGymEnv`: E
 envs of one backend, a chunk per step) through ``torchrl.envs.GymWrapper``. :func:`torchrl_collector` builds
 ``MultiSyncCollector`` / ``MultiAsyncCollector`` (one worker process per env process, each acting with its
-copy of the policy) or ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
-policy served from a thread of the trainer's process by TorchRL's inference server); :func:`torchrl_batches`
-hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), as
-:func:`~.gymnasium.double_buffer_batches` does for the double buffer, and the judge times both with the same
-loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). The policy is an engine policy as a
+copy of the policy), ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
+policy served from a thread of the trainer's process by TorchRL's inference server) or, as a single-GPU user
+runs TorchRL, one ``Collector`` whose one batched policy steps a ``ParallelEnv`` of the P workers;
+:class:`TorchRLBatches` hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), timed
+by the judge's one loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). These peers do not train
+their own seeds yet (their batches are not ``Trajectory`` s): the judge charges each the samples of the
+engine layout of its measured lag. The policy is an engine policy as a
 TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with ``update_policy_weights_()``.
 TorchRL records no weights version with a chunk: :func:`acting_lags` finds it from the log-probs.
 Needs ``torchrl`` (``pip install 'behavior1k_fast[peers]'``; :func:`torchrl_missing`).
