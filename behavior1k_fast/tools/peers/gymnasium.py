@@ -112,9 +112,9 @@ def chunk_info(result: ChunkResult, keys: list[str]) -> dict[str, Any]:
 
 def recorded_chunk(info: dict, env_ids: np.ndarray, obs: dict, sent: tuple[dict, np.ndarray, dict]) -> ChunkResult:
     """One chunk of a buffer's sub-envs as the engine records it: ``info["chunk"]`` (:func:`chunk_info`, stacked
-    over the buffer's sub-envs by ``AsyncVectorEnv``) for the envs ``env_ids`` (in order), their boundary
-    observations ``obs`` (key -> ``[envs, ...]``; ``AsyncVectorEnv``'s ``_key`` masks are not read) and ``sent``: the observations the chunk was chosen from, the
-    chunk and the policy's extras."""
+    over the buffer's sub-envs by ``AsyncVectorEnv``; its ``_key`` masks are not read) for the envs ``env_ids``
+    (in order), their boundary observations ``obs`` (key -> ``[envs, ...]``) and ``sent``: the observations the
+    chunk was chosen from, the chunk and the policy's extras."""
     chunk = info["chunk"]
     flat = {name: np.asarray(chunk[name]).reshape(len(env_ids), -1) for name in ("rewards", "terminated",
                                                                                   "truncated", "applied")}

@@ -93,8 +93,8 @@ def reached(entries: list[learner.IterationEntry], target: float, window: int) -
         sum(e.success_rate * e.episodes for e in recent) / episodes >= target)
 
 
-def training_run(config: learner.PPOConfig, train: Callable[[Callable[[learner.IterationEntry], bool]],
-                                                       learner.LearningCurve], target: float, window: int) -> TrainingRun:
+def training_run(config: learner.PPOConfig, train: Callable[[Callable[[Any], bool]], learner.LearningCurve],
+                 target: float, window: int) -> TrainingRun:
     """One training run: ``train(stop)`` (a learning curve, :func:`~.learner.fit`'s) until :func:`reached` (or
     ``config.iterations``); env steps and wall then, and the trainer's clock of each iteration."""
     entries: list[learner.IterationEntry] = []

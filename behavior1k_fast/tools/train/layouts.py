@@ -79,8 +79,8 @@ def _engine(profile: str, semantics: str) -> tuple[TrainLayout, TrainLayout]:
 #: Every layout by name: the engine's (each serial and ``+overlap``), then the peers: the gymnasium double buffer
 #: serial (``double_buffer_peer``) and with its PPO update on a thread while it collects the next batch
 #: (``double_buffer_thread``, lag 1: :class:`~behavior1k_fast.tools.peers.gymnasium.DoubleBufferBatches`), and
-#: TorchRL's collectors. The TorchRL peers' semantics were checked at torchrl 0.14.1 by matching each chunk's recorded log-prob against the versions the
-#: trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
+#: TorchRL's collectors. The TorchRL peers' semantics were checked at torchrl 0.14.1 by matching each chunk's
+#: recorded log-prob against the versions the trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
 #: a batch with the weights posted after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep
 #: one batch in flight and the trainer joins one batch from each worker into its PPO batch, so it acts one
 #: update behind; ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights
