@@ -133,11 +133,12 @@ def test_each_layout_s_semantics_names_its_lag_and_every_compared_row_trains_its
     for layout in LAYOUTS.values():  # engine layouts and gymnasium peers train their own seeds
         twin = LAYOUTS[layout.trained_under]
         assert twin.semantics == layout.semantics and twin.max_lag == layout.max_lag and twin.own_runs
-        assert layout.own_runs == (layout.family != "torchrl")
+        assert layout.own_runs == (layout.family != "torchrl" or layout.name in ("torchrl_sync", "torchrl_parallel"))
     assert LAYOUTS["lookahead+overlap"].max_lag == 1 and LAYOUTS["stock"].max_lag == 0
     assert LAYOUTS["lookahead+overlap"].profile == "lookahead" and LAYOUTS["double_buffer_peer"].profile == "k1_skip"
-    rows = layouts.compared_rows(["k1_skip", "hybrid_k2"], ["double_buffer_thread", "torchrl_sync"])
-    assert list(rows) == ["k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_thread"]
+    rows = layouts.compared_rows(["k1_skip", "hybrid_k2"], ["double_buffer_thread", "torchrl_sync", "torchrl_async"])
+    assert list(rows) == ["k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_thread",
+                          "torchrl_sync"]  # TorchRL's async collector is a cost row
     assert [layout.name for layout in layouts.engine_layouts(["k1_skip", "stock"])] == [
         "k1_skip", "stock", "k1_skip+overlap", "stock+overlap"]
 
@@ -156,6 +157,7 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     assert own <= set(layouts) and set(layouts) | set(regime["not_run"]) >= own | peers
     if torchrl_peer().torchrl_missing() is None:  # installed (the test extra has it): its collectors ran
         assert peers <= set(layouts), regime["not_run"]
+        own |= set(torchrl_peer().TRAINABLE)  # these train their own seeds too
     assert result["complete"] is True and set(regime["training_runs"]) == own
     for name, row in layouts.items():
         assert row["s_per_sample"] > 0 and row["update_s_per_sample"] > 0
@@ -190,15 +192,15 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     # TorchRL's sync collector acts with the weights just posted; its async one (a batch from each worker) and
     # its batched one collect while the trainer updates: one update behind at most, measured from log-probs
     if "torchrl_sync" in layouts:
-        assert all(layouts[peer]["lag_unmatched"] == 0 for peer in peers)
+        charged = {"torchrl_async", "torchrl_batched"}  # cost rows charged the samples of the engine's layout
+        assert all(layouts[peer]["lag_unmatched"] == 0 for peer in charged)
         assert layouts["torchrl_sync"]["policy_lag"] == layouts["torchrl_parallel"]["policy_lag"] == 0
         assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
-        assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
+        assert all(layouts[peer]["first_batch_s"] > 0 for peer in charged)
         # each runs the PPO of the engine layout whose samples to target it shares (decoupled where it lags)
-        assert {peer: layouts[peer]["update_as"] for peer in peers} == {
-            "torchrl_sync": "k1_skip", "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap",
-            "torchrl_parallel": "k1_skip"}
+        assert {peer: layouts[peer]["update_as"] for peer in charged} == {
+            "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap"}
     calibration = regime["calibration"]
     assert calibration["model_width"] == 64 and calibration["adapter_rank"] > 0
     assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2
@@ -326,16 +328,18 @@ def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrore
     with torch.no_grad():
         expected = model.critic(model.features(obs)).squeeze(-1)
         for lead in [(2, 2), (4, 1), (4,)]:  # a worker's envs; the batched server's one-env requests; flat
-            chunk, logprob, value = actor(*(obs[k].reshape(*lead, *obs[k].shape[1:]) for k in actor.keys))
+            chunk, logprob, value, version = actor(*(obs[k].reshape(*lead, *obs[k].shape[1:]) for k in actor.keys))
             assert chunk.shape == (*lead, 2, 2) and chunk.dtype == torch.float64
-            assert logprob.shape == value.shape == lead
+            assert logprob.shape == value.shape == version.shape == lead and (version == 0).all()
             torch.testing.assert_close(value.reshape(-1), expected)
         for p in ppo.trained_state(model).values():  # the trainer updates; the actor follows its refresh only
             p.add_(0.5)
         moved = model.critic(model.features(obs)).squeeze(-1)
         assert not torch.allclose(actor(*(obs[k] for k in actor.keys))[2], moved)
-        actor.refresh(ppo.trained_state(model))
-        torch.testing.assert_close(actor(*(obs[k] for k in actor.keys))[2], moved)
+        actor.refresh(ppo.trained_state(model))  # a new version: the next forward copies the mirror in
+        _, _, value, version = actor(*(obs[k] for k in actor.keys))
+        torch.testing.assert_close(value, moved)
+        assert (version == 1).all()
 
 
 def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():

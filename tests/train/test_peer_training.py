@@ -1,6 +1,8 @@
-"""The gymnasium double buffer as a training batch source (``DoubleBufferBatches``), serial and with its PPO update on
-a thread: a tiny training run yields ``Trajectory`` batches whose per-step arrays are the envs' own (replayed here
-in-process from the same seeds and actions) and whose chunks carry the weights version that chose them."""
+"""The peers as training batch sources: the gymnasium double buffer (``DoubleBufferBatches``), serial and with its PPO
+update on a thread, and TorchRL's ``MultiSyncCollector`` and single ``Collector`` over a ``ParallelEnv``
+(``TorchRLTraining``): a tiny training run yields ``Trajectory`` batches whose per-step arrays are the envs' own
+(replayed here in-process from the same seeds and actions) and whose chunks carry the weights version that chose
+them."""
 
 import dataclasses
 
@@ -21,7 +23,7 @@ CONFIG = learner.PPOConfig(profile="k1_skip", iterations=2, processes=2, envs=4,
 SEED = 3
 
 
-def train_peer(on_thread):
+def train_peer(on_thread, torchrl_kind=None):
     factory, profile = learner.make_factory(CONFIG), learner.make_profile(CONFIG)
     with RolloutEngine(factory, profile, executor="inline") as engine:
         spaces = (engine.observation_space, engine.action_space)
@@ -31,12 +33,30 @@ def train_peer(on_thread):
     config = dataclasses.replace(CONFIG, seed=SEED, max_lag=int(on_thread))
 
     def source(behaviour):
+        if torchrl_kind is not None:
+            return torchrl_source(torchrl_kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim)
         return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations, config.seed,
                                    learner.load_trained, on_thread=on_thread)
 
     run, _ = learner.train_on(config, source, obs_dim, action_dim,
                               on_iteration=lambda it, batch, entry: batches.append(batch))
     return run, batches, factory, profile
+
+
+def torchrl_source(kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim):
+    import functools
+
+    from tensordict.nn import TensorDictModule
+
+    from behavior1k_fast.tools.peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLTraining
+
+    make_policy = functools.partial(learner.ActorCritic, obs_dim, action_dim, config.chunk_size)
+
+    def make_actor():
+        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+                                in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
+
+    return TorchRLTraining(kind, make_actor, profile, factory, spaces, config.seed, config.rounds, config.iterations)
 
 
 def replay(batches, factory, profile):
@@ -82,3 +102,18 @@ def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_v
     assert versions == ([{0}, {0}] if on_thread else [{0}, {1}])
     assert run.policy_lag == ([0.0, 1.0] if on_thread else [0.0, 0.0])
     assert all(cpu > 0 for cpu in run.update_cpu_s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["torchrl_sync", "torchrl_parallel"])
+def test_torchrl_trains_on_batches_of_the_envs_own_steps_with_the_versions_its_actor_recorded(kind):
+    pytest.importorskip("torchrl")
+    run, batches, factory, profile = train_peer(False, kind)
+    assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
+    own = replay(batches, factory, profile)
+    for name, steps in own.items():
+        np.testing.assert_array_equal(np.concatenate([getattr(b, name) for b in batches]), steps, err_msg=name)
+    assert sum(len(b.episodes.env) for b in batches) > 0 and batches[0].episodes.success is not None
+    # serial: the second batch was collected after the trainer posted the first update's weights
+    assert [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches] == [{0}, {1}]
+    assert run.policy_lag == [0.0, 0.0]

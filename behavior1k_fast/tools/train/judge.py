@@ -137,6 +137,30 @@ def peer_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profi
         spaces[1].shape)), policy_class, stop=stop)[0], target, window)
 
 
+def torchrl_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profile: RolloutProfile, factory: Any,
+                              policy_class: Callable, spaces: tuple, target: float, window: int) -> TrainingRun:
+    """Train on the batches of TorchRL's collector ``layout`` (:class:`~..peers.torchrl.TorchRLTraining`) over
+    ``profile``'s envs, the trainer posting its weights after each update (:func:`training_run`)."""
+    from tensordict.nn import TensorDictModule
+
+    from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLTraining
+
+    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+    action_dim = int(np.prod(spaces[1].shape))
+    make_policy = functools.partial(policy_class, obs_dim, action_dim, config.chunk_size)
+
+    def source(behaviour: Any) -> TorchRLTraining:
+        def make_actor() -> Any:  # the policy's initial weights as the mirror
+            return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+                                    in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
+
+        return TorchRLTraining(layout.name, make_actor, profile, factory, spaces, config.seed, config.rounds,
+                               config.iterations)
+
+    return training_run(config, lambda stop: learner.train_on(config, source, obs_dim, action_dim, policy_class,
+                                                              stop=stop)[0], target, window)
+
+
 def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
                        iterations: int, device: str = "cpu") -> tuple[CostRow, tuple[Any, Any]]:
     """An engine layout's seconds per own action under ``profile`` and ``config``'s lag (``iterations`` PPO
@@ -201,14 +225,14 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
     from tensordict import TensorDict
     from tensordict.nn import TensorDictModule
 
-    from ..peers.torchrl import TorchRLActor, TorchRLBatches, acting_lags
+    from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLBatches, acting_lags
 
     update = PeerUpdate(trained, config)
     keys = tuple(spaces[0].spaces)
 
     def actor() -> Any:
         return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(update.model), spaces[0]),
-                                in_keys=list(keys), out_keys=["action", "logprob", "value"])
+                                in_keys=list(keys), out_keys=ACTOR_OUT_KEYS)
 
     # the collector's policy, and the trainer's copy whose mirror it posts (the batched collector serves the
     # former from this process: refreshing it in place would race its forwards)
@@ -332,14 +356,15 @@ class Judge:
     def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int,
                 spaces: tuple | None = None, correction: str | None = None, name: str | None = None) -> TrainingRun:
         """One training run of ``layout`` (the row ``name``) with ``seed``: an engine layout under ``profile``,
-        a gymnasium peer over its envs (``spaces``: one env's observation and action spaces)."""
+        a peer over its envs (``spaces``: one env's observation and action spaces)."""
         name = name or layout.name
         self.progress(f"{name} ({layout.semantics}, {_overlap(layout)}) seed {seed}: training to success "
                       f">= {self.config.target} (at most {self.config.iterations} iterations)")
         config = self.layout_config(layout, seed, correction)
-        if layout.family == "gymnasium":
-            run = peer_samples_to_target(layout, config, profile, self.factory, policy_class, spaces,
-                                         self.config.target, self.config.window)
+        if layout.is_peer:
+            trains = peer_samples_to_target if layout.family == "gymnasium" else torchrl_samples_to_target
+            run = trains(layout, config, profile, self.factory, policy_class, spaces, self.config.target,
+                         self.config.window)
         else:
             run = samples_to_target(config, profile, self.factory, policy_class, self.config.target,
                                     self.config.window)
@@ -357,11 +382,16 @@ class Judge:
         cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
-        peers = [p for p in self.config.peers if LAYOUTS[p].family == "gymnasium"]
-        if peers and self.config.processes % 2:
+        peers = [p for p in self.config.peers if LAYOUTS[p].own_runs]
+        if self.config.processes % 2:
             missing.update({p: f"a double buffer needs an even process count, got {self.config.processes}"
-                            for p in peers})
-            peers = []
+                            for p in peers if LAYOUTS[p].family == "gymnasium"})
+        from ..peers.torchrl import torchrl_missing
+
+        why_not = torchrl_missing() if any(LAYOUTS[p].family == "torchrl" for p in peers) else None
+        if why_not:
+            missing.update({p: why_not for p in peers if LAYOUTS[p].family == "torchrl"})
+        peers = [p for p in peers if p not in missing]
         rows = compared_rows(self.profiles, peers, self.config.corrections)
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
@@ -404,7 +434,7 @@ class Judge:
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
                                         self.config.chunk_size)
         profile = self.profiles["k1_skip"]
-        chosen = [name for name in TORCHRL_PEERS if name in self.config.peers]
+        chosen = [name for name in TORCHRL_PEERS if name in self.config.peers and not LAYOUTS[name].own_runs]
         why_not = torchrl_missing() if chosen else None
         for name in chosen:
             layout = LAYOUTS[name]
@@ -500,7 +530,8 @@ def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
         not_run: dict[str, str] = {}
         for part in parts:
             costs = part.cost if isinstance(part, RegimeProgress) else {
-                n: row.cost for n, row in part.layouts.items() if n in LAYOUTS and LAYOUTS[n].family != "gymnasium"}
+                n: row.cost for n, row in part.layouts.items()
+                if n in LAYOUTS and not (LAYOUTS[n].is_peer and LAYOUTS[n].own_runs)}
             for name, row in costs.items():
                 cost.setdefault(name, row)
             for name, rs in part.training_runs.items():

@@ -8,8 +8,10 @@ stage's slice holds its last action while this one steps; ``lookahead``: the chu
 observation d steps before the previous chunk ends, with the committed actions as input; ``+lag1``: acting
 with weights one update old), and the layout whose training runs give its samples to target
 (``trained_under``). Every engine layout and the gymnasium peers train their own seeds (``trained_under`` is
-the row itself: "rates from the runs that learn", issue 42); TorchRL's collectors do not yet and are charged
-the samples of the engine layout of their measured lag, whose PPO update they run.
+the row itself: "rates from the runs that learn", issue 42), and so do TorchRL's ``MultiSyncCollector`` and
+its single ``Collector`` over a ``ParallelEnv``; TorchRL's async and batched collectors do not yet (their
+batches are not every env's chunks in order) and are charged the samples of the engine layout of their
+measured lag, whose PPO update they run.
 
 A compared row (:class:`CompareRow`) is a layout with the PPO lag correction it trains with
 (:data:`CORRECTION_ROWS`; the ``--corrections`` comparison runs one ``+overlap`` layout under each).
@@ -92,17 +94,18 @@ LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     *_engine("process_k2", "fresh"), *_engine("lookahead", "lookahead"),
     TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "double_buffer_peer", "gymnasium"),
     TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium"),
-    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
+    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl_sync", "torchrl"),
     TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
     TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
-    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
+    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl_parallel", "torchrl"),
 )}
 #: The peers, in table order.
 PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
 #: The TorchRL collector peers.
 TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl")
-#: The gymnasium peers (they train their own seeds).
-GYMNASIUM_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "gymnasium")
+#: The peers that train their own seeds: the gymnasium double buffers and the TorchRL collectors whose batches
+#: are every env's chunks in order (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
+TRAINED_PEERS = tuple(name for name in PEERS if LAYOUTS[name].own_runs)
 #: ``--corrections``' names -> (the policy objective's correction, :mod:`.objective`; the value targets of GAE,
 #: :data:`~.learner.VALUE_TARGETS`): ``current_values`` is ``decoupled`` over GAE values recomputed by the
 #: current critic at the update's start (option (iv) of issue 42; the same no-grad pass as ``decoupled``'s).
@@ -130,13 +133,13 @@ def compare_row(name: str) -> CompareRow:
 
 def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
     """The rows that train their own seeds: every engine layout over ``profiles`` (:func:`engine_layouts`) and
-    the gymnasium ``peers``; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial
+    those of ``peers`` in :data:`TRAINED_PEERS`; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial
     ``k1_skip`` and ``k1_skip+overlap`` under each correction."""
     if corrections:
         return {"k1_skip": CompareRow("k1_skip", LAYOUTS["k1_skip"]),
                 **{f"k1_skip+overlap/{c}": CompareRow(f"k1_skip+overlap/{c}", LAYOUTS["k1_skip+overlap"], c)
                    for c in corrections}}
-    layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in GYMNASIUM_PEERS if p in peers)]
+    layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in TRAINED_PEERS if p in peers)]
     return {layout.name: CompareRow(layout.name, layout) for layout in layouts}
 
 
