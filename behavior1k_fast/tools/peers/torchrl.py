@@ -151,9 +151,22 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
     chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, record))
     env = GymWrapper(chunk_env, batch_size=torch.Size([]))
     keys = ["own_actions", "env_wall_seconds"]
-    if record:
-        keys += [*STEP_INFO, *(f"ended::{k}" for k in spaces[0].spaces)]
-    env.set_info_dict_reader(default_info_dict_reader(keys))
+    spec = None
+    if record:  # arrays: their specs given (a reader infers a scalar from the reset, which has none)
+        from torchrl.data import Unbounded
+
+        n, obs_space = profile.chunk_size, spaces[0]
+        spec = {"own_actions": Unbounded(shape=(), dtype=torch.int64),
+                "env_wall_seconds": Unbounded(shape=(), dtype=torch.float64),
+                "step_rewards": Unbounded(shape=(envs, n), dtype=torch.float64),
+                **{k: Unbounded(shape=(envs, n), dtype=torch.bool) for k in STEP_INFO if k.startswith("step_")
+                   and k != "step_rewards"},
+                "ended_success": Unbounded(shape=(envs,), dtype=torch.bool),
+                **{f"ended::{k}": Unbounded(shape=(envs, *obs_space[k].shape),
+                                            dtype=torch.from_numpy(np.zeros(0, obs_space[k].dtype)).dtype)
+                   for k in obs_space.spaces}}
+        keys = list(spec)
+    env.set_info_dict_reader(default_info_dict_reader(keys, spec))
     return env
 
 
