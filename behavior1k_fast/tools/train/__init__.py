@@ -49,8 +49,8 @@ def _names(text: str, table: Any, option: str) -> list[str]:
 
 
 def layout_list(text: str) -> list[str]:
-    """``--layouts``: comma-separated engine profiles of :data:`~.layouts.ENGINE_PROFILES`."""
-    return _names(text, ENGINE_PROFILES, "layouts")
+    """``--layouts``: comma-separated engine profiles of :data:`~.layouts.ENGINE_PROFILES`, or ``none``."""
+    return [] if text.strip() == "none" else _names(text, ENGINE_PROFILES, "layouts")
 
 
 def peer_list(text: str) -> list[str]:
@@ -94,8 +94,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lead-sweep", action="store_true",
                    help="the delay sweep of the lookahead lead (d = 0, 1, 2, 4, N/2, N-1) in the first --regime")
     p.add_argument("--layouts", type=layout_list, default=list(ENGINE_PROFILES),
-                   help="comma-separated engine layouts, each run serial and +overlap (k1_skip is always run: the "
-                        "peers take its batches; default: all)")
+                   help="comma-separated engine layouts, each trained serial and +overlap, or none (only the "
+                        "peers train; k1_skip's cost rows always run: the peers take its batches; default: all)")
     p.add_argument("--target", type=success_rate, default=0.7, help="success rate to reach (default: %(default)s)")
     p.add_argument("--window", type=positive_int, default=3,
                    help="iterations the success rate is averaged over (default: %(default)s)")

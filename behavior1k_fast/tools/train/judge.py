@@ -392,7 +392,7 @@ class Judge:
         if why_not:
             missing.update({p: why_not for p in peers if LAYOUTS[p].family == "torchrl"})
         peers = [p for p in peers if p not in missing]
-        rows = compared_rows(self.profiles, peers, self.config.corrections)
+        rows = compared_rows([n for n in self.config.layouts if n in self.profiles], peers, self.config.corrections)
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
             runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)

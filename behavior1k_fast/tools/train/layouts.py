@@ -132,7 +132,8 @@ def compare_row(name: str) -> CompareRow:
 
 
 def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
-    """The rows that train their own seeds: every engine layout over ``profiles`` (:func:`engine_layouts`) and
+    """The rows that train their own seeds: every engine layout over ``profiles`` (names of
+    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and
     those of ``peers`` in :data:`TRAINED_PEERS`; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial
     ``k1_skip`` and ``k1_skip+overlap`` under each correction."""
     if corrections:
