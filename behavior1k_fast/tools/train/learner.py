@@ -92,8 +92,11 @@ class PPOConfig:
     #: Weight versions a batch's chunks may lag the trainer (``Collector``'s ``max_lag``): 0 serial, 1 overlap.
     max_lag: int = 0
     #: The policy objective's lag correction under collect-while-train (one of :data:`~.objective.CORRECTIONS`;
-    #: serial PPO needs none: :func:`active_correction`).
-    correction: str = "decoupled"
+    #: serial PPO needs none: :func:`active_correction`). ``none``: of the corrections ``train-judge
+    #: --corrections`` compared (5 seeds, 2 cores; benchmarks/README.md) it reached the target in the shortest
+    #: mean wall, with no extra pass through the model; ``decoupled`` and ``dual_clip`` were not told apart from
+    #: it, ``first_epoch`` and current value targets took about 2x and 1.6x as long.
+    correction: str = "none"
     #: The values GAE runs over: ``recorded`` (at acting time, with the chunk) or ``current`` (the current
     #: critic's, from a no-grad pass at the update's start).
     value_targets: str = "recorded"
