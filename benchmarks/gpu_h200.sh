@@ -18,8 +18,10 @@
 #   train: time_to_train in the balanced regime (T_model = T_env; samples to target and seconds per sample of
 #     K = 1 and process K = 2, each serial and collect-while-train, the double buffer and TorchRL's
 #     collectors), then bench at a budget of 16
-#   train-env-bound, train-model-bound: the same in the other regimes (T_model = 0.25 / 4 T_env), 2 seeds, without
-#     the bench (model-bound: K = 1 only, 1 seed, and cut short)
+#   train-balanced, train-env-bound, train-model-bound FIRST COUNT [PEERS]: issue 42's judge, seeds FIRST ..
+#     FIRST + COUNT - 1 of every compared row (each trains its own seeds), at the fourth pass's model sizes; the
+#     calls' JSON merged with train-judge --merge (see the case below for the timings that fit one call)
+#   train-corrections FIRST COUNT: the lag corrections over k1_skip+overlap against serial k1_skip (balanced)
 #   train-leads: time_to_train --lead-sweep (samples to target against the lookahead lead d, 3 seeds)
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
 #   rollout: bench at a process budget of 8 with rollouts of 12 chunks and Chrome traces (the lookahead
@@ -28,7 +30,7 @@
 #     run once each, the pick checked against them)
 #   train3: time_to_train with 3 seeds (balanced regime)
 set -uo pipefail
-usage="usage: gpu_h200.sh bench|train|train-env-bound|train-model-bound|train-leads|budgets|rollout|tune|train3"
+usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS]]|train-leads|budgets|rollout|tune|train3"
 part="${1:?$usage}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -76,12 +78,23 @@ case "$part" in
     timeout 560 $cli tune --envs 16 --max-processes 8 --pipeline-stages 1,2,4 --exhaustive --max-layouts 36 --repeats 1 --out-dir "$OUT" --tag h200-p8 \
       2>&1 | tail -n 60 > "$OUT/tune_h200-p8.log"
     tail -n 30 "$OUT/tune_h200-p8.log" ;;
-  train-env-bound|train-model-bound)
-    regime="${part#train-}"
-    fit="--seeds 2"
-    [ "$regime" = model-bound ] && fit="--seeds 1 --layouts k1_skip"
-    timeout 560 python3 benchmarks/time_to_train.py $ttt --regime "$regime" $fit --out-dir "$OUT" \
-      --tag "h200-$regime" 2>&1 | tail -n 30 | tee "$OUT/time_to_train_h200-$regime.log" ;;
+  train-balanced|train-env-bound|train-model-bound|train-corrections)
+    # issue 42: every compared row trains its own seeds; a call runs seeds FIRST .. FIRST + COUNT - 1 (arguments 2
+    # and 3) of the regime's rows at the model size the fourth pass calibrated (fixed, so that the calls' runs
+    # can be merged), PEERS (argument 4; default: the two double buffers, which train their own seeds; add
+    # torchrl_sync,torchrl_async,torchrl_batched,torchrl_parallel to one call for their cost rows). Joined after
+    # with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag h200-<regime>
+    first="${2:-0}" count="${3:-2}" peers="${4:-double_buffer_peer,double_buffer_thread}"
+    case "$part" in
+      train-balanced|train-corrections) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip ;;
+      train-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=k1_skip,process_k2 ;;
+      train-model-bound) regime=model-bound size="--model-width 2048 --model-depth 51" layouts=k1_skip ;;
+    esac
+    extra=""
+    [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
+    timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
+      --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "h200-${part#train-}-s$first" \
+      2>&1 | tail -n 40 | tee "$OUT/time_to_train_h200-${part#train-}-s$first.log" ;;
   train-leads)
     timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \
       --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_lead_sweep_h200.log" ;;

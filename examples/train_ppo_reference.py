@@ -17,7 +17,8 @@ episode. Profiles (``--profile``): ``k2_skip`` (hybrid partition, K = 2, on-dema
 (K = 1), ``stock`` (every optimisation off) and ``lookahead`` (``--schedule lookahead``: each chunk chosen
 from the observation ``--lookahead-steps`` d steps before the current one ends; default d = 0, since a longer
 lead costs samples in training). ``--overlap`` lets a batch hold chunks chosen by the weights one update old;
-PPO is then decoupled, correcting the lag per sample, and the curve shows the measured lag. Bad arguments are
+PPO then corrects for the lag as ``PPOConfig.correction`` says (default ``none``: plain clipped PPO against the
+behaviour log-probs, docs/training.md), and the curve shows the measured lag. Bad arguments are
 one-line usage errors (exit code 2) before torch is imported.
 """
 

@@ -31,7 +31,7 @@ from .plan import PartitionPlan
 from .policy import COMMITTED_KEY, CommittedActions, PolicyProcess, committed_width
 from .shard import EngineShard, engine_shard, merge_stats
 from .supervision import RestartPolicy, RestartRecord
-from .trajectory import Episodes, Trajectory, TrajectoryRecorder
+from .trajectory import Episodes, Trajectory, TrajectoryBatch, TrajectoryRecorder
 
 #: What a user imports: the engine and its state, its stats, the trainer's doors (recorder, collector, gymnasium
 #: vector env), a lookahead policy's input, shards for several engines, the restart policy and the errors.
@@ -44,6 +44,7 @@ __all__ = [
     "ChunkResult",
     "PartitionPlan",
     "step_chunk",
+    "TrajectoryBatch",
     "TrajectoryRecorder",
     "Trajectory",
     "Episodes",

@@ -220,7 +220,8 @@ class TrajectoryRecorder:
                     f"the engine's stages {stale} were reset or stepped outside this recorder since its last "
                     "rollout; pass reset=True or call reset_episodes() first"
                 )
-        batch = _Batch(self, num_rounds)
+        batch = TrajectoryBatch(self.engine.observation_space, self.engine.num_envs, self.engine.chunk_size,
+                                num_rounds, self.returns, self.lengths, self.alloc)
 
         def record(stage: int, result: ChunkResult) -> None:
             start = time.perf_counter()
@@ -232,7 +233,7 @@ class TrajectoryRecorder:
         stats = self.engine.rollout(policy, num_rounds, reset=reset, overlap=overlap, on_chunk=record)
         self._last_obs = [self.engine.stage_obs(k) for k in range(self.engine.pipeline_stages)]
         start = time.perf_counter()
-        trajectory = batch.finish()
+        trajectory = batch.finish(lambda out: gather_boundary_obs(self.engine, out))
         self.recording_s += time.perf_counter() - start
         return stats, trajectory
 
@@ -257,25 +258,31 @@ _EPISODE_DTYPES = {"env": np.int64, "round": np.int64, "step": np.int64, "return
                    "lengths": np.int64, "terminated": bool, "truncated": bool, "worker_restarted": bool}
 
 
-class _Batch:
-    """The buffers of one recorded rollout, filled chunk by chunk."""
+class TrajectoryBatch:
+    """The buffers of one batch of ``num_rounds`` rounds of ``num_envs`` envs (module docs), filled chunk by chunk
+    (:meth:`add`) and handed out by :meth:`finish`. ``returns`` / ``lengths`` (float64 / int64 ``[num_envs]``)
+    are the running episode sums, updated in place, which the caller carries from batch to batch; ``alloc``:
+    numpy arrays where not given. A :class:`TrajectoryRecorder` fills one per rollout; a collector outside the
+    engine (the time-to-train judge's gymnasium peers) fills one from the :class:`~.chunk.ChunkResult` s it
+    builds, with ``env_ids``, ``policy_obs``, ``actions`` and ``extras`` set as the engine sets them."""
 
-    def __init__(self, recorder: TrajectoryRecorder, num_rounds: int):
-        self.recorder = recorder
-        self.alloc = recorder.alloc
-        engine = recorder.engine
-        self.shape = (num_rounds, engine.num_envs)
-        self.chunk_size = engine.chunk_size
+    def __init__(self, observation_space: Any, num_envs: int, chunk_size: int, num_rounds: int,
+                 returns: np.ndarray, lengths: np.ndarray, alloc: "_Allocator | None" = None):
+        self.returns, self.lengths = returns, lengths
+        self.alloc = alloc or _Allocator(False, False)
+        self.keys = observation_space.spaces
+        self.shape = (num_rounds, num_envs)
+        self.chunk_size = chunk_size
         self.out: dict[str, Any] = {}
         self.views: dict[str, np.ndarray] = {}
-        for key, space in engine.observation_space.spaces.items():
+        for key, space in self.keys.items():
             self._allocate(f"obs/{key}", self.shape + tuple(space.shape), space.dtype)
             self._allocate(f"last_obs/{key}", self.shape[1:] + tuple(space.shape), space.dtype)
         for name, dtype in STEP_FIELDS.items():
             self._allocate(name, self.shape + (self.chunk_size,), dtype)
         #: Chunks recorded per env: an env's next chunk goes to this round (results may hold any subset of
         #: envs: a stage, or one slice of it).
-        self.rounds_done = np.zeros(engine.num_envs, dtype=np.int64)
+        self.rounds_done = np.zeros(num_envs, dtype=np.int64)
         self.ended: list[_Ended] = []
         self.extras_keys: set[str] | None = None
 
@@ -310,7 +317,7 @@ class _Batch:
 
     def _account(self, r: np.ndarray, ids: np.ndarray, result: ChunkResult) -> None:
         """Running episode sums; a row for every episode that ended in this chunk."""
-        recorder = self.recorder
+        recorder = self
         done = result.terminated | result.truncated
         # Rewards are 0 where masked, and no step after an episode's end is applied: whole-row sums.
         recorder.returns[ids] += result.rewards.sum(axis=1)
@@ -330,12 +337,13 @@ class _Batch:
             recorder.returns[env] = 0.0
             recorder.lengths[env] = 0
 
-    def finish(self) -> Trajectory:
+    def finish(self, write_last_obs: Callable[[Mapping[str, np.ndarray]], None]) -> Trajectory:
+        """The batch, once every env has ``num_rounds`` chunks; ``write_last_obs(out)`` writes every env's
+        boundary observation after the last round into ``out`` (key -> ``[num_envs, *shape]``)."""
         if not (self.rounds_done == self.shape[0]).all():
             raise RuntimeError(f"incomplete batch: rounds recorded per env {self.rounds_done.tolist()}")
-        engine = self.recorder.engine
-        keys = engine.observation_space.spaces
-        gather_boundary_obs(engine, {key: self.views[f"last_obs/{key}"] for key in keys})
+        keys = self.keys
+        write_last_obs({key: self.views[f"last_obs/{key}"] for key in keys})
         ended, wrap = self.ended, self.alloc.wrap
         success = [e.success for e in ended]
         episodes = Episodes(

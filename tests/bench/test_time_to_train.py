@@ -109,7 +109,7 @@ def test_the_engine_s_rows_and_the_peers_are_timed_by_the_same_loop(monkeypatch)
                                epochs=1, minibatches=1, executor="inline")
     learner.train(config)
     timing.time_collector((n for n in [1, 2]), lambda n: n, lambda batch: None, lambda: None)
-    assert used == ["Collector", "generator"]
+    assert used == ["EngineBatches", "generator"]  # the engine's Collector as fit's source; a peer's generator
 
 
 def test_a_cost_row_is_the_wait_plus_the_update_and_reads_an_older_file_s_row():
@@ -124,76 +124,83 @@ def test_a_cost_row_is_the_wait_plus_the_update_and_reads_an_older_file_s_row():
     assert older.wait_s_per_sample == pytest.approx(0.002) and older.bound_s_per_sample is None
 
 
-def test_each_layout_s_semantics_names_its_lag_and_each_semantics_trains_under_a_layout_of_its_own():
+def test_each_layout_s_semantics_names_its_lag_and_every_compared_row_trains_its_own_seeds():
     assert LAYOUTS["k1_skip"].semantics == LAYOUTS["process_k2"].semantics == "fresh"
     assert LAYOUTS["hybrid_k2+overlap"].semantics == "hybrid+lag1"
     assert LAYOUTS["torchrl_sync"].semantics == "fresh" and LAYOUTS["torchrl_async"].semantics == "fresh+lag1"
     assert LAYOUTS["torchrl_batched"].semantics == "fresh+lag1"
-    for layout in LAYOUTS.values():  # the layout a semantics trains under is of that semantics and lag
+    assert LAYOUTS["double_buffer_thread"].semantics == "fresh+lag1" and LAYOUTS["double_buffer_thread"].overlap
+    for layout in LAYOUTS.values():  # engine layouts and gymnasium peers train their own seeds
         twin = LAYOUTS[layout.trained_under]
-        assert twin.semantics == layout.semantics and twin.max_lag == layout.max_lag and not twin.is_peer
-        assert twin.trained_under == twin.name
+        assert twin.semantics == layout.semantics and twin.max_lag == layout.max_lag and twin.own_runs
+        assert layout.own_runs == (layout.family != "torchrl" or layout.name in ("torchrl_sync", "torchrl_parallel"))
     assert LAYOUTS["lookahead+overlap"].max_lag == 1 and LAYOUTS["stock"].max_lag == 0
     assert LAYOUTS["lookahead+overlap"].profile == "lookahead" and LAYOUTS["double_buffer_peer"].profile == "k1_skip"
-    trained = layouts.trained_layouts(["k1_skip", "hybrid_k2"])
-    assert {s: layout.name for s, layout in trained.items()} == {
-        "fresh": "k1_skip", "hybrid": "hybrid_k2", "fresh+lag1": "k1_skip+overlap", "hybrid+lag1": "hybrid_k2+overlap"}
+    rows = layouts.compared_rows(["k1_skip", "hybrid_k2"], ["double_buffer_thread", "torchrl_sync", "torchrl_async"])
+    assert list(rows) == ["k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_thread",
+                          "torchrl_sync"]  # TorchRL's async collector is a cost row
     assert [layout.name for layout in layouts.engine_layouts(["k1_skip", "stock"])] == [
         "k1_skip", "stock", "k1_skip+overlap", "stock+overlap"]
 
 
 @pytest.mark.slow
-def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tmp_path, capsys):
+def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_goals(tmp_path, capsys):
     assert main(["train-judge", "--quick", "--device", "cpu", "--out-dir", str(tmp_path), "--tag", "ci"]) == 0
     # a quick run has a name of its own: it never replaces a full run's result
     assert not (tmp_path / "time_to_train_ci.json").exists()
     result = json.loads((tmp_path / "time_to_train_ci_quick.json").read_text())
     regime = result["regimes"]["balanced"]
     layouts = regime["layouts"]
-    expected = {"k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_peer"}
+    own = {"k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_peer",
+           "double_buffer_thread"}
     peers = set(TORCHRL_PEERS)
-    assert expected <= set(layouts) and set(layouts) | set(regime["not_run"]) >= expected | peers
+    assert own <= set(layouts) and set(layouts) | set(regime["not_run"]) >= own | peers
     if torchrl_peer().torchrl_missing() is None:  # installed (the test extra has it): its collectors ran
         assert peers <= set(layouts), regime["not_run"]
-    assert result["complete"] is True
+        own |= set(torchrl_peer().TRAINABLE)  # these train their own seeds too
+    assert result["complete"] is True and set(regime["training_runs"]) == own
     for name, row in layouts.items():
         assert row["s_per_sample"] > 0 and row["update_s_per_sample"] > 0
-        # a CPU policy: no GPU busy time, so the bound is the busiest env worker's (engine rows measure it)
+        # a CPU policy: no GPU busy time; the bound is the busiest env worker's or the trainer's CPU thread
         assert row["gpu_busy_s_per_sample"] is None and row["gpu_busy_missing"]
         if row["env_busy_s_per_sample"] is not None:
-            assert row["bound_s_per_sample"] == row["env_busy_s_per_sample"]
+            assert row["bound_s_per_sample"] == max(row["env_busy_s_per_sample"], row["trainer_cpu_s_per_sample"])
             assert row["of_bound"] == pytest.approx(row["bound_s_per_sample"] / row["s_per_sample"])
         # every row, engine or peer, is timed by the same loop: its wait for the batch, then the update
         assert row["s_per_sample"] == pytest.approx(row["wait_s_per_sample"] + row["update_s_per_sample"])
-        runs = regime["training_runs"][row["semantics"]]
-        assert len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])
-        for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
-            assert (wall is None) == (run["samples"] is None)
-            if wall is not None:
-                assert wall == pytest.approx(run["samples"] * row["s_per_sample"])
-                assert run["reached"] and run["samples"] == run["env_steps"][-1] > 0
-    # serial layouts act with the weights of the update just made; +overlap ones one update behind at most
-    for semantics, runs in regime["training_runs"].items():
+        if name in own:  # its samples and wall to target are its own runs', the start left out
+            runs = regime["training_runs"][name]
+            assert row["own_runs"] and len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])
+            for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
+                assert wall == run["wall_to_target_s"] and (wall is None) == (run["samples"] is None)
+                assert run["trained_wall_s"] + run["startup_s"] == pytest.approx(run["wall_s"][-1], rel=0.05)
+                assert len(run["wait_s"]) == len(run["update_s"]) == len(run["update_cpu_s"]) == run["iterations"]
+        else:  # a TorchRL row: its seconds per sample times the samples of the engine layout of its lag
+            runs = regime["training_runs"][row["trained_under"]]
+            for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
+                assert (wall is None) or wall == pytest.approx(run["samples"] * row["s_per_sample"])
+    # serial rows act with the weights of the update just made; overlapped ones one update behind at most
+    for name, runs in regime["training_runs"].items():
         lags = [lag for run in runs for lag in run["policy_lag"]]
-        assert (max(lags) == 0) if not semantics.endswith("+lag1") else (0 < max(lags) <= 1)
-    # the layouts of one semantics share its samples to target; each semantics trained under its own layout
-    assert layouts["k1_skip"]["samples_to_target"] == layouts["double_buffer_peer"]["samples_to_target"]
-    assert layouts["hybrid_k2"]["trained_under"] == "hybrid_k2" and "direct_wall_to_target_s" in layouts["hybrid_k2"]
+        assert (max(lags) == 0) if not LAYOUTS[name].overlap else (0 < max(lags) <= 1)
     assert layouts["k1_skip+overlap"]["semantics"] == "fresh+lag1"
+    # each row's intervals and the goals of issue 42, each with a verdict
+    assert set(regime["power"]) == own
+    assert {g["name"] for g in regime["goals"]} >= {"wall_vs_double_buffer", "wall_vs_thread_double_buffer",
+                                                    "of_bound"}
+    assert all(g["verdict"] in ("met", "missed", "not shown") for g in regime["goals"])
     # TorchRL's sync collector acts with the weights just posted; its async one (a batch from each worker) and
     # its batched one collect while the trainer updates: one update behind at most, measured from log-probs
     if "torchrl_sync" in layouts:
-        assert all(layouts[peer]["lag_unmatched"] == 0 for peer in peers)
-        assert layouts["torchrl_sync"]["policy_lag"] == 0
+        charged = {"torchrl_async", "torchrl_batched"}  # cost rows charged the samples of the engine's layout
+        assert all(layouts[peer]["lag_unmatched"] == 0 for peer in charged)
+        assert layouts["torchrl_sync"]["policy_lag"] == layouts["torchrl_parallel"]["policy_lag"] == 0
         assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
-        assert all(layouts[peer]["first_batch_s"] > 0 for peer in peers)
+        assert all(layouts[peer]["first_batch_s"] > 0 for peer in charged)
         # each runs the PPO of the engine layout whose samples to target it shares (decoupled where it lags)
-        assert {peer: layouts[peer]["update_as"] for peer in peers} == {
-            "torchrl_sync": "k1_skip", "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap"}
-    # the double-buffer peer runs the same PPO update as K = 1 (on a K = 1 batch), after its rollout: serial
-    assert layouts["double_buffer_peer"]["update_as"] == "k1_skip" and layouts["double_buffer_peer"]["first_batch_s"] > 0
-    assert layouts["double_buffer_peer"]["rollout_s_per_sample"] == layouts["double_buffer_peer"]["wait_s_per_sample"]
+        assert {peer: layouts[peer]["update_as"] for peer in charged} == {
+            "torchrl_async": "k1_skip+overlap", "torchrl_batched": "k1_skip+overlap"}
     calibration = regime["calibration"]
     assert calibration["model_width"] == 64 and calibration["adapter_rank"] > 0
     assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2
@@ -201,6 +208,7 @@ def test_quick_run_reports_wall_to_target_as_samples_times_seconds_per_sample(tm
     assert (tmp_path / "time_to_train_ci_quick.png").read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
     assert "| k1_skip+overlap | fresh+lag1 |" in out and "balanced (T_model / T_env = 1.0)" in out
+    assert "balanced goal: wall to target, " in out
     # each step says what it does, overlap included; each written file is announced; no raw dict is printed
     assert "k1_skip+overlap (overlap on: collect while PPO updates): timing" in out
     assert "measured policy lag" in out and "{'" not in out
@@ -320,16 +328,18 @@ def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrore
     with torch.no_grad():
         expected = model.critic(model.features(obs)).squeeze(-1)
         for lead in [(2, 2), (4, 1), (4,)]:  # a worker's envs; the batched server's one-env requests; flat
-            chunk, logprob, value = actor(*(obs[k].reshape(*lead, *obs[k].shape[1:]) for k in actor.keys))
+            chunk, logprob, value, version = actor(*(obs[k].reshape(*lead, *obs[k].shape[1:]) for k in actor.keys))
             assert chunk.shape == (*lead, 2, 2) and chunk.dtype == torch.float64
-            assert logprob.shape == value.shape == lead
+            assert logprob.shape == value.shape == version.shape == lead and (version == 0).all()
             torch.testing.assert_close(value.reshape(-1), expected)
         for p in ppo.trained_state(model).values():  # the trainer updates; the actor follows its refresh only
             p.add_(0.5)
         moved = model.critic(model.features(obs)).squeeze(-1)
         assert not torch.allclose(actor(*(obs[k] for k in actor.keys))[2], moved)
-        actor.refresh(ppo.trained_state(model))
-        torch.testing.assert_close(actor(*(obs[k] for k in actor.keys))[2], moved)
+        actor.refresh(ppo.trained_state(model))  # a new version: the next forward copies the mirror in
+        _, _, value, version = actor(*(obs[k] for k in actor.keys))
+        torch.testing.assert_close(value, moved)
+        assert (version == 1).all()
 
 
 def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
@@ -472,8 +482,9 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     result = json.loads((tmp_path / "time_to_train_cut_quick.json").read_text())
     assert result["complete"] is False and result["regimes"] == {}
     so_far = result["in_progress"]["balanced"]
-    assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer"} <= set(so_far["cost"])
+    assert {"k1_skip", "k1_skip+overlap"} <= set(so_far["cost"])
     assert all(runs == [] for runs in so_far["training_runs"].values())
+    assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer", "double_buffer_thread"} == set(so_far["training_runs"])
     assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
     # --plot draws what it measured, into the output folder
     drawn = tmp_path / "drawn"

@@ -213,8 +213,8 @@ def test_decoupled_ppo_trains_a_batch_of_current_weights_as_serial_ppo_does_and_
         stale = copy.deepcopy(batch)
         stale.extras["logprob"] = batch.extras["logprob"] - stale_by  # chosen by weights that liked it less
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        losses = ppo.ppo_update(model, optimizer, stale, dataclasses.replace(config, max_lag=max_lag),
-                                np.random.default_rng(0))
+        lagged = dataclasses.replace(config, max_lag=max_lag, correction="decoupled")
+        losses = ppo.ppo_update(model, optimizer, stale, lagged, np.random.default_rng(0))
         return {"losses": losses, **{n: p.detach().clone() for n, p in model.named_parameters()}}
 
     serial, decoupled = updated(0), updated(1)

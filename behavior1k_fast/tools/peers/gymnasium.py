@@ -34,7 +34,7 @@ from gymnasium import spaces
 
 from ...core.contract import patch_set_of
 from ...rollout.bootstrap import bootstrap_process
-from ...rollout.chunk import ChunkRun, check_chunk_actions, stack_obs, step_chunk
+from ...rollout.chunk import ChunkResult, ChunkRun, check_chunk_actions, stack_obs, step_chunk
 from ...rollout.policy import COMMITTED_KEY
 from ..measure.record import RowMeasure
 from ..measure.runs import usage_fields
@@ -56,17 +56,19 @@ class ChunkGymEnv(gymnasium.Env):
     built and nothing is applied; in a worker process the profile is applied first, as in an engine worker.
     ``step`` returns the chunk's summed reward, never ends (episodes end and reset inside), and reports
     the wall seconds of the chunk stepping as ``info["env_wall_seconds"]`` and the actions its envs took (an env
-    whose episode ended inside the chunk holds for the rest of it) as ``info["own_actions"]``.
+    whose episode ended inside the chunk holds for the rest of it) as ``info["own_actions"]``; with
+    ``record`` also what a trainer records of the chunk as ``info["chunk"]`` (:func:`chunk_info`).
     """
 
     def __init__(self, factory: Callable[..., Any], envs: int, seed: int, profile: Any, chunk_size: int,
-                 single_spaces: tuple[Any, Any]) -> None:
+                 single_spaces: tuple[Any, Any], record: bool = False) -> None:
         import multiprocessing
 
         obs_space, act_space = single_spaces
         self.observation_space = batched_space(obs_space, envs)
         self.action_space = spaces.Box(-np.inf, np.inf, (envs, chunk_size, *act_space.shape), dtype=np.float64)
         self.skip_intermediate_obs = profile.skip_intermediate_obs
+        self.record = record
         self.backend = None
         if multiprocessing.parent_process() is not None:
             bootstrap_process(profile, patch_set=patch_set_of(factory))
@@ -81,11 +83,49 @@ class ChunkGymEnv(gymnasium.Env):
         result = step_chunk(self.backend, np.asarray(action, dtype=np.float64),
                             skip_intermediate_obs=self.skip_intermediate_obs)
         info = {"env_wall_seconds": float(result.env_wall_seconds[0]), "own_actions": int(result.applied.sum())}
+        if self.record:
+            info["chunk"] = chunk_info(result, list(self.observation_space.spaces))
         return result.obs, float(result.rewards.sum()), False, False, info
 
     def close(self) -> None:
         if self.backend is not None:
             self.backend.close()
+
+
+def chunk_info(result: ChunkResult, keys: list[str]) -> dict[str, Any]:
+    """What a trainer records of one chunk of E envs (:class:`~behavior1k_fast.rollout.trajectory.Trajectory`'s
+    fields), as arrays ``AsyncVectorEnv`` stacks: the per-step ``rewards``, ``terminated``, ``truncated`` and
+    ``applied`` ``[E, N]``; per env whose episode ended in the chunk its final observation (``ended_obs``: key
+    -> ``[E, *shape]``, zeros for the other envs) and its final step's ``"success"`` (``ended_success``
+    ``[E]``, False where the info has none)."""
+    ended = result.episode_ended
+    final = {k: np.zeros_like(result.obs[k]) for k in keys}
+    success = np.zeros(len(ended), dtype=bool)
+    for row in np.flatnonzero(ended):
+        info = result.infos[row]
+        for k in keys:
+            final[k][row] = info["final_observation"][k]
+        success[row] = bool(info["final_info"].get("success", False))
+    return {"rewards": result.rewards, "terminated": result.terminated, "truncated": result.truncated,
+            "applied": result.applied, "ended_obs": final, "ended_success": success}
+
+
+def recorded_chunk(info: dict, env_ids: np.ndarray, obs: dict, sent: tuple[dict, np.ndarray, dict]) -> ChunkResult:
+    """One chunk of a buffer's sub-envs as the engine records it: ``info["chunk"]`` (:func:`chunk_info`, stacked
+    over the buffer's sub-envs by ``AsyncVectorEnv``; its ``_key`` masks are not read) for the envs ``env_ids``
+    (in order), their boundary observations ``obs`` (key -> ``[envs, ...]``) and ``sent``: the observations the
+    chunk was chosen from, the chunk and the policy's extras."""
+    chunk = info["chunk"]
+    flat = {name: np.asarray(chunk[name]).reshape(len(env_ids), -1) for name in ("rewards", "terminated",
+                                                                                  "truncated", "applied")}
+    ended = flat["terminated"].any(axis=1) | flat["truncated"].any(axis=1)
+    final = {k: chunk["ended_obs"][k].reshape(len(env_ids), *chunk["ended_obs"][k].shape[2:]) for k in obs}
+    success = np.asarray(chunk["ended_success"]).reshape(-1)
+    infos = [{"final_observation": {k: v[row] for k, v in final.items()}, "final_info": {"success": success[row]}}
+             if ended[row] else {} for row in range(len(env_ids))]
+    policy_obs, actions, extras = sent
+    return ChunkResult(env_ids=env_ids, obs=obs, infos=infos, policy_obs=policy_obs, actions=actions,
+                       extras=extras, **flat)
 
 
 class LeadChunkGymEnv(ChunkGymEnv):
@@ -124,26 +164,39 @@ class LeadChunkGymEnv(ChunkGymEnv):
 class _Alternation:
     """``buffers`` ``AsyncVectorEnv`` s of ``per_buffer`` peer sub-envs each, stepped in turn: buffer b's
     forward and send while the others step. Counts the forward seconds, each worker's env seconds and the
-    actions taken in timed rounds."""
+    actions taken in timed rounds. ``policy`` returns the chunk, or ``(chunk, extras)``; ``on_chunk``, where
+    given, gets each chunk received as the engine records it (:func:`recorded_chunk`: the sub-envs must
+    ``record``)."""
 
-    def __init__(self, venvs: list, policy: Callable[[dict], np.ndarray], per_buffer: int,
-                 envs_per_process: int) -> None:
-        self.venvs, self.policy = venvs, policy
+    def __init__(self, venvs: list, policy: Callable[[dict], Any], per_buffer: int,
+                 envs_per_process: int, on_chunk: Callable[[ChunkResult], None] | None = None) -> None:
+        self.venvs, self.policy, self.on_chunk = venvs, policy, on_chunk
         self.per_buffer, self.envs_per_process = per_buffer, envs_per_process
         self.obs = [venv.reset()[0] for venv in venvs]
         self.model_s: list[float] = []
         self.env_s = np.zeros(self.per_buffer * len(venvs))
         self.own_actions = 0
+        self.sent: list[tuple | None] = [None] * len(venvs)
+
+    def flat_obs(self, b: int) -> dict[str, np.ndarray]:
+        """Buffer ``b``'s latest boundary observations, key -> ``[per_buffer * envs_per_process, ...]`` (its
+        envs in order)."""
+        return {k: v.reshape(-1, *v.shape[2:]) for k, v in self.obs[b].items()}
 
     def _forward_and_send(self, b: int) -> None:
-        flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in self.obs[b].items()}
+        flat = self.flat_obs(b)
         start = time.perf_counter()
-        actions = self.policy(flat)
+        out = self.policy(flat)
         self.model_s.append(time.perf_counter() - start)
+        actions, extras = out if isinstance(out, tuple) else (out, {})
+        self.sent[b] = (flat, actions, extras)
         self.venvs[b].step_async(actions.reshape(self.per_buffer, self.envs_per_process, *actions.shape[1:]))
 
     def _receive(self, b: int, timed: bool) -> None:
         self.obs[b], _, _, _, info = self.venvs[b].step_wait()
+        if self.on_chunk is not None:
+            envs = self.per_buffer * self.envs_per_process
+            self.on_chunk(recorded_chunk(info, np.arange(b * envs, (b + 1) * envs), self.flat_obs(b), self.sent[b]))
         if timed:
             self.env_s[b * self.per_buffer:(b + 1) * self.per_buffer] += info["env_wall_seconds"]
             self.own_actions += int(np.sum(info["own_actions"]))
@@ -162,11 +215,13 @@ class _Alternation:
 
 
 @contextlib.contextmanager
-def alternation(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray], single_spaces: tuple,
-                processes: int, envs_per_process: int, buffers: int, seed: int = 0) -> Iterator[_Alternation]:
+def alternation(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], Any], single_spaces: tuple,
+                processes: int, envs_per_process: int, buffers: int, seed: int = 0,
+                on_chunk: Callable[[ChunkResult], None] | None = None) -> Iterator[_Alternation]:
     """Inside: ``processes`` peer sub-envs of ``envs_per_process`` envs split into ``buffers`` alternated
     ``AsyncVectorEnv`` s (module docs), reset and ready to step; closed on the way out. Sub-env i (in buffer
-    order) is seeded ``seed + i``, as engine worker i."""
+    order) is seeded ``seed + i``, as engine worker i. ``on_chunk``: each chunk as the engine records it
+    (:class:`_Alternation`; the sub-envs then record)."""
     from gymnasium.vector import AsyncVectorEnv
 
     if buffers not in (1, 2) or processes % buffers:
@@ -176,9 +231,10 @@ def alternation(factory: Callable[..., Any], profile: Any, policy: Callable[[dic
     try:
         for b in range(buffers):
             fns = [functools.partial(ChunkGymEnv, factory, envs_per_process, seed + b * per_buffer + i, profile,
-                                     profile.chunk_size, single_spaces) for i in range(per_buffer)]
+                                     profile.chunk_size, single_spaces, on_chunk is not None)
+                   for i in range(per_buffer)]
             venvs.append(AsyncVectorEnv(fns, shared_memory=True, context="spawn"))
-        yield _Alternation(venvs, policy, per_buffer, envs_per_process)
+        yield _Alternation(venvs, policy, per_buffer, envs_per_process, on_chunk)
     finally:
         for venv in venvs:
             venv.close()
@@ -198,20 +254,126 @@ def run_peer(factory: Callable[..., Any], profile: Any, policy: Callable[[dict],
         return _timed(steps, rounds, warmup, monitor, [p.pid for venv in steps.venvs for p in venv.processes])
 
 
-def double_buffer_batches(factory: Callable[..., Any], profile: Any, policy: Callable[[dict], np.ndarray],
-                          single_spaces: tuple, rounds: int, batches: int, warmup: int = 1,
-                          seed: int = 0) -> Iterator[int]:
-    """The double buffer (two alternated ``AsyncVectorEnv`` s over ``profile``'s P x E envs) as a trainer
-    meets a collector: ``batches`` batches of ``rounds`` chunks per env, after ``warmup`` untimed rounds,
-    each given as the actions its envs took. A batch is stepped when the trainer asks for it, so the trainer's
-    update runs between two batches (serial, the policy it posted acts in the next one)."""
-    with alternation(factory, profile, policy, single_spaces, profile.num_env_processes, profile.envs_per_process,
-                     2, seed) as steps:
-        steps.rollout(warmup, timed=False)
-        for _ in range(batches):
-            before = steps.own_actions
-            steps.rollout(rounds, timed=True)
-            yield steps.own_actions - before
+class DoubleBufferBatches:
+    """The double buffer (two alternated ``AsyncVectorEnv`` s over ``profile``'s P x E envs, :func:`alternation`)
+    as a trainer's batch source (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches of
+    ``rounds`` chunks per env, each a :class:`~behavior1k_fast.rollout.trajectory.Trajectory` as the engine
+    records it (the extras: the behaviour policy's ``logprob`` and ``value`` and the weights version that
+    chose the chunk). ``behaviour`` (a module returning ``(chunk, extras)``) acts; the trainer's weights reach
+    it through :meth:`post` (``load_weights(behaviour, weights)``). The envs start at the first batch (the
+    start is in the trainer's first wait); :meth:`close` (or leaving the ``with`` block) stops them.
+
+    - ``on_thread=False``: the serial double buffer: a batch is collected when the trainer asks for it, and the
+      update runs between two batches (every chunk chosen by the current weights, lag 0);
+    - ``on_thread=True``: collect-while-train as a user writes it: :meth:`update` runs the PPO update on a
+      ``ThreadPoolExecutor(1)`` while this thread collects the next batch with the weights it has (one update
+      old), then waits for the update; the trainer posts the weights once both finished (lag 1). Its
+      ``update_s`` is then the wall of the update and the next collection together, and its wait is the hand
+      over of the batch collected meanwhile.
+    """
+
+    def __init__(self, factory: Callable[..., Any], profile: Any, behaviour: Any, single_spaces: tuple,
+                 rounds: int, batches: int, seed: int, load_weights: Callable[[Any, Any], None],
+                 on_thread: bool = False) -> None:
+        self.factory, self.profile, self.behaviour, self.spaces = factory, profile, behaviour, single_spaces
+        self.rounds, self.left, self.seed, self.load_weights = rounds, batches, seed, load_weights
+        self.on_thread = on_thread
+        self.stack = contextlib.ExitStack()
+        self.steps: _Alternation | None = None
+        self.pool: Any = None
+        envs = profile.num_env_processes * profile.envs_per_process
+        self.returns, self.lengths = np.zeros(envs), np.zeros(envs, dtype=np.int64)
+        self.recording: Any = None
+        self.version = self.acting = 0  # weights posted by the trainer; loaded into the behaviour policy
+        self.ready: tuple[Any, Any] | None = None  # (batch, measure) collected while the update ran
+        self.last: Any = None
+
+    def __enter__(self) -> "DoubleBufferBatches":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.stack.close()
+
+    def __iter__(self) -> Iterator[Any]:
+        while self.left:
+            if self.ready is None:
+                self.ready = self._collect()
+            batch, self.last = self.ready
+            self.ready = None
+            self.left -= 1
+            yield batch
+
+    def _act(self, obs: dict) -> tuple[np.ndarray, dict]:
+        import torch
+
+        from ...rollout.collector import WEIGHTS_VERSION_KEY
+
+        chunk, extras = self.behaviour(obs)
+        n = len(chunk)
+        return chunk.numpy().astype(np.float64), {
+            **{k: torch.as_tensor(v).numpy() for k, v in extras.items()},
+            WEIGHTS_VERSION_KEY: np.full(n, self.acting, dtype=np.int64)}
+
+    def _collect(self) -> tuple[Any, Any]:
+        from ...rollout.trajectory import TrajectoryBatch
+        from ..train.learner import BatchMeasure
+
+        if self.steps is None:
+            p = self.profile
+            self.steps = self.stack.enter_context(alternation(
+                self.factory, p, self._act, self.spaces, p.num_env_processes, p.envs_per_process, 2, self.seed,
+                on_chunk=lambda chunk: self.recording.add(0, chunk)))
+        steps = self.steps
+        self.recording = TrajectoryBatch(self.spaces[0], len(self.returns), self.profile.chunk_size, self.rounds,
+                                         self.returns, self.lengths)
+        env_s, actions, forwards = steps.env_s.copy(), steps.own_actions, len(steps.model_s)
+        start = time.perf_counter()
+        steps.rollout(self.rounds, timed=True)
+        collect_s = time.perf_counter() - start
+
+        def last_obs(out: dict) -> None:
+            for b in range(len(steps.venvs)):
+                envs = steps.per_buffer * steps.envs_per_process
+                for k, v in steps.flat_obs(b).items():
+                    out[k][b * envs:(b + 1) * envs] = v
+
+        batch = self.recording.finish(last_obs)
+        return batch, BatchMeasure(steps.own_actions - actions, collect_s, float(np.max(steps.env_s - env_s)),
+                                   float(np.sum(steps.model_s[forwards:])), float("nan"))
+
+    def measure(self, batch: Any) -> Any:
+        """The :class:`~behavior1k_fast.tools.train.learner.BatchMeasure` of the batch just handed out, its lag
+        behind the weights the trainer is about to update."""
+        from dataclasses import replace
+
+        from ...rollout.collector import WEIGHTS_VERSION_KEY
+
+        return replace(self.last, policy_lag=float(np.mean(self.version - batch.extras[WEIGHTS_VERSION_KEY])))
+
+    def update(self, run: Callable[[], Any]) -> Any:
+        """``run()`` (the PPO update); on a thread, with the next batch collected meanwhile (class docs)."""
+        if not self.on_thread or self.left == 0:
+            return run()
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="ppo-update")
+            self.stack.callback(self.pool.shutdown)
+        future = self.pool.submit(run)
+        try:
+            self.ready = self._collect()
+        finally:
+            result = future.result()
+        return result
+
+    def post(self, weights: Any) -> None:
+        """The trainer's weights into the behaviour policy (after the update and any collection finished)."""
+        self.load_weights(self.behaviour, weights)
+        self.version += 1
+        self.acting = self.version
 
 
 def _timed(steps: Any, rounds: int, warmup: int, monitor: Any, pids: list[int]) -> dict[str, Any]:

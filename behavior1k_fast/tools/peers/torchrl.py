@@ -3,11 +3,13 @@
 One worker's env (:func:`torchrl_env`) is the gymnasium peer's sub-env (:class:`~.gymnasium.ChunkGymEnv`: E
 envs of one backend, a chunk per step) through ``torchrl.envs.GymWrapper``. :func:`torchrl_collector` builds
 ``MultiSyncCollector`` / ``MultiAsyncCollector`` (one worker process per env process, each acting with its
-copy of the policy) or ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
-policy served from a thread of the trainer's process by TorchRL's inference server); :func:`torchrl_batches`
-hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), as
-:func:`~.gymnasium.double_buffer_batches` does for the double buffer, and the judge times both with the same
-loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). The policy is an engine policy as a
+copy of the policy), ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
+policy served from a thread of the trainer's process by TorchRL's inference server) or, as a single-GPU user
+runs TorchRL, one ``Collector`` whose one batched policy steps a ``ParallelEnv`` of the P workers;
+:class:`TorchRLBatches` hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), timed
+by the judge's one loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). These peers do not train
+their own seeds yet (their batches are not ``Trajectory`` s): the judge charges each the samples of the
+engine layout of its measured lag. The policy is an engine policy as a
 TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with ``update_policy_weights_()``.
 TorchRL records no weights version with a chunk: :func:`acting_lags` finds it from the log-probs.
 Needs ``torchrl`` (``pip install 'behavior1k_fast[peers]'``; :func:`torchrl_missing`).
@@ -40,6 +42,15 @@ from .gymnasium import ChunkGymEnv
 WEIGHT_SYNC_TIMEOUT = "900"
 
 
+#: The keys :class:`TorchRLActor` writes, in its outputs' order.
+ACTOR_OUT_KEYS = ["action", "logprob", "value", "weights_version"]
+#: What a recording sub-env's chunk info (:func:`~.gymnasium.chunk_info`) becomes in TorchRL's step info:
+#: per-step arrays ``[E, N]`` and per env whether its episode ended with success; ``ended::<key>`` holds the
+#: final observations.
+STEP_INFO = {"step_rewards": "rewards", "step_terminated": "terminated", "step_truncated": "truncated",
+             "step_applied": "applied", "ended_success": "ended_success"}
+
+
 class UniformBox(gymnasium.spaces.Box):
     """A ``Box`` with one low and one high bound for every element, pickled as those two, its shape and dtype
     (a ``Box`` pickles its full bound arrays)."""
@@ -62,21 +73,25 @@ def compact_space(space: Any) -> Any:
 class TorchRLActor(torch.nn.Module):
     """An engine policy as a TorchRL actor: the observation tensors of ``obs_space``'s keys (in that order), envs
     stacked along any leading dims (a multi-process worker's E envs; the batched collector's requests of one
-    env each) -> (the chunk as float64, log-prob, value), with the same leading dims.
+    env each) -> (the chunk as float64, log-prob, value, the weights version that chose it), with the same
+    leading dims (:data:`ACTOR_OUT_KEYS`).
 
     Its only tensors are a CPU mirror of the policy's trained parameters (``trained``: the adapters and the
-    head), so TorchRL's weight sync carries those, as a LoRA user syncs a VLA. The policy itself is built by
-    ``make_policy`` (picklable, no tensors: a spawned worker builds its own, the frozen transformer from its
-    seed on its device) at the first forward, which, as each one, first copies the mirror into it."""
+    head) and the mirror's version (a counter :meth:`refresh` raises), so TorchRL's weight sync carries those,
+    as a LoRA user syncs a VLA. The policy itself is built by ``make_policy`` (picklable, no tensors: a spawned
+    worker builds its own, the frozen transformer from its seed on its device) at the first forward; a forward
+    copies the mirror into it only when a new version arrived."""
 
     def __init__(self, make_policy: Callable[[], Any], trained: dict, obs_space: Any) -> None:
         super().__init__()
-        self.__dict__.update(make_policy=make_policy, policy=None)  # not submodules: TorchRL syncs the mirror only
+        # not submodules: TorchRL syncs the mirror only; ``loaded``: the version copied into ``policy``
+        self.__dict__.update(make_policy=make_policy, policy=None, loaded=-1)
         self.keys = tuple(obs_space.spaces)
         self.event_dims = {k: len(obs_space[k].shape) for k in self.keys}
         self.mirror = torch.nn.ParameterDict({
             self.key(name): torch.nn.Parameter(p.detach().cpu().clone(), requires_grad=False)
             for name, p in trained.items()})
+        self.version = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
 
     @staticmethod
     def key(name: str) -> str:
@@ -84,59 +99,94 @@ class TorchRLActor(torch.nn.Module):
         return name.replace(".", "__")
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "policy": None}  # a worker builds its own
+        return {**self.__dict__, "policy": None, "loaded": -1}  # a worker builds its own
 
     def refresh(self, trained: dict) -> None:
-        """The mirror takes ``trained``'s values (the trainer's, before posting them)."""
+        """The mirror takes ``trained``'s values (the trainer's, before posting them) as a new version."""
         with torch.no_grad():
             for name, p in trained.items():
                 self.mirror[self.key(name)].copy_(p)
+            self.version.add_(1)
 
     def forward(self, *values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.policy is None:
             self.__dict__["policy"] = self.make_policy()
-        with torch.no_grad():
-            for name, p in trained_state(self.policy).items():
-                p.copy_(self.mirror[self.key(name)])
+        version = int(self.version)
+        if version != self.loaded:  # a new version arrived (or the first forward): copy the mirror in
+            with torch.no_grad():
+                for name, p in trained_state(self.policy).items():
+                    p.copy_(self.mirror[self.key(name)])
+            self.__dict__["loaded"] = version
         lead = values[0].shape[:values[0].ndim - self.event_dims[self.keys[0]]]
         obs = {k: v.reshape(-1, *v.shape[v.ndim - self.event_dims[k]:]) for k, v in zip(self.keys, values)}
         chunk, extras = self.policy(obs)
         return (chunk.double().reshape(*lead, *chunk.shape[1:]), extras["logprob"].reshape(lead),
-                extras["value"].reshape(lead))
+                extras["value"].reshape(lead), torch.full(lead, self.loaded, dtype=torch.int64))
 
 
 class CountedChunkEnv(gymnasium.Wrapper):
-    """:class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` as an int64 array (TorchRL reads arrays)."""
+    """:class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` and ``env_wall_seconds`` as arrays
+    (TorchRL reads arrays) and, where the sub-env records, its chunk info flat (:data:`STEP_INFO`,
+    ``ended::<key>``)."""
 
     def step(self, action: Any) -> tuple:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, {**info, "own_actions": np.asarray(info["own_actions"], np.int64)}
+        out = {"own_actions": np.asarray(info["own_actions"], np.int64),
+               "env_wall_seconds": np.asarray(info["env_wall_seconds"], np.float64)}
+        chunk = info.get("chunk")
+        if chunk is not None:
+            out |= {key: chunk[name] for key, name in STEP_INFO.items()}
+            out |= {f"ended::{k}": v for k, v in chunk["ended_obs"].items()}
+        return obs, reward, terminated, truncated, out
 
 
-def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple) -> Any:
-    """One TorchRL worker's env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per step) through
-    ``GymWrapper``, reading the actions the envs took (``own_actions``) from the step info."""
+def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple,
+                record: bool = False) -> Any:
+    """One TorchRL worker's env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per step)
+    through ``GymWrapper``, reading the actions the envs took (``own_actions``) and the chunk's stepping seconds
+    from the step info, and with ``record`` what a trainer records of each chunk (:class:`CountedChunkEnv`)."""
     from torchrl.envs import GymWrapper
     from torchrl.envs.gym_like import default_info_dict_reader
 
-    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces))
+    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, record))
     env = GymWrapper(chunk_env, batch_size=torch.Size([]))
-    env.set_info_dict_reader(default_info_dict_reader(["own_actions"]))
+    keys = ["own_actions", "env_wall_seconds"]
+    spec = None
+    if record:  # arrays: their specs given (a reader infers a scalar from the reset, which has none)
+        from torchrl.data import Unbounded
+
+        n, obs_space = profile.chunk_size, spaces[0]
+        spec = {"own_actions": Unbounded(shape=(), dtype=torch.int64),
+                "env_wall_seconds": Unbounded(shape=(), dtype=torch.float64),
+                "step_rewards": Unbounded(shape=(envs, n), dtype=torch.float64),
+                **{k: Unbounded(shape=(envs, n), dtype=torch.bool) for k in STEP_INFO if k.startswith("step_")
+                   and k != "step_rewards"},
+                "ended_success": Unbounded(shape=(envs,), dtype=torch.bool),
+                **{f"ended::{k}": Unbounded(shape=(envs, *obs_space[k].shape),
+                                            dtype=torch.from_numpy(np.zeros(0, obs_space[k].dtype)).dtype)
+                   for k in obs_space.spaces}}
+        keys = list(spec)
+    env.set_info_dict_reader(default_info_dict_reader(keys, spec))
     return env
 
 
 def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
-                      rounds: int, batches: int) -> Any:
-    """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async`` or ``torchrl_batched``) over
+                      rounds: int, batches: int, record: bool = False) -> Any:
+    """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async``, ``torchrl_batched`` or
+    ``torchrl_parallel``) over
     ``profile``'s process budget, for ``batches`` PPO batches of ``rounds`` chunks per env (each of
     :func:`batch_parts` TorchRL batches).
     ``MultiSyncCollector`` / ``MultiAsyncCollector``: one worker per env process, its E envs in one env,
     ``behaviour`` rebuilt in each worker (one policy copy per process, as those collectors run it); the async
     one's batches are one worker's ``rounds`` chunks. ``AsyncBatchedCollector``: E one-env envs per worker
     process and ``behaviour`` served from a thread of this process, whose inference server batches the
-    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker). No
+    requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker).
+    ``torchrl_parallel``: TorchRL as a single-GPU user runs it: one ``Collector`` in this process, its one
+    batched policy over a ``ParallelEnv`` of the same P workers of E envs (each step one forward for every
+    env, then every worker steps). No
     TorchRL device is set: the policy places its own work (the transformer on its device, the head on the
-    CPU, as in the engine's rows)."""
+    CPU, as in the engine's rows). ``record``: the sub-envs report what a trainer records of each chunk (the
+    multi-process and ``ParallelEnv`` collectors)."""
     import torchrl.collectors as collectors
 
     workers, per = profile.num_env_processes, profile.envs_per_process
@@ -146,9 +196,16 @@ def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factor
         return collectors.AsyncBatchedCollector(
             fns, policy=behaviour, frames_per_batch=workers * per * rounds, total_frames=total,
             env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
+    if kind == "torchrl_parallel":
+        from torchrl.envs import ParallelEnv
+
+        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record) for i in range(workers)]
+        return collectors.Collector(ParallelEnv(workers, fns, mp_start_method="spawn"), behaviour,
+                                    frames_per_batch=workers * rounds, total_frames=total // per,
+                                    auto_register_policy_transforms=False)  # the policy needs no InitTracker
     collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
                        "torchrl_async": collectors.MultiAsyncCollector}[kind]
-    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces) for i in range(workers)]
+    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record) for i in range(workers)]
     frames = workers * rounds // batch_parts(kind, profile)
     return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=total // per)
 
@@ -183,9 +240,9 @@ class TorchRLBatches:
     :meth:`post` hands it the trainer's weights; :meth:`close` shuts it down."""
 
     def __init__(self, kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
-                 rounds: int, batches: int) -> None:
+                 rounds: int, batches: int, record: bool = False) -> None:
         self.start = functools.partial(torchrl_collector, kind, behaviour, profile, factory, spaces, seed, rounds,
-                                       batches)
+                                       batches, record)
         self.parts, self.left = batch_parts(kind, profile), batches
         self.collector: Any = None
         self.stream: Iterator[Any] | None = None
@@ -215,6 +272,101 @@ class TorchRLBatches:
         finally:
             self.collector = None
             self.workers.close()
+
+
+#: The TorchRL collectors whose batches cover every env's ``rounds`` chunks in order (``[workers, rounds]``):
+#: they train their own seeds (:class:`TorchRLTraining`).
+TRAINABLE = ("torchrl_sync", "torchrl_parallel")
+
+
+class TorchRLTraining:
+    """TorchRL's collector ``kind`` (one of :data:`TRAINABLE`) as a trainer's batch source
+    (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches of ``rounds`` chunks per env, each
+    TorchRL batch ``[workers, rounds]`` recorded as the engine records a :class:`~behavior1k_fast.rollout.
+    trajectory.Trajectory` (the sub-envs report each chunk's per-step arrays, final observations and success;
+    the actor the weights version that chose each chunk). ``make_actor()`` builds the ``TensorDictModule`` of a
+    :class:`TorchRLActor` (:data:`ACTOR_OUT_KEYS`): one acts in the collector, one is the trainer's copy whose
+    mirror :meth:`post` refreshes and posts with ``update_policy_weights_()``. ``collect_s`` and ``model_s`` are
+    not reported by TorchRL (NaN); the busiest worker's stepping seconds are."""
+
+    def __init__(self, kind: str, make_actor: Callable[[], Any], profile: RolloutProfile, factory: Any,
+                 spaces: tuple, seed: int, rounds: int, batches: int) -> None:
+        if kind not in TRAINABLE:
+            raise ValueError(f"kind: expected one of {', '.join(TRAINABLE)}, got {kind!r}")
+        self.posting = make_actor()
+        self.batches = TorchRLBatches(kind, make_actor(), profile, factory, spaces, seed, rounds, batches, record=True)
+        self.spaces, self.chunk_size, self.per = spaces, profile.chunk_size, profile.envs_per_process
+        envs = profile.num_env_processes * self.per
+        self.returns, self.lengths = np.zeros(envs), np.zeros(envs, dtype=np.int64)
+        self.version = 0
+        self.last: Any = None
+
+    def __enter__(self) -> "TorchRLTraining":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.batches.close()
+
+    def __iter__(self) -> Iterator[Any]:
+        for data in self.batches:
+            yield self.trajectory(data)
+
+    def trajectory(self, data: Any) -> Any:
+        """The TorchRL batch ``data`` (``[workers, rounds]``) as a ``Trajectory`` (env ``w * E + e`` is worker w's
+        env e), its measure kept for :meth:`measure`."""
+        from ...rollout.chunk import ChunkResult
+        from ...rollout.collector import WEIGHTS_VERSION_KEY
+        from ...rollout.trajectory import TrajectoryBatch
+        from ..train.learner import BatchMeasure
+
+        workers, rounds = data.batch_size
+        keys, per = list(self.spaces[0].spaces), self.per
+        batch = TrajectoryBatch(self.spaces[0], workers * per, self.chunk_size, rounds, self.returns, self.lengths)
+        arrays = data.numpy()  # key -> array, "next" a dict of its own
+        nxt = arrays["next"]
+        for r in range(rounds):
+            for w in range(workers):
+                ended_obs = {k: nxt[f"ended::{k}"][w, r] for k in keys}
+                steps = {name: nxt[key][w, r] for key, name in STEP_INFO.items() if name != "ended_success"}
+                ended = steps["terminated"].any(axis=1) | steps["truncated"].any(axis=1)
+                success = nxt["ended_success"][w, r]
+                infos = [{"final_observation": {k: v[e] for k, v in ended_obs.items()},
+                          "final_info": {"success": bool(success[e])}} if ended[e] else {} for e in range(per)]
+                extras = {"logprob": arrays["logprob"][w, r], "value": arrays["value"][w, r],
+                          WEIGHTS_VERSION_KEY: arrays["weights_version"][w, r].astype(np.int64)}
+                batch.add(0, ChunkResult(env_ids=np.arange(w * per, (w + 1) * per),
+                                         obs={k: nxt[k][w, r] for k in keys}, infos=infos,
+                                         policy_obs={k: arrays[k][w, r] for k in keys}, actions=arrays["action"][w, r],
+                                         extras=extras, **steps))
+
+        def last_obs(out: dict) -> None:
+            for k in keys:
+                out[k][:] = nxt[k][:, -1].reshape(workers * per, *nxt[k].shape[3:])
+
+        trajectory = batch.finish(last_obs)
+        self.last = BatchMeasure(int(nxt["own_actions"].sum()), float("nan"),
+                                 float(nxt["env_wall_seconds"].sum(axis=1).max()), float("nan"), float("nan"))
+        return trajectory
+
+    def measure(self, batch: Any) -> Any:
+        """The batch's :class:`~behavior1k_fast.tools.train.learner.BatchMeasure`, its lag behind the weights the
+        trainer is about to update (from the versions the actor recorded)."""
+        from dataclasses import replace
+
+        from ...rollout.collector import WEIGHTS_VERSION_KEY
+
+        return replace(self.last, policy_lag=float(np.mean(self.version - batch.extras[WEIGHTS_VERSION_KEY])))
+
+    def update(self, run: Callable[[], Any]) -> Any:
+        return run()
+
+    def post(self, weights: Any) -> None:
+        """The trainer's weights into the posting actor's mirror (a new version), then to the collector."""
+        from tensordict import TensorDict
+
+        self.posting.module.refresh(weights)
+        self.batches.post(TensorDict.from_module(self.posting))
+        self.version += 1
 
 
 def acting_lags(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> list[torch.Tensor]:

@@ -22,7 +22,7 @@ import argparse
 from typing import Any
 
 from ..argtypes import (chunk_steps, device, env_count, file_name, lookahead_steps, path, positive_int, positive_number,
-                        process_count)
+                        process_count, seed)
 from .layouts import ENGINE_PROFILES, REGIMES
 
 #: ``train-judge --help``'s description.
@@ -49,8 +49,22 @@ def _names(text: str, table: Any, option: str) -> list[str]:
 
 
 def layout_list(text: str) -> list[str]:
-    """``--layouts``: comma-separated engine profiles of :data:`~.layouts.ENGINE_PROFILES`."""
-    return _names(text, ENGINE_PROFILES, "layouts")
+    """``--layouts``: comma-separated engine profiles of :data:`~.layouts.ENGINE_PROFILES`, or ``none``."""
+    return [] if text.strip() == "none" else _names(text, ENGINE_PROFILES, "layouts")
+
+
+def peer_list(text: str) -> list[str]:
+    """``--peers``: comma-separated names of :data:`~.layouts.PEERS`, or ``none``."""
+    from .layouts import PEERS
+
+    return [] if text.strip() == "none" else _names(text, PEERS, "peers")
+
+
+def correction_list(text: str) -> list[str]:
+    """``--corrections``: comma-separated names of :data:`~.layouts.CORRECTION_ROWS`."""
+    from .layouts import CORRECTION_ROWS
+
+    return _names(text, CORRECTION_ROWS, "corrections")
 
 
 def regime_list(text: str) -> list[str]:
@@ -80,15 +94,27 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lead-sweep", action="store_true",
                    help="the delay sweep of the lookahead lead (d = 0, 1, 2, 4, N/2, N-1) in the first --regime")
     p.add_argument("--layouts", type=layout_list, default=list(ENGINE_PROFILES),
-                   help="comma-separated engine layouts, each run serial and +overlap (k1_skip is always run: the "
-                        "peers take its batches; default: all)")
+                   help="comma-separated engine layouts, each trained serial and +overlap, or none (only the "
+                        "peers train; k1_skip's cost rows always run: the peers take its batches; default: all)")
     p.add_argument("--target", type=success_rate, default=0.7, help="success rate to reach (default: %(default)s)")
     p.add_argument("--window", type=positive_int, default=3,
                    help="iterations the success rate is averaged over (default: %(default)s)")
     p.add_argument("--iterations", type=positive_int, default=150,
                    help="most PPO iterations per training run (default: %(default)s)")
-    p.add_argument("--seeds", type=positive_int, default=3,
-                   help="training runs per semantics, seeds 0, 1, ... (default: %(default)s)")
+    p.add_argument("--seeds", type=positive_int, default=5,
+                   help="training runs per compared row, seeds 0, 1, ...; 95 %% intervals need 2, a ratio's "
+                        "permutation test goes below p = 0.05 from 4 a side (default: %(default)s)")
+    p.add_argument("--first-seed", type=seed, default=0,
+                   help="the first seed (a run split over calls: --seeds 2 --first-seed 2 runs seeds 2 and 3; "
+                        "--merge joins them) (default: %(default)s)")
+    from .layouts import CORRECTION_ROWS, PEERS
+
+    p.add_argument("--peers", type=peer_list, default=list(PEERS),
+                   help="comma-separated peers to run, or none (" + ",".join(PEERS) + "; default: all)")
+    p.add_argument("--corrections", type=correction_list, default=[],
+                   help="compare these PPO lag corrections (" + ",".join(CORRECTION_ROWS) + ") over k1_skip+overlap "
+                        "against serial k1_skip, samples and seconds to target, in the first --regime; writes "
+                        "time_to_train_corrections_<tag>.json")
     p.add_argument("--processes", type=process_count, default=2, help="env processes (default: %(default)s)")
     p.add_argument("--envs", type=env_count, default=16,
                    help="envs in all, a multiple of --processes (default: %(default)s)")
@@ -112,6 +138,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--record", action="store_true", help="write into the checkout's benchmarks/results/")
     p.add_argument("--tag", type=file_name, default=None, help="machine tag in the file names (not given: this "
                                                                "machine's, e.g. cpu2)")
+    p.add_argument("--merge", type=path, nargs="+", default=None, metavar="JSON",
+                   help="only join the recorded results of one judge split over calls (the training runs of each "
+                        "row; intervals and goals computed again) into time_to_train_<--tag>.json and .png, and "
+                        "exit")
     p.add_argument("--plot", type=path, default=None, metavar="JSON",
                    help="only draw the .png of a recorded result (a run cut short too: what it measured) into the "
                         "output folder and exit")
@@ -119,9 +149,28 @@ def register(subparsers: Any) -> None:
     curves.register(subparsers)
 
 
+def read_result(option: str, name: str) -> Any:
+    """The recorded result in the file ``name`` (a ``TimeToTrainResult``); ``ValueError`` naming ``option`` and
+    the file where it cannot be read or is not one."""
+    import json
+    from pathlib import Path
+
+    from .result import TimeToTrainResult
+
+    try:
+        data = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"argument {option}: cannot read {name!r}: {exc}") from None
+    try:
+        return TimeToTrainResult.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"argument {option}: {name!r} {exc}") from None
+
+
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with ``--quick``'s values where an option was left at its default, the output folder resolved
-    (``args.out``) and, for ``--plot``, the recorded result read (``args.result``), after every check that can
+    (``args.out``) and, for ``--plot`` / ``--merge``, the recorded results read (``args.result`` /
+    ``args.merged``), after every check that can
     fail before any env starts; raises ``ValueError`` (the command line's one-line usage error)."""
     from ...core.checks import check_writable_dir
     from ..argtypes import check_device
@@ -131,6 +180,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         for key, value in QUICK.items():
             if args.quick_defaults[key] == getattr(args, key):
                 setattr(args, key, value)
+    if args.corrections and args.lead_sweep:
+        raise ValueError("--corrections and --lead-sweep are two runs: give one")
     if args.record and args.out_dir:
         raise ValueError("--record writes benchmarks/results/; it cannot go with --out-dir")
     if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:
@@ -143,7 +194,10 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     check_device(resolve_device(args.device))
     args.out = record_dir() if args.record else (args.out_dir or DEFAULT_OUT_DIR)
     if args.plot is not None:
-        args.result = _recorded(args.plot)
+        args.result = read_result("--plot", args.plot)
+    if args.merge is not None:
+        args.merged = [read_result("--merge", name) for name in args.merge]
+        _check_merge(args.merged)
     check_writable_dir("--out-dir", args.out)
     return args
 
@@ -175,21 +229,16 @@ def _check_sizes(args: argparse.Namespace) -> None:
                         model_bytes(width, depth, args.chunk_size, args.envs * args.rounds))
 
 
-def _recorded(name: str) -> Any:
-    """The recorded result ``name`` (``--plot``) as a ``TimeToTrainResult``; ``ValueError`` naming it otherwise."""
-    import json
-    from pathlib import Path
 
-    from .result import TimeToTrainResult
-
-    try:
-        data = json.loads(Path(name).read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"argument --plot: cannot read {name!r}: {exc}") from None
-    try:
-        return TimeToTrainResult.from_dict(data)
-    except ValueError as exc:
-        raise ValueError(f"argument --plot: {name!r} {exc}") from None
+def _check_merge(results: list) -> None:
+    """The ``--merge`` files trained one model per regime (``ValueError`` naming the sizes otherwise)."""
+    for regime in sorted({n for r in results for n in (*r.regimes, *r.in_progress)}):
+        sizes = {(c.get("model_width"), c.get("model_depth")) for c in (
+            (r.regimes.get(regime) or r.in_progress.get(regime)).calibration for r in results
+            if regime in r.regimes or regime in r.in_progress)}
+        if len(sizes) > 1:
+            raise ValueError(f"argument --merge: the files trained different models in {regime} (width, depth "
+                             f"{sorted(sizes)}); give each call the same --model-width and --model-depth")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,5 @@
-"""The time-to-train judge: wall clock until PPO reaches a target success rate, per layout and regime.
-
-    wall to target = samples to target x seconds per sample (rollout and PPO update)
+"""The time-to-train judge: wall clock until PPO reaches a target success rate, per layout and regime, each row
+judged from training runs of its own (issue 42: "rates from the runs that learn").
 
 - **Task and learner**: PPO on the reference reach-and-touch task (:mod:`.learner`) with a policy that costs
   what a VLA costs and trains the way one is fine-tuned (:class:`~.learner.VLAActorCritic`: the benchmark's
@@ -8,19 +7,25 @@
   three acting forwards, as a LoRA fine-tune of a VLA costs against its rollout).
 - **Regimes** (:data:`~.layouts.REGIMES`): the transformer is sized (:func:`~..measure.calibration.calibrate`) so that
   one forward at the stage batch takes ``REGIMES[regime]`` x the env's ms per chunk.
-- **Layouts** (:data:`~.layouts.LAYOUTS`): the engine's profiles, each serial and collect-while-train
-  (``+overlap``), the gymnasium double buffer and TorchRL's collectors (:mod:`..peers`).
-- **Samples to target** depend only on a layout's semantics: per semantics and seed, PPO trains under the
-  semantics' own layout until the episode-weighted success rate of the last ``window`` iterations reaches
-  ``target`` (:func:`samples_to_target`).
-- **Seconds per sample** per layout: a few PPO iterations under it, the first one not counted, every row
-  timed by the same loop (:mod:`.timing`): the trainer's wait for a batch plus its update and weight post,
-  over the own actions of the batch. A peer runs the PPO update of the layout whose samples it shares
-  (``update_as``) on a batch of that layout of the same size, with that layout's trained model. With the
-  policy on a GPU and ``nvidia-ml-py``, an engine row also has the GPU's busy seconds.
-- Per layout and seed the product, with the median and min-max over seeds; the semantics' own layouts also
-  have their training runs' own wall (``direct_wall_to_target_s``), and the best engine layout of each regime
-  one direct run if it is not one of those.
+- **Compared rows** (:func:`~.layouts.compared_rows`): the engine's profiles, each serial and collect-while-train
+  (``+overlap``, with the learner's lag correction), the serial gymnasium double buffer and the double buffer
+  with its update on a thread (:mod:`..peers.gymnasium`). Each trains ``--seeds`` seeds through the one clock
+  (:func:`~.learner.fit` over :func:`~.timing.timed_loop`) until the episode-weighted success rate of the last
+  ``window`` iterations reaches ``target`` (:func:`training_run`): its samples to target and its wall to target
+  are its own runs'. The start (workers spawned, envs reset, the first batch's excess over the run's median
+  wait) is taken out of every row's wall equally and reported apart (:class:`~.result.TrainingRun`).
+- **Power** (:func:`regime_power`, :mod:`.goals`): per row the mean samples and wall to target with 95 %
+  bootstrap intervals over seeds, the mean success over the first samples of a fixed budget (the smallest of
+  the rows' median samples to target) beside the first crossing; per goal of issue 42 the ratio (ours / each
+  peer) with its interval and exact permutation p, and ``met`` / ``missed`` / ``not shown``.
+- **Cost rows** (the breakdown, not the verdict): a few PPO iterations of each engine layout, the first one not
+  counted, give its seconds per sample split into the trainer's wait and update, the busiest env worker, the
+  behaviour forwards, the trainer's CPU thread in the update and, with the policy on a GPU and
+  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's collectors (:mod:`..peers.torchrl`)
+  do not train their own seeds yet: each has such a cost row and is charged the samples of the engine layout
+  of its measured lag (``update_as``), and the goals say "not shown" against them.
+- ``--corrections``: the serial row and ``+overlap`` under each lag correction (:data:`~.layouts.CORRECTION_ROWS`),
+  each its own seeds.
 - ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.
 """
 
@@ -44,9 +49,11 @@ from ..measure.files import ResultWriteError, write_json
 from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
-from .layouts import LAYOUTS, PEERS, REGIMES, TrainLayout, engine_layouts, layout_profiles, trained_layouts
-from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, Spread,
-                     TimeToTrainResult, TrainingRun, layout_rows)
+from .goals import correction_goals, regime_goals
+from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compare_row,
+                      compared_rows, engine_layouts, layout_profiles)
+from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
+                     Spread, TimeToTrainResult, TrainingRun, layout_rows, row_power)
 from .timing import per_sample, time_collector
 
 @dataclass(frozen=True)
@@ -58,7 +65,9 @@ class JudgeConfig:
     target: float = 0.7
     window: int = 3
     iterations: int = 150
-    seeds: int = 3
+    seeds: int = 5
+    #: The first seed (seeds ``first_seed`` .. ``first_seed + seeds - 1``: a run split over calls, merged after).
+    first_seed: int = 0
     processes: int = 2
     envs: int = 16
     chunk_size: int = 8
@@ -69,6 +78,11 @@ class JudgeConfig:
     model_width: int | None = None
     model_depth: int | None = None
     device: str = "auto"
+    #: The peers to run (names of :data:`~.layouts.PEERS`).
+    peers: tuple[str, ...] = PEERS
+    #: ``--corrections``: compare these lag corrections (names of :data:`~.layouts.CORRECTION_ROWS`) over
+    #: ``k1_skip+overlap`` against serial ``k1_skip`` instead of the layouts and peers.
+    corrections: tuple[str, ...] = ()
 
 
 def reached(entries: list[learner.IterationEntry], target: float, window: int) -> bool:
@@ -79,9 +93,10 @@ def reached(entries: list[learner.IterationEntry], target: float, window: int) -
         sum(e.success_rate * e.episodes for e in recent) / episodes >= target)
 
 
-def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
-                      target: float, window: int) -> TrainingRun:
-    """Train under ``profile`` until :func:`reached` (or ``config.iterations``); env steps and wall then."""
+def training_run(config: learner.PPOConfig, train: Callable[[Callable[[Any], bool]], learner.LearningCurve],
+                 target: float, window: int) -> TrainingRun:
+    """One training run: ``train(stop)`` (a learning curve, :func:`~.learner.fit`'s) until :func:`reached` (or
+    ``config.iterations``); env steps and wall then, and the trainer's clock of each iteration."""
     entries: list[learner.IterationEntry] = []
 
     def stop(entry: learner.IterationEntry) -> bool:
@@ -89,12 +104,61 @@ def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factor
         return reached(entries, target, window)
 
     torch.manual_seed(config.seed)
-    run, _ = learner.train(config, profile=profile, factory=factory, make_policy=policy_class, stop=stop)
+    run = train(stop)
     hit = reached(entries, target, window)
     return TrainingRun(seed=config.seed, reached=hit, samples=run.env_steps[-1] if hit else None,
                        direct_wall_s=run.wall_s[-1] if hit else None, iterations=len(run.env_steps),
                        success_rate=run.success_rate, env_steps=run.env_steps, wall_s=run.wall_s,
-                       policy_lag=run.policy_lag)
+                       policy_lag=run.policy_lag, wait_s=run.rollout_s, update_s=run.update_s,
+                       update_cpu_s=run.update_cpu_s)
+
+
+def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
+                      target: float, window: int) -> TrainingRun:
+    """Train under the engine's ``profile`` (:func:`training_run`)."""
+    return training_run(config, lambda stop: learner.train(config, profile=profile, factory=factory,
+                                                           make_policy=policy_class, stop=stop)[0], target, window)
+
+
+def peer_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profile: RolloutProfile, factory: Any,
+                           policy_class: Callable, spaces: tuple, target: float, window: int) -> TrainingRun:
+    """Train on the gymnasium peer ``layout``'s batches (:class:`~..peers.gymnasium.DoubleBufferBatches`:
+    serial, or with the update on a thread where ``layout.overlap``) over ``profile``'s envs
+    (:func:`training_run`)."""
+    from ..peers.gymnasium import DoubleBufferBatches
+
+    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+
+    def source(behaviour: Any) -> DoubleBufferBatches:
+        return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations,
+                                   config.seed, learner.load_trained, on_thread=layout.overlap)
+
+    return training_run(config, lambda stop: learner.train_on(config, source, obs_dim, int(np.prod(
+        spaces[1].shape)), policy_class, stop=stop)[0], target, window)
+
+
+def torchrl_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profile: RolloutProfile, factory: Any,
+                              policy_class: Callable, spaces: tuple, target: float, window: int) -> TrainingRun:
+    """Train on the batches of TorchRL's collector ``layout`` (:class:`~..peers.torchrl.TorchRLTraining`) over
+    ``profile``'s envs, the trainer posting its weights after each update (:func:`training_run`)."""
+    from tensordict.nn import TensorDictModule
+
+    from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLTraining
+
+    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+    action_dim = int(np.prod(spaces[1].shape))
+    make_policy = functools.partial(policy_class, obs_dim, action_dim, config.chunk_size)
+
+    def source(behaviour: Any) -> TorchRLTraining:
+        def make_actor() -> Any:  # the policy's initial weights as the mirror
+            return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+                                    in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
+
+        return TorchRLTraining(layout.name, make_actor, profile, factory, spaces, config.seed, config.rounds,
+                               config.iterations)
+
+    return training_run(config, lambda stop: learner.train_on(config, source, obs_dim, action_dim, policy_class,
+                                                              stop=stop)[0], target, window)
 
 
 def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
@@ -125,7 +189,8 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
                    env_busy_s_per_sample=per_sample(run.busiest_env_s, samples),
                    model_s_per_sample=per_sample(run.model_s, samples),
                    gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
-                   policy_lag=float(np.mean(lags)) if lags else None), (model, last[0])
+                   policy_lag=float(np.mean(lags)) if lags else None,
+                   trainer_cpu_s_per_sample=per_sample(run.update_cpu_s, samples)), (model, last[0])
 
 
 class PeerUpdate:
@@ -149,29 +214,6 @@ class PeerUpdate:
         self.posted.append(learner.clone_trained(self.model))
 
 
-def double_buffer_seconds_per_sample(name: str, trained: tuple[Any, Any], make_policy: Callable[[], Any],
-                                     spaces: tuple, profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
-                                     iterations: int) -> CostRow:
-    """The gymnasium double buffer's seconds per own action (:func:`~..peers.gymnasium.double_buffer_batches`,
-    its behaviour policy built by ``make_policy``), each batch followed by the PPO update of ``trained`` and the
-    weights loaded into the behaviour copy: ``iterations`` batches after a first, uncounted one."""
-    from ..peers.gymnasium import double_buffer_batches
-
-    behaviour = make_policy()
-    update = PeerUpdate(trained, config)
-
-    def act(obs: dict) -> np.ndarray:
-        return behaviour(obs)[0].numpy().astype(np.float64)
-
-    batches = double_buffer_batches(factory, profile, act, spaces, config.rounds, iterations + 1, seed=config.seed)
-    wait, update_s, first = time_collector(
-        batches, lambda own_actions: own_actions, update,
-        lambda: learner.load_trained(behaviour, learner.trained_state(update.model)))
-    # serial: the trainer's wait for a batch is the batch's rollout
-    return CostRow(wait, update_s, rollout_s_per_sample=wait, first_batch_s=first,
-                   update_as=LAYOUTS[name].trained_under)
-
-
 def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
                                profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
                                iterations: int) -> CostRow:
@@ -183,14 +225,14 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
     from tensordict import TensorDict
     from tensordict.nn import TensorDictModule
 
-    from ..peers.torchrl import TorchRLActor, TorchRLBatches, acting_lags
+    from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLBatches, acting_lags
 
     update = PeerUpdate(trained, config)
     keys = tuple(spaces[0].spaces)
 
     def actor() -> Any:
         return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(update.model), spaces[0]),
-                                in_keys=list(keys), out_keys=["action", "logprob", "value"])
+                                in_keys=list(keys), out_keys=ACTOR_OUT_KEYS)
 
     # the collector's policy, and the trainer's copy whose mirror it posts (the batched collector serves the
     # former from this process: refreshing it in place would race its forwards)
@@ -215,9 +257,11 @@ def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy:
                    lag_unmatched=float(1 - matched.double().mean()), update_as=LAYOUTS[kind].trained_under)
 
 
-#: A peer family (``TrainLayout.family``) -> how its seconds per sample are measured: ``f(name, trained,
-#: make_policy, spaces, profile, factory, config, iterations)``, its batches driven by the one clock.
-PEER_COSTS = {"gymnasium": double_buffer_seconds_per_sample, "torchrl": torchrl_seconds_per_sample}
+#: A peer family (``TrainLayout.family``) that does not train its own seeds -> how its seconds per sample are
+#: measured: ``f(name, trained, make_policy, spaces, profile, factory, config, iterations)``, its batches driven
+#: by the one clock. The gymnasium peers train their own seeds (:func:`peer_samples_to_target`); their cost row
+#: comes from those runs.
+PEER_COSTS = {"torchrl": torchrl_seconds_per_sample}
 
 
 def failure(exc: BaseException) -> str:
@@ -227,6 +271,29 @@ def failure(exc: BaseException) -> str:
     while (chain[-1].__cause__ or chain[-1].__context__) not in (None, *chain):  # a chain can loop back
         chain.append(chain[-1].__cause__ or chain[-1].__context__)
     return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
+
+
+def regime_power(runs: dict[str, list[TrainingRun]], rows: dict[str, Any]) -> dict[str, RowPower]:
+    """Per compared row its :class:`~.result.RowPower`, the success area taken over the first ``budget``
+    samples: the smallest of the rows' median samples to target (over the seeds that reached it; the
+    shortest run where no row reached it)."""
+    medians = [Spread.of([r.samples for r in runs[n]]).median for n in rows if runs.get(n)]
+    reached = [m for m in medians if m is not None]
+    lengths = [r.env_steps[-1] for n in rows for r in runs.get(n, []) if r.env_steps]
+    budget = min(reached) if reached else (min(lengths) if lengths else None)
+    power = {n: row_power(runs.get(n, []), budget) for n in rows}
+    return {n: p for n, p in power.items() if p is not None}
+
+
+def direct_run(layouts: dict[str, LayoutRow]) -> DirectRun | None:
+    """The engine layout with the shortest median wall to target, with its own runs' wall clock (start
+    included)."""
+    engine = {n: r for n, r in layouts.items() if n in LAYOUTS and not LAYOUTS[n].is_peer and r.own_runs
+              and r.wall_to_target_s.median is not None}
+    if not engine:
+        return None
+    best = min(engine, key=lambda n: engine[n].wall_to_target_s.median)
+    return DirectRun(best, engine[best].direct_wall_to_target_s or engine[best].wall_to_target_s, "training runs")
 
 
 class Judge:
@@ -276,53 +343,90 @@ class Judge:
         self.progress(f"{regime}: " + format_model_cost(calibration))
         return functools.partial(learner.VLAActorCritic, arguments), vla, info
 
-    def layout_config(self, layout: TrainLayout, seed: int | None = None) -> learner.PPOConfig:
-        """The PPO config of ``layout``: its lag (serial or decoupled PPO), and ``seed`` where given."""
+    def layout_config(self, layout: TrainLayout, seed: int | None = None,
+                      correction: str | None = None) -> learner.PPOConfig:
+        """The PPO config of ``layout``: its lag (serial, or collect-while-train with the learner's default lag
+        correction, or ``correction``, a name of :data:`~.layouts.CORRECTION_ROWS`), and ``seed`` where given."""
         config = replace(self.base, max_lag=layout.max_lag)
+        if correction is not None:
+            objective, values = CORRECTION_ROWS[correction]
+            config = replace(config, correction=objective, value_targets=values)
         return config if seed is None else replace(config, seed=seed)
 
-    def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int) -> TrainingRun:
-        """One training run under ``layout`` with ``seed`` (samples to target)."""
-        self.progress(f"{layout.semantics} ({layout.name}, {_overlap(layout)}) seed {seed}: training to success "
+    def trained(self, layout: TrainLayout, profile: RolloutProfile, policy_class: Callable, seed: int,
+                spaces: tuple | None = None, correction: str | None = None, name: str | None = None) -> TrainingRun:
+        """One training run of ``layout`` (the row ``name``) with ``seed``: an engine layout under ``profile``,
+        a peer over its envs (``spaces``: one env's observation and action spaces)."""
+        name = name or layout.name
+        self.progress(f"{name} ({layout.semantics}, {_overlap(layout)}) seed {seed}: training to success "
                       f">= {self.config.target} (at most {self.config.iterations} iterations)")
-        run = samples_to_target(self.layout_config(layout, seed), profile, self.factory, policy_class,
-                                self.config.target, self.config.window)
+        config = self.layout_config(layout, seed, correction)
+        if layout.is_peer:
+            trains = peer_samples_to_target if layout.family == "gymnasium" else torchrl_samples_to_target
+            run = trains(layout, config, profile, self.factory, policy_class, spaces, self.config.target,
+                         self.config.window)
+        else:
+            run = samples_to_target(config, profile, self.factory, policy_class, self.config.target,
+                                    self.config.window)
         lag = np.mean(run.policy_lag) if run.policy_lag else float("nan")
-        self.progress(f"{layout.semantics} ({layout.name}) seed {seed}: samples to target {run.samples} "
-                      f"({run.iterations} iterations, measured policy lag {lag:.2f})")
+        wall = "-" if run.wall_to_target_s is None else f"{run.wall_to_target_s:.1f} s"
+        self.progress(f"{name} seed {seed}: samples to target {run.samples}, wall to target {wall} (start "
+                      f"{run.startup_s:.1f} s apart; {run.iterations} iterations, measured policy lag {lag:.2f})")
         return run
 
     def regime(self, regime: str, checkpoint: Callable[[RegimeProgress], None]) -> RegimeResult:
-        """Every layout's samples to target, seconds per sample and their product in ``regime``: the seconds per
-        sample first (every engine layout, then the peers), then the training runs seed by seed, each semantics
-        per seed; ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
+        """Every compared row's samples and wall to target from its own training runs, in ``regime``: first the
+        cost rows (the breakdown: every engine layout's seconds per sample, then TorchRL's collectors'), then
+        the training runs seed by seed, each row per seed; then each row's intervals and the goals
+        (:mod:`.goals`). ``--corrections``: the serial row and the overlapped one under each correction, no
+        cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
-        training = trained_layouts(self.profiles)
-        so_far = RegimeProgress(calibration, not_run=missing, training_runs={s: [] for s in training})
-        runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
-        for layout in engine_layouts(self.profiles):
-            self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} PPO "
-                          f"iterations after one uncounted")
-            so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
-                self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
-                self.config.cost_iterations, self.device)
-            self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
-            checkpoint(so_far)
-        self.peers(regime, policy_class, vla, runs, so_far)
-        checkpoint(so_far)
-        for seed in range(self.config.seeds):
-            for semantics, layout in training.items():
-                so_far.training_runs[semantics].append(
-                    self.trained(layout, self.profiles[layout.profile], policy_class, seed))
+        peers = [p for p in self.config.peers if LAYOUTS[p].own_runs]
+        if self.config.processes % 2:
+            missing.update({p: f"a double buffer needs an even process count, got {self.config.processes}"
+                            for p in peers if LAYOUTS[p].family == "gymnasium"})
+        from ..peers.torchrl import torchrl_missing
+
+        why_not = torchrl_missing() if any(LAYOUTS[p].family == "torchrl" for p in peers) else None
+        if why_not:
+            missing.update({p: why_not for p in peers if LAYOUTS[p].family == "torchrl"})
+        peers = [p for p in peers if p not in missing]
+        rows = compared_rows([n for n in self.config.layouts if n in self.profiles], peers, self.config.corrections)
+        so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
+        if not self.config.corrections:
+            runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
+            for layout in engine_layouts(self.profiles):
+                self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
+                              f"PPO iterations after one uncounted")
+                so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
+                    self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
+                    self.config.cost_iterations, self.device)
+                self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
                 checkpoint(so_far)
-        layouts = layout_rows(so_far.cost, so_far.training_runs)
-        return RegimeResult(calibration, layouts, missing, so_far.training_runs,
-                            self.direct_run(layouts, policy_class))
+            self.peers(regime, policy_class, vla, runs, so_far)
+            checkpoint(so_far)
+        from ..peers.torchrl import compact_space
+
+        spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
+        for seed in range(self.config.first_seed, self.config.first_seed + self.config.seeds):
+            for name, row in rows.items():
+                so_far.training_runs[name].append(self.trained(
+                    row.layout, self.profiles[row.layout.profile], policy_class, seed, spaces, row.correction, name))
+                checkpoint(so_far)
+        layouts = layout_rows(so_far.cost, so_far.training_runs, rows)
+        power = regime_power(so_far.training_runs, rows)
+        goals = (correction_goals(so_far.training_runs, power, rows) if self.config.corrections
+                 else regime_goals(regime, so_far.training_runs, power, rows, layouts))
+        for goal in goals:
+            self.progress(f"{regime}: {goal.format()}")
+        return RegimeResult(calibration, layouts, missing, so_far.training_runs, direct_run(layouts), power, goals)
 
     def peers(self, regime: str, policy_class: Callable, vla: Any, runs: dict[str, tuple],
               so_far: RegimeProgress) -> None:
-        """Every peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``)."""
+        """Every TorchRL peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``);
+        those peers do not train their own seeds yet: each is charged the samples of the engine layout of its
+        measured lag, whose PPO update it runs (``update_as``)."""
         from ..peers.torchrl import compact_space, torchrl_missing
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
@@ -330,13 +434,11 @@ class Judge:
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
                                         self.config.chunk_size)
         profile = self.profiles["k1_skip"]
-        why_not = torchrl_missing()
-        for name in PEERS:
+        chosen = [name for name in TORCHRL_PEERS if name in self.config.peers and not LAYOUTS[name].own_runs]
+        why_not = torchrl_missing() if chosen else None
+        for name in chosen:
             layout = LAYOUTS[name]
-            if layout.family == "gymnasium" and self.config.processes % 2:
-                so_far.not_run[name] = f"a double buffer needs an even process count, got {self.config.processes}"
-                continue
-            if layout.family == "torchrl" and why_not:
+            if why_not:
                 so_far.not_run[name] = why_not
                 continue
             self.progress(f"{regime} {name} ({_overlap(layout)}, the PPO update of {layout.trained_under}): timing "
@@ -350,23 +452,6 @@ class Judge:
                 self.progress(f"{regime} {name}: {so_far.not_run[name]}")
                 continue
             self.progress(f"{regime} {name}: {_cost_line(so_far.cost[name])}")
-
-    def direct_run(self, layouts: dict[str, LayoutRow], policy_class: Callable) -> DirectRun | None:
-        """One direct run (seed 0) of the engine layout with the shortest median wall to target, where that
-        layout is not one the semantics trained under (whose runs are direct already)."""
-        engine = {n: r for n, r in layouts.items()
-                  if not LAYOUTS[n].is_peer and r.wall_to_target_s.median is not None}
-        if not engine:
-            return None
-        best = min(engine, key=lambda n: engine[n].wall_to_target_s.median)
-        if engine[best].direct_wall_to_target_s is not None:
-            return DirectRun(best, engine[best].direct_wall_to_target_s, "training runs")
-        layout = LAYOUTS[best]
-        self.progress(f"direct run of {best} ({_overlap(layout)}), seed 0: training to the target")
-        run = samples_to_target(self.layout_config(layout), self.profiles[layout.profile], self.factory,
-                                policy_class, self.config.target, self.config.window)
-        self.progress(f"direct run of {best}: {run.direct_wall_s} s to the target")
-        return DirectRun(best, run.direct_wall_s, "its own run", run.samples)
 
     def lead_sweep(self, regime: str, checkpoint: Callable[[LeadSweep], None]) -> LeadSweep:
         """Samples to target, seconds per sample and wall to target per lookahead lead d (0, 1, 2, 4, N/2,
@@ -428,6 +513,43 @@ class Checkpoints:
             self.failed = True
 
 
+def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
+    """One result of several runs of the same judge split over calls (``--first-seed``, ``--peers``): per regime
+    the training runs of each row joined (a seed measured twice is kept once, the first), the cost rows of the
+    first result that has each, and the intervals and goals computed again over the joined runs (the command
+    line checked that every file trained the same model). A part cut short (its regime ``in_progress``) counts
+    with the runs it finished; the result is ``complete`` when every row of every regime has the same seeds."""
+    first = results[0]
+    out = TimeToTrainResult(command_line(), first.machine, {**first.config, "merged": [r.command for r in results]},
+                            True, first.load, sum(r.wall_s for r in results), profiles=first.profiles)
+    for regime in dict.fromkeys(n for r in results for n in (*r.regimes, *r.in_progress)):
+        parts = [r.regimes.get(regime) or r.in_progress.get(regime) for r in results]
+        parts = [part for part in parts if part is not None]
+        cost: dict[str, CostRow] = {}
+        runs: dict[str, list[TrainingRun]] = {}
+        not_run: dict[str, str] = {}
+        for part in parts:
+            costs = part.cost if isinstance(part, RegimeProgress) else {
+                n: row.cost for n, row in part.layouts.items()
+                if n in LAYOUTS and not (LAYOUTS[n].is_peer and LAYOUTS[n].own_runs)}
+            for name, row in costs.items():
+                cost.setdefault(name, row)
+            for name, rs in part.training_runs.items():
+                seen = {r.seed for r in runs.setdefault(name, [])}
+                runs[name] += [r for r in rs if r.seed not in seen]
+            not_run.update(part.not_run)
+        rows = {name: compare_row(name) for name in runs}
+        not_run = {n: why for n, why in not_run.items() if n not in runs and n not in cost}
+        layouts = layout_rows(cost, runs, rows)
+        power = regime_power(runs, rows)
+        goals = (correction_goals(runs, power, rows) if any(r.correction for r in rows.values())
+                 else regime_goals(regime, runs, power, rows, layouts))
+        out.regimes[regime] = RegimeResult(parts[0].calibration, layouts, not_run, runs, direct_run(layouts), power,
+                                           goals)
+        out.complete = out.complete and len({tuple(sorted(r.seed for r in rs)) for rs in runs.values()}) == 1
+    return out
+
+
 def run_judge(args: Any) -> int:
     """``train-judge`` after its checks (:func:`~behavior1k_fast.tools.train.check_args`): ``--plot`` draws a
     recorded result; otherwise every regime (or the lead sweep) is measured, the tables printed, and the JSON
@@ -436,6 +558,11 @@ def run_judge(args: Any) -> int:
     from .report import format_table, plot
 
     out = Path(args.out)
+    if args.merge:
+        result = merged(args.merged)
+        print(format_table(result))
+        stem = out / f"time_to_train_{args.tag or 'merged'}"
+        return write_result(result.to_dict(), lambda path: plot(result, path), stem, [])
     if args.plot is not None:
         drawn = out / Path(args.plot).with_suffix(".png").name
         plot(args.result, drawn)
@@ -443,21 +570,29 @@ def run_judge(args: Any) -> int:
         return 0
     loads = [sample_load()]
     machine = describe_machine(resolve_device(args.device))
-    kind = "lead_sweep_" if args.lead_sweep else ""
+    kind = "lead_sweep_" if args.lead_sweep else "corrections_" if args.corrections else ""
     stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}{'_quick' if args.quick else ''}"
-    hidden = {"out", "func", "command", "quick_defaults", "result"}
+    hidden = {"out", "func", "command", "quick_defaults", "result", "merged"}
     result = TimeToTrainResult(command_line(), machine, {k: v for k, v in vars(args).items() if k not in hidden})
     checkpoints = Checkpoints(result, out / f"{stem}.json")
     config = JudgeConfig(regimes=tuple(args.regime), layouts=tuple(args.layouts), target=args.target,
-                         window=args.window, iterations=args.iterations, seeds=args.seeds, processes=args.processes,
+                         window=args.window, iterations=args.iterations, seeds=args.seeds,
+                         first_seed=args.first_seed, processes=args.processes,
                          envs=args.envs, chunk_size=args.chunk_size, rounds=args.rounds, resolution=args.resolution,
                          lookahead_steps=args.lookahead_steps, cost_iterations=args.cost_iterations,
-                         model_width=args.model_width, model_depth=args.model_depth, device=args.device)
+                         model_width=args.model_width, model_depth=args.model_depth, device=args.device,
+                         peers=tuple(args.peers), corrections=tuple(args.corrections))
     judge = Judge(config)
     result.profiles = {n: p.to_dict() for n, p in judge.profiles.items()}
-    what = f"the lead sweep in {args.regime[0]}" if args.lead_sweep else ", ".join(args.regime)
-    print(f"train-judge: {what}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the peers; "
-          f"{args.seeds} seed(s), target success {args.target}; {checkpoints.path} is rewritten after each piece")
+    if args.lead_sweep:
+        what = f"the lead sweep in {args.regime[0]}"
+    elif args.corrections:
+        what = f"the lag corrections {','.join(args.corrections)} over k1_skip+overlap in {args.regime[0]}"
+    else:
+        what = (f"{', '.join(args.regime)}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the "
+                f"peers {','.join(args.peers) or '(none)'}")
+    print(f"train-judge: {what}; {args.seeds} seed(s), target success {args.target}; {checkpoints.path} is "
+          f"rewritten after each piece")
     if args.lead_sweep:
         def swept(sweep: LeadSweep) -> None:
             result.lead_sweep = sweep
@@ -465,7 +600,7 @@ def run_judge(args: Any) -> int:
 
         result.lead_sweep = judge.lead_sweep(args.regime[0], swept)
     else:
-        for regime in args.regime:
+        for regime in args.regime[:1] if args.corrections else args.regime:
             def measured(so_far: RegimeProgress, regime: str = regime) -> None:
                 result.in_progress = {regime: so_far}
                 checkpoints.save()

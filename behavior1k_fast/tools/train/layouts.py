@@ -6,8 +6,15 @@ A layout is what collects the batches PPO trains on: an engine profile with the 
 to target depend (``fresh``: an env acts on its own observation at its chunk's start; ``hybrid``: the other
 stage's slice holds its last action while this one steps; ``lookahead``: the chunk is chosen from an
 observation d steps before the previous chunk ends, with the committed actions as input; ``+lag1``: acting
-with weights one update old), and the layout PPO trains under to count that semantics' samples to target
-(``trained_under``), whose PPO update (serial, or decoupled where ``max_lag`` is 1) it also runs.
+with weights one update old), and the layout whose training runs give its samples to target
+(``trained_under``). Every engine layout and the gymnasium peers train their own seeds (``trained_under`` is
+the row itself: "rates from the runs that learn", issue 42), and so do TorchRL's ``MultiSyncCollector`` and
+its single ``Collector`` over a ``ParallelEnv``; TorchRL's async and batched collectors do not yet (their
+batches are not every env's chunks in order) and are charged the samples of the engine layout of their
+measured lag, whose PPO update they run.
+
+A compared row (:class:`CompareRow`) is a layout with the PPO lag correction it trains with
+(:data:`CORRECTION_ROWS`; the ``--corrections`` comparison runs one ``+overlap`` layout under each).
 """
 
 from __future__ import annotations
@@ -58,32 +65,83 @@ class TrainLayout:
         return self.max_lag > 0
 
 
-def _engine(profile: str, semantics: str, trained_under: str) -> tuple[TrainLayout, TrainLayout]:
-    """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``)."""
-    return (TrainLayout(profile, profile, 0, semantics, trained_under),
-            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{trained_under}+overlap"))
+    @property
+    def own_runs(self) -> bool:
+        """The layout trains its own seeds (its samples and wall to target come from its own runs)."""
+        return self.trained_under == self.name
 
 
-#: Every layout by name: the engine's (each serial and ``+overlap``), then the peers. The TorchRL peers'
-#: semantics were checked at torchrl 0.14.1 by matching each chunk's recorded log-prob against the versions the
-#: trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
+def _engine(profile: str, semantics: str) -> tuple[TrainLayout, TrainLayout]:
+    """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``), each trained in
+    runs of its own."""
+    return (TrainLayout(profile, profile, 0, semantics, profile),
+            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{profile}+overlap"))
+
+
+#: Every layout by name: the engine's (each serial and ``+overlap``), then the peers: the gymnasium double buffer
+#: serial (``double_buffer_peer``) and with its PPO update on a thread while it collects the next batch
+#: (``double_buffer_thread``, lag 1: :class:`~behavior1k_fast.tools.peers.gymnasium.DoubleBufferBatches`), and
+#: TorchRL's collectors. The TorchRL peers' semantics were checked at torchrl 0.14.1 by matching each chunk's
+#: recorded log-prob against the versions the trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
 #: a batch with the weights posted after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep
 #: one batch in flight and the trainer joins one batch from each worker into its PPO batch, so it acts one
 #: update behind; ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights
-#: between two batched forwards (a batch mixes the two latest versions).
+#: between two batched forwards (a batch mixes the two latest versions); ``Collector`` over a ``ParallelEnv``
+#: (``torchrl_parallel``: one batched policy in the trainer's process) collects a batch after the trainer
+#: posted (lag 0).
 LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
-    *_engine("stock", "fresh", "k1_skip"), *_engine("k1_skip", "fresh", "k1_skip"),
-    *_engine("hybrid_k2", "hybrid", "hybrid_k2"), *_engine("process_k2", "fresh", "k1_skip"),
-    *_engine("lookahead", "lookahead", "lookahead"),
-    TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "k1_skip", "gymnasium"),
-    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "k1_skip", "torchrl"),
+    *_engine("stock", "fresh"), *_engine("k1_skip", "fresh"), *_engine("hybrid_k2", "hybrid"),
+    *_engine("process_k2", "fresh"), *_engine("lookahead", "lookahead"),
+    TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "double_buffer_peer", "gymnasium"),
+    TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium"),
+    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl_sync", "torchrl"),
     TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
     TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl_parallel", "torchrl"),
 )}
 #: The peers, in table order.
 PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
 #: The TorchRL collector peers.
 TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl")
+#: The peers that train their own seeds: the gymnasium double buffers and the TorchRL collectors whose batches
+#: are every env's chunks in order (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
+TRAINED_PEERS = tuple(name for name in PEERS if LAYOUTS[name].own_runs)
+#: ``--corrections``' names -> (the policy objective's correction, :mod:`.objective`; the value targets of GAE,
+#: :data:`~.learner.VALUE_TARGETS`): ``current_values`` is ``decoupled`` over GAE values recomputed by the
+#: current critic at the update's start (option (iv) of issue 42; the same no-grad pass as ``decoupled``'s).
+CORRECTION_ROWS = {"none": ("none", "recorded"), "decoupled": ("decoupled", "recorded"),
+                   "first_epoch": ("first_epoch", "recorded"), "dual_clip": ("dual_clip", "recorded"),
+                   "current_values": ("decoupled", "current")}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """A row that trains its own seeds: ``layout`` with the lag correction ``correction`` (a name of
+    :data:`CORRECTION_ROWS`; ``None``: the learner's default). Named ``<layout>`` or, in the ``--corrections``
+    comparison, ``<layout>/<correction>``."""
+
+    name: str
+    layout: TrainLayout
+    correction: str | None = None
+
+
+def compare_row(name: str) -> CompareRow:
+    """The compared row of ``name`` (``<layout>`` or ``<layout>/<correction>``, :class:`CompareRow`)."""
+    layout, _, correction = name.partition("/")
+    return CompareRow(name, LAYOUTS[layout], correction or None)
+
+
+def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
+    """The rows that train their own seeds: every engine layout over ``profiles`` (names of
+    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and
+    those of ``peers`` in :data:`TRAINED_PEERS`; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial
+    ``k1_skip`` and ``k1_skip+overlap`` under each correction."""
+    if corrections:
+        return {"k1_skip": CompareRow("k1_skip", LAYOUTS["k1_skip"]),
+                **{f"k1_skip+overlap/{c}": CompareRow(f"k1_skip+overlap/{c}", LAYOUTS["k1_skip+overlap"], c)
+                   for c in corrections}}
+    layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in TRAINED_PEERS if p in peers)]
+    return {layout.name: CompareRow(layout.name, layout) for layout in layouts}
 
 
 def engine_layouts(profiles: Any) -> list[TrainLayout]:
@@ -91,13 +149,6 @@ def engine_layouts(profiles: Any) -> list[TrainLayout]:
     ``+overlap`` one, in the order given."""
     return [layout for lag in (0, 1) for name in profiles for layout in LAYOUTS.values()
             if not layout.is_peer and layout.profile == name and layout.max_lag == lag]
-
-
-def trained_layouts(profiles: Any) -> dict[str, TrainLayout]:
-    """Semantics -> the layout it trains under, for the semantics whose training layout runs on ``profiles``
-    (the serial ones first)."""
-    return {layout.semantics: layout for lag in (0, 1) for layout in LAYOUTS.values()
-            if layout.name == layout.trained_under and layout.profile in profiles and layout.max_lag == lag}
 
 
 def layout_profiles(processes: int, envs: int, chunk_size: int, lookahead_steps: int | str = "auto") -> tuple[

@@ -18,11 +18,12 @@ transformer with low-rank adapters (:class:`~behavior1k_fast.tools.measure.train
 output joins proprioception and the task offset.
 
 Collection (:func:`train`): a ``Collector`` drives the engine from a thread of its own and hands out one batch
-of ``rounds`` rounds per iteration, timed by :func:`~.timing.timed_loop`; the trainer's model and the
-behaviour policy that acts are two objects, the behaviour copy getting the trained weights after each
-update (:func:`trained_state`). ``max_lag=0`` is serial (batch b is collected after the update from batch
-b - 1); ``max_lag=1`` collects batch b + 1 while PPO updates on batch b, and PPO is then decoupled
-(:func:`ppo_update`).
+of ``rounds`` rounds per iteration; :func:`fit` trains on it (or on a peer's batches: :func:`train_on`),
+timed by :func:`~.timing.timed_loop`; the trainer's model and the behaviour policy that acts are two objects,
+the behaviour copy getting the trained weights after each update (:func:`trained_state`). ``max_lag=0`` is
+serial (batch b is collected after the update from batch b - 1); ``max_lag=1`` collects batch b + 1 while PPO
+updates on batch b, and PPO then corrects for the lag as ``PPOConfig.correction`` says (:func:`ppo_update`,
+:mod:`.objective`; the values GAE runs over: ``PPOConfig.value_targets``).
 
 Profiles (:data:`PROFILES`, :func:`make_profile`): ``k2_skip`` (hybrid partition, K = 2, on-demand
 observation, physics rescale ``preserve_sim_time``), ``k1_skip`` (no pipeline, on-demand observation),
@@ -36,6 +37,7 @@ a chunk that an env sat out is left out of the loss; bootstrap values see no com
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
@@ -48,11 +50,13 @@ from ...core.profile import RolloutProfile
 from ...backends.reference import ReachFactory, ReferenceConfig
 from ...rollout import COMMITTED_KEY, RolloutEngine, TrajectoryRecorder, committed_width
 from ...rollout.collector import WEIGHTS_VERSION_KEY, Collector
-from . import timing
+from . import objective, timing
 from .layouts import PROFILES
 
 #: Observation keys the policy reads.
 OBS_KEYS = ("proprio", "task::target")
+#: Where the values of GAE come from (:attr:`PPOConfig.value_targets`).
+VALUE_TARGETS = ("recorded", "current")
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,23 @@ class PPOConfig:
     lookahead_steps: int | str = 0
     #: Weight versions a batch's chunks may lag the trainer (``Collector``'s ``max_lag``): 0 serial, 1 overlap.
     max_lag: int = 0
+    #: The policy objective's lag correction under collect-while-train (one of :data:`~.objective.CORRECTIONS`;
+    #: serial PPO needs none: :func:`active_correction`). ``none``: of the corrections ``train-judge
+    #: --corrections`` compared (5 seeds, 2 cores; benchmarks/README.md) it reached the target in the shortest
+    #: mean wall, with no extra pass through the model; ``decoupled`` and ``dual_clip`` were not told apart from
+    #: it, ``first_epoch`` and current value targets took about 2x and 1.6x as long.
+    correction: str = "none"
+    #: The values GAE runs over: ``recorded`` (at acting time, with the chunk) or ``current`` (the current
+    #: critic's, from a no-grad pass at the update's start).
+    value_targets: str = "recorded"
     #: The behaviour policy's CUDA device (``Collector``'s ``device``: its forwards on a stream of their own),
     #: or ``None`` for a policy on the CPU.
     policy_device: str | None = None
+
+    def __post_init__(self) -> None:
+        objective.check_correction(self.correction)
+        if self.value_targets not in VALUE_TARGETS:
+            raise ValueError(f"value_targets: expected one of {', '.join(VALUE_TARGETS)}, got {self.value_targets!r}")
 
 
 def make_profile(config: PPOConfig) -> RolloutProfile:
@@ -182,13 +200,16 @@ def with_no_commitment(obs: dict, batch: Any) -> dict:
     return {**obs, COMMITTED_KEY: np.zeros((n, *batch.committed.shape[2:]), batch.committed.dtype)}
 
 
-def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
-    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``. Bootstrap values
-    see no committed action (:func:`with_no_commitment`)."""
+def advantages(batch: Any, policy: ActorCritic, config: PPOConfig,
+               values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """GAE over rounds at chunk level: ``(advantages, returns)``, each ``[rounds, envs]``, over ``values``
+    ``[rounds, envs]`` (not given: the values recorded at acting time, ``batch.extras["value"]``); the bootstrap
+    values (the last observation, a truncated episode's final one) are the current critic's and see no committed
+    action (:func:`with_no_commitment`)."""
     gamma_chunk = config.gamma ** config.chunk_size
     reward = batch.rewards.sum(axis=2) / config.reward_scale  # masked steps hold 0
     done = (batch.terminated | batch.truncated).any(axis=2)
-    values = batch.extras["value"].astype(np.float64)
+    values = (batch.extras["value"] if values is None else values).astype(np.float64)
     eps = batch.episodes
     with torch.no_grad():
         last_value = policy.critic(policy.features(with_no_commitment(batch.last_obs, batch))).squeeze(-1).numpy()
@@ -206,37 +227,65 @@ def advantages(batch: Any, policy: ActorCritic, config: PPOConfig) -> tuple[np.n
     return adv, adv + values
 
 
+def active_correction(config: PPOConfig) -> str:
+    """The policy objective's lag correction (:mod:`.objective`) of an update under ``config``: serial PPO
+    (``max_lag`` 0, every chunk chosen by the current weights) needs none."""
+    return config.correction if config.max_lag > 0 else "none"
+
+
+def _evaluate_batch(policy: ActorCritic, inputs: dict, action: torch.Tensor, minibatches: int) -> tuple[
+        torch.Tensor, torch.Tensor]:
+    """The current policy's log-prob of each chunk's action and its value over the whole batch, without gradient
+    (one more pass through the model), in ``minibatches`` pieces."""
+    logprobs, values = [], []
+    with torch.no_grad():
+        for idx in np.array_split(np.arange(len(action)), minibatches):
+            logprob, _, value = policy.evaluate(policy.features({k: v[idx] for k, v in inputs.items()}), action[idx])
+            logprobs.append(logprob)
+            values.append(value)
+    return torch.cat(logprobs), torch.cat(values)
+
+
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any, config: PPOConfig,
                rng: np.random.Generator) -> dict[str, float]:
     """``config.epochs`` epochs of clipped PPO over the batch's chunks, on the input each chunk was chosen
     from (observations, and committed actions under ``lookahead``), leaving out chunks no step of which ran
     (sat out under ``lookahead``); mean losses of the last epoch.
 
-    Serial (``config.max_lag == 0``) the ratio is against the behaviour log-probs, which are the current
-    policy's. Under collect-while-train it is decoupled PPO (Hilton et al. 2021, "Batch size-invariance for
-    policy optimization"): the ratio is clipped around the proximal policy, the policy at this update's start
-    (one no-grad pass over the batch), and each sample is weighted by proximal / behaviour probability, so a
-    chunk chosen by older weights corrects its bias without starting the update half clipped."""
-    adv, returns = advantages(batch, policy, config)
+    The policy loss is :func:`~.objective.policy_loss` of :func:`active_correction`: serial PPO clips the
+    ratio against the behaviour log-probs, which are the current policy's. Under collect-while-train
+    (``max_lag`` > 0) ``config.correction`` says how chunks chosen by older weights are corrected: ``decoupled``
+    (Hilton et al. 2021) takes the proximal log-probs from one no-grad pass over the batch at the update's
+    start; ``first_epoch`` from the first epoch's own forward of each minibatch (detached, before its step: no
+    extra pass); ``dual_clip`` and ``none`` need none. ``config.value_targets`` ``current`` recomputes the
+    values GAE runs over with the current critic at the update's start (the same no-grad pass as ``decoupled``'s
+    where both are asked for); ``recorded`` takes those recorded at acting time."""
+    correction = active_correction(config)
     seen = dict(batch.obs)
     if getattr(batch, "committed", None) is not None:
         seen[COMMITTED_KEY] = batch.committed
     ran = batch.applied.any(axis=2).reshape(-1)
     # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
-    inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:])[ran] for k, v in seen.items()}
-    action = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1])[ran])
+    all_inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]) for k, v in seen.items()}
+    all_actions = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
+    prox_logprob = None
+    values = None
+    if correction == "decoupled" or config.value_targets == "current":
+        logprob_now, value_now = _evaluate_batch(policy, all_inputs, all_actions, config.minibatches)
+        if correction == "decoupled":
+            prox_logprob = logprob_now[torch.as_tensor(ran)]
+        if config.value_targets == "current":
+            values = value_now.numpy().reshape(batch.rewards.shape[:2])
+    adv, returns = advantages(batch, policy, config, values)
+    inputs = {k: v[ran] for k, v in all_inputs.items()}
+    action = all_actions[torch.as_tensor(ran)]
     old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
     adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
     n = len(adv)
-    prox_logprob = old_logprob
-    if config.max_lag > 0:
-        with torch.no_grad():
-            prox_logprob = torch.cat([policy.evaluate(policy.features({k: v[idx] for k, v in inputs.items()}),
-                                                      action[idx])[0]
-                                      for idx in np.array_split(np.arange(n), config.minibatches)])
-    weight = (prox_logprob - old_logprob).exp()  # 1 where the behaviour's weights are the current ones
+    if correction == "first_epoch":
+        prox_logprob = torch.empty(n, dtype=old_logprob.dtype)
     x = None
     for epoch in range(config.epochs):
         losses = []
@@ -249,9 +298,10 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
             else:
                 features = x[idx]
             logprob, entropy, value = policy.evaluate(features, action[idx])
-            ratio = (logprob - prox_logprob[idx]).exp()
-            clipped = torch.min(ratio * adv[idx], ratio.clamp(1 - config.clip, 1 + config.clip) * adv[idx])
-            policy_loss = -(weight[idx] * clipped).mean()
+            if correction == "first_epoch" and epoch == 0:
+                prox_logprob[idx] = logprob.detach().to(prox_logprob.dtype)
+            policy_loss = objective.policy_loss(correction, logprob, old_logprob[idx], adv[idx], config.clip,
+                                                None if prox_logprob is None else prox_logprob[idx])
             value_loss = (value - returns[idx]).pow(2).mean()
             loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy.mean()
             optimizer.zero_grad()
@@ -265,12 +315,13 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
 
 @dataclass(frozen=True)
 class IterationEntry:
-    """One PPO iteration of a learning curve (:func:`train`). Episodes are those that ended in the iteration's
-    batch (``None`` rates where none did); seconds are wall seconds: ``rollout_s`` the trainer's wait for the
-    batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the batch's rollout less its
-    wait for weights, ``busiest_env_s`` the busiest env worker's stepping (``None`` where the executor reports
-    none), ``model_s`` the behaviour policy's forwards; ``policy_lag`` the batch's mean weight versions behind
-    the model it trains; ``env_steps`` the own actions so far."""
+    """One PPO iteration of a learning curve (:func:`train`, :func:`fit`). Episodes are those that ended in the
+    iteration's batch (``None`` rates where none did); seconds are wall seconds: ``rollout_s`` the trainer's
+    wait for the batch, ``update_s`` the PPO update and the weights' posting, ``collect_s`` the batch's rollout
+    less its wait for weights, ``busiest_env_s`` the busiest env worker's stepping (``None`` where the executor
+    reports none), ``model_s`` the behaviour policy's forwards; ``update_cpu_s`` the CPU seconds of the thread
+    that ran the update (``time.thread_time``); ``policy_lag`` the batch's mean weight versions behind the model
+    it trains; ``env_steps`` the own actions so far."""
 
     env_steps: int
     success_rate: float | None
@@ -283,6 +334,7 @@ class IterationEntry:
     busiest_env_s: float | None
     model_s: float
     update_s: float
+    update_cpu_s: float
     policy_lag: float
     policy_loss: float
     value_loss: float
@@ -312,6 +364,7 @@ class LearningCurve:
     busiest_env_s: list = _series()
     model_s: list = _series()
     update_s: list = _series()
+    update_cpu_s: list = _series()
     policy_lag: list = _series()
     policy_loss: list = _series()
     value_loss: list = _series()
@@ -326,6 +379,85 @@ class LearningCurve:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class BatchMeasure:
+    """What a batch source says of the batch it just handed over: the actions its envs took
+    (``own_actions``), the wall seconds of its rollout less any wait for weights (``collect_s``), the busiest
+    env worker's stepping seconds in it (``None``: not reported), the behaviour policy's forward seconds
+    (``model_s``) and the mean weight versions its chunks lag the trained model (``policy_lag``)."""
+
+    own_actions: int
+    collect_s: float
+    busiest_env_s: float | None
+    model_s: float
+    policy_lag: float
+
+
+class EngineBatches:
+    """The engine's :class:`Collector` as :func:`fit`'s batch source: an iterator of batches with
+    :meth:`measure`, :meth:`update` (the update runs inline, collection going on in the collector's thread
+    where ``max_lag`` allows it) and :meth:`post`."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+        self.waited = 0.0
+
+    def __iter__(self) -> Any:
+        return iter(self.collector)
+
+    def measure(self, batch: Any) -> BatchMeasure:
+        stats = self.collector.last_stats  # this batch's (read before the next one can finish)
+        # the rollout's wall less its wait for the weights (serial: the whole update before it)
+        waited = self.collector.times.wait_weights_s
+        collect_s = max(0.0, stats.wall_seconds - (waited - self.waited))
+        self.waited = waited
+        busiest = stats.env_wall_seconds_per_worker
+        return BatchMeasure(int(stats.own_actions.sum()), collect_s, float(np.max(busiest)) if len(busiest) else None,
+                            stats.model_seconds,
+                            float(np.mean(self.collector.version - batch.extras[WEIGHTS_VERSION_KEY])))
+
+    def update(self, run: Callable[[], Any]) -> Any:
+        return run()
+
+    def post(self, weights: dict) -> None:
+        self.collector.update_policy_weights(weights)
+
+
+def fit(source: Any, policy: ActorCritic, config: PPOConfig, start: float, curve: LearningCurve,
+        on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
+        stop: Callable[[IterationEntry], bool] | None = None) -> LearningCurve:
+    """PPO on the batches of ``source`` (:class:`EngineBatches`, or a peer's of the same four methods: iterating
+    gives batches, ``measure(batch)`` a :class:`BatchMeasure`, ``update(run)`` runs the update ``run()`` and
+    returns its result, ``post(weights)`` hands the trained weights to the behaviour policy) through the one
+    clock (:func:`.timing.timed_loop`); each iteration's :class:`IterationEntry` appended to ``curve``
+    (``wall_s`` counted from ``start``, a ``time.perf_counter()``), which is returned. ``on_iteration`` and
+    ``stop`` as in :func:`train`."""
+    rng = np.random.default_rng(config.seed)
+    optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
+    counted = {"env_steps": 0}
+
+    def timed_update(batch: Any) -> tuple[dict, float]:
+        cpu = time.thread_time()  # the CPU seconds of the thread that runs the update
+        losses = ppo_update(policy, optimizer, batch, config, rng)
+        return losses, time.thread_time() - cpu
+
+    def update(batch: Any) -> tuple[BatchMeasure, tuple[dict, float]]:
+        measure = source.measure(batch)
+        counted["env_steps"] += measure.own_actions
+        return measure, source.update(functools.partial(timed_update, batch))
+
+    for step, batch, (measure, (losses, cpu_s)) in timing.timed_loop(source, update,
+                                                                    lambda: source.post(trained_state(policy))):
+        entry = iteration_entry(batch, measure, counted["env_steps"], time.perf_counter() - start, step, cpu_s,
+                                losses)
+        curve.append(entry)
+        if on_iteration is not None:
+            on_iteration(step.index, batch, entry)
+        if stop is not None and stop(entry):
+            break
+    return curve
+
+
 def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
           profile: RolloutProfile | None = None, factory: Any = None,
           make_policy: Callable[[int, int, int], ActorCritic] | None = None,
@@ -338,11 +470,9 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], 
     actions' ``d * action_dim``), and training ends early after the iteration whose entry ``stop`` accepts.
 
     Batches come from a :class:`Collector` with ``max_lag=config.max_lag`` (module docs) acting with a copy
-    of the policy, timed by :func:`.timing.timed_loop` (:class:`IterationEntry`'s ``rollout_s`` and
-    ``update_s``)."""
+    of the policy, trained by :func:`fit`."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
-    rng = np.random.default_rng(config.seed)
     profile = profile or make_profile(config)
     curve = LearningCurve(asdict(config), profile.to_dict())
     start = time.perf_counter()
@@ -351,48 +481,44 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], 
         if profile.schedule == "lookahead":
             obs_dim += committed_width(profile) * engine.action_dim
         policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
-        optimizer = torch.optim.Adam(list(trained_state(policy).values()), lr=config.lr, eps=1e-5)
-        behaviour = copy.deepcopy(policy)
-        collector = Collector(engine, behaviour, config.rounds, max_lag=config.max_lag,
+        collector = Collector(engine, copy.deepcopy(policy), config.rounds, max_lag=config.max_lag,
                               total_batches=config.iterations, load_weights=load_trained,
                               device=config.policy_device)
-        counted = {"env_steps": 0, "waited": 0.0}
-
-        def update(batch: Any) -> tuple:
-            stats = collector.last_stats  # this batch's (read before the next one can finish)
-            # the rollout's wall less its wait for the weights (serial: the whole update before it)
-            collect_s = max(0.0, stats.wall_seconds - (collector.times.wait_weights_s - counted["waited"]))
-            counted["waited"] = collector.times.wait_weights_s
-            counted["env_steps"] += int(stats.own_actions.sum())
-            lag = float(np.mean(collector.version - batch.extras[WEIGHTS_VERSION_KEY]))
-            return stats, collect_s, lag, ppo_update(policy, optimizer, batch, config, rng)
-
         with collector:
-            for step, batch, (stats, collect_s, lag, losses) in timing.timed_loop(
-                    collector, update, lambda: collector.update_policy_weights(trained_state(policy))):
-                entry = iteration_entry(batch, stats, counted["env_steps"], time.perf_counter() - start, step,
-                                        collect_s, lag, losses)
-                curve.append(entry)
-                if on_iteration is not None:
-                    on_iteration(step.index, batch, entry)
-                if stop is not None and stop(entry):
-                    break
+            fit(EngineBatches(collector), policy, config, start, curve, on_iteration, stop)
     return curve, policy
 
 
-def iteration_entry(batch: Any, stats: Any, env_steps: int, wall_s: float, step: timing.Iteration, collect_s: float,
-                    policy_lag: float, losses: dict) -> IterationEntry:
-    """The :class:`IterationEntry` of ``batch`` (its episodes), ``stats`` (its rollout's), the clock and the
-    losses."""
+def train_on(config: PPOConfig, open_source: Callable[[ActorCritic], Any], obs_dim: int, action_dim: int,
+             make_policy: Callable[[int, int, int], ActorCritic] | None = None,
+             on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
+             stop: Callable[[IterationEntry], bool] | None = None) -> tuple[LearningCurve, ActorCritic]:
+    """Train one policy as :func:`train` does on the batches of a source outside the engine (a peer's:
+    ``open_source(behaviour)`` returns a context manager that is :func:`fit`'s source, acting with
+    ``behaviour``, a copy of the policy ``make_policy(obs_dim, action_dim, config.chunk_size)``); returns the
+    learning curve (its profile empty: the source's envs are its own) and the policy."""
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    policy = (make_policy or ActorCritic)(obs_dim, action_dim, config.chunk_size)
+    with open_source(copy.deepcopy(policy)) as source:
+        curve = fit(source, policy, config, start, LearningCurve(asdict(config), {}), on_iteration, stop)
+    return curve, policy
+
+
+def iteration_entry(batch: Any, measure: BatchMeasure, env_steps: int, wall_s: float, step: timing.Iteration,
+                    update_cpu_s: float, losses: dict) -> IterationEntry:
+    """The :class:`IterationEntry` of ``batch`` (its episodes), the source's :class:`BatchMeasure` of it, the
+    clock (``step``: the trainer's wait and update; ``update_cpu_s``) and the losses."""
     eps = batch.episodes
     ended = len(eps.env) > 0
-    busiest = stats.env_wall_seconds_per_worker
     return IterationEntry(
         env_steps=env_steps, success_rate=float(eps.success.mean()) if ended else None,
         mean_return=float(eps.returns.mean()) if ended else None,
         mean_length=float(eps.lengths.mean()) if ended else None, episodes=int(len(eps.env)), wall_s=wall_s,
-        rollout_s=step.wait_s, collect_s=collect_s, busiest_env_s=float(np.max(busiest)) if len(busiest) else None,
-        model_s=stats.model_seconds, update_s=step.update_s, policy_lag=policy_lag, **losses)
+        rollout_s=step.wait_s, collect_s=measure.collect_s, busiest_env_s=measure.busiest_env_s,
+        model_s=measure.model_s, update_s=step.update_s, update_cpu_s=update_cpu_s, policy_lag=measure.policy_lag,
+        **losses)
 
 
 def evaluate_policy(policy: ActorCritic, config: PPOConfig, rounds: int = 60) -> dict[str, Any]:

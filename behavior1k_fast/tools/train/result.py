@@ -16,7 +16,10 @@ import statistics
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
 from .layouts import LAYOUTS
+from .stats import Interval
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +59,8 @@ class CostRow:
     worker's stepping, the behaviour forwards, the GPU's busy time and why it is missing, and the measured
     policy lag (mean weight versions behind the trained model). A peer driven as a collector also has the
     wall to its first batch (its workers' start), the share of chunks whose lag could not be found, and the
-    engine layout whose PPO update it runs (``update_as``)."""
+    engine layout whose PPO update it runs (``update_as``). ``trainer_cpu_s_per_sample``: the CPU seconds of
+    the thread that ran the update (``time.thread_time``), part of the bound."""
 
     wait_s_per_sample: float
     update_s_per_sample: float
@@ -69,6 +73,7 @@ class CostRow:
     first_batch_s: float | None = None
     lag_unmatched: float | None = None
     update_as: str | None = None
+    trainer_cpu_s_per_sample: float | None = None
 
     @property
     def s_per_sample(self) -> float:
@@ -77,8 +82,10 @@ class CostRow:
 
     @property
     def bound_s_per_sample(self) -> float | None:
-        """max(GPU busy, busiest env worker): what the trainer's wall cannot beat (``None``: neither measured)."""
-        sides = [v for v in (self.gpu_busy_s_per_sample, self.env_busy_s_per_sample) if v is not None]
+        """max(GPU busy, busiest env worker, the trainer's CPU thread in the update): what the trainer's wall
+        cannot beat (``None``: none measured)."""
+        sides = [v for v in (self.gpu_busy_s_per_sample, self.env_busy_s_per_sample, self.trainer_cpu_s_per_sample)
+                 if v is not None]
         return max(sides) if sides else None
 
     @property
@@ -94,8 +101,9 @@ class CostRow:
                "gpu_busy_s_per_sample": self.gpu_busy_s_per_sample, "gpu_busy_missing": self.gpu_busy_missing,
                "bound_s_per_sample": self.bound_s_per_sample, "of_bound": self.of_bound,
                "s_per_sample": self.s_per_sample, "policy_lag": self.policy_lag}
-        peer = {"first_batch_s": self.first_batch_s, "lag_unmatched": self.lag_unmatched, "update_as": self.update_as}
-        return out | {k: v for k, v in peer.items() if v is not None}  # a peer driven as a collector
+        peer = {"first_batch_s": self.first_batch_s, "lag_unmatched": self.lag_unmatched, "update_as": self.update_as,
+                "trainer_cpu_s_per_sample": self.trainer_cpu_s_per_sample}
+        return out | {k: v for k, v in peer.items() if v is not None}  # where measured
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CostRow":
@@ -107,9 +115,16 @@ class CostRow:
 
 @dataclass(frozen=True)
 class TrainingRun:
-    """One PPO training run of a semantics (under its ``trained_under`` layout) with one seed: whether and
-    after how many env steps (own actions) the success rate of the last ``--window`` iterations reached
-    ``--target`` (``samples``), the run's own wall clock then (``direct_wall_s``), and its curve."""
+    """One PPO training run of a row (or of a semantics, under its ``trained_under`` layout) with one seed:
+    whether and after how many env steps (own actions) the success rate of the last ``--window`` iterations
+    reached ``--target`` (``samples``), the run's own wall clock then (``direct_wall_s``, its start included),
+    its curve and, per iteration, the trainer's clock (:func:`~.timing.timed_loop`: ``wait_s``, ``update_s``,
+    and ``update_cpu_s`` the update thread's CPU seconds; empty in files of earlier versions).
+
+    The start (workers spawned, envs reset, first batch) is taken out equally for every row
+    (:attr:`startup_s`): whatever ran before the first iteration, and the first wait's excess over the median
+    of the run's other waits (the first wait counts at that median). :attr:`trained_wall_s` is the rest: the
+    sum of every iteration's wait and update."""
 
     seed: int
     reached: bool
@@ -120,16 +135,66 @@ class TrainingRun:
     env_steps: list = field(default_factory=list)
     wall_s: list = field(default_factory=list)
     policy_lag: list = field(default_factory=list)
+    wait_s: list = field(default_factory=list)
+    update_s: list = field(default_factory=list)
+    update_cpu_s: list = field(default_factory=list)
+
+    def _first_wait_excess(self) -> float:
+        typical = statistics.median(self.wait_s[1:]) if len(self.wait_s) > 1 else self.wait_s[0]
+        return max(0.0, self.wait_s[0] - typical)
+
+    @property
+    def startup_s(self) -> float | None:
+        """Wall seconds of the start (class docs); ``None`` without the clock."""
+        if not self.wait_s:
+            return None
+        before = self.wall_s[0] - self.wait_s[0] - self.update_s[0]  # the run's wall before its first wait
+        return max(0.0, before) + self._first_wait_excess()
+
+    @property
+    def trained_wall_s(self) -> float | None:
+        """Wall seconds of the run without its start (class docs); ``None`` without the clock."""
+        if not self.wait_s:
+            return None
+        return float(sum(self.wait_s) + sum(self.update_s) - self._first_wait_excess())
+
+    @property
+    def wall_to_target_s(self) -> float | None:
+        """:attr:`trained_wall_s` where the run reached the target (it stops there), else ``None``."""
+        return self.trained_wall_s if self.reached else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "reached": self.reached, "samples": self.samples,
-                "direct_wall_s": self.direct_wall_s, "iterations": self.iterations,
-                "success_rate": self.success_rate, "env_steps": self.env_steps, "wall_s": self.wall_s,
-                "policy_lag": self.policy_lag}
+        out = {"seed": self.seed, "reached": self.reached, "samples": self.samples,
+               "direct_wall_s": self.direct_wall_s, "iterations": self.iterations,
+               "success_rate": self.success_rate, "env_steps": self.env_steps, "wall_s": self.wall_s,
+               "policy_lag": self.policy_lag}
+        if self.wait_s:
+            out |= {"wait_s": self.wait_s, "update_s": self.update_s, "update_cpu_s": self.update_cpu_s,
+                    "startup_s": self.startup_s, "trained_wall_s": self.trained_wall_s,
+                    "wall_to_target_s": self.wall_to_target_s}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainingRun":
         return cls(**_known(cls, data))
+
+
+def run_cost(runs: list[TrainingRun], update_as: str) -> CostRow:
+    """A row's seconds per own action from its own training runs: per run the median over its iterations after
+    the first (:func:`~.timing.per_sample`) of the wait, the update, the rollout, the busiest env worker's
+    stepping and the update thread's CPU seconds; the median over runs."""
+    from .timing import per_sample
+
+    def rate(values_of: Any) -> float | None:
+        rates = [per_sample(values_of(r), list(np.diff([0, *r.env_steps]))) for r in runs if len(r.env_steps) > 1]
+        rates = [v for v in rates if v is not None]
+        return float(statistics.median(rates)) if rates else None
+
+    lags = [lag for r in runs for lag in r.policy_lag[1:]]
+    return CostRow(rate(lambda r: r.wait_s) or 0.0, rate(lambda r: r.update_s) or 0.0,
+                   trainer_cpu_s_per_sample=rate(lambda r: r.update_cpu_s),
+                   gpu_busy_missing="not measured in training runs", policy_lag=float(np.mean(lags)) if lags else None,
+                   update_as=update_as)
 
 
 @dataclass(frozen=True)
@@ -145,6 +210,9 @@ class LayoutRow:
     wall_to_target_s_per_seed: list
     wall_to_target_s: Spread
     direct_wall_to_target_s: Spread | None = None
+    #: The row trained its own seeds (its samples and wall to target are its own runs', start excluded:
+    #: :class:`TrainingRun`); ``False``: seconds per sample times the samples of ``trained_under``'s runs.
+    own_runs: bool = False
 
     @classmethod
     def of(cls, semantics: str, trained_under: str, cost: CostRow, runs: list[TrainingRun],
@@ -153,6 +221,14 @@ class LayoutRow:
         return cls(semantics, trained_under, cost, Spread.of([r.samples for r in runs]), per_seed,
                    Spread.of(per_seed), Spread.of([r.direct_wall_s for r in runs]) if direct else None)
 
+    @classmethod
+    def trained(cls, semantics: str, name: str, cost: CostRow, runs: list[TrainingRun]) -> "LayoutRow":
+        """A row that trained its own ``runs``: its samples and wall to target (start excluded) are theirs, and
+        its direct wall (start included) too."""
+        per_seed = [r.wall_to_target_s for r in runs]
+        return cls(semantics, name, cost, Spread.of([r.samples for r in runs]), per_seed, Spread.of(per_seed),
+                   Spread.of([r.direct_wall_s for r in runs]), own_runs=True)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"semantics": self.semantics, "trained_under": self.trained_under, **self.cost.to_dict(),
                "samples_to_target": self.samples_to_target.to_dict(),
@@ -160,6 +236,8 @@ class LayoutRow:
                "wall_to_target_s": self.wall_to_target_s.to_dict()}
         if self.direct_wall_to_target_s is not None:
             out["direct_wall_to_target_s"] = self.direct_wall_to_target_s.to_dict()
+        if self.own_runs:
+            out["own_runs"] = True
         return out
 
     @classmethod
@@ -167,18 +245,115 @@ class LayoutRow:
         direct = data.get("direct_wall_to_target_s")
         return cls(data["semantics"], data.get("trained_under", ""), CostRow.from_dict(data),
                    Spread.from_dict(data["samples_to_target"]), data["wall_to_target_s_per_seed"],
-                   Spread.from_dict(data["wall_to_target_s"]), None if direct is None else Spread.from_dict(direct))
+                   Spread.from_dict(data["wall_to_target_s"]), None if direct is None else Spread.from_dict(direct),
+                   data.get("own_runs", False))
 
 
-def layout_rows(cost: dict[str, CostRow], trained: dict[str, list[TrainingRun]]) -> dict[str, LayoutRow]:
-    """Per layout or peer of ``cost``: its semantics' samples to target from the training runs ``trained``
-    (semantics -> runs, one per seed) and their product (:meth:`LayoutRow.of`)."""
-    rows = {}
-    for name, c in cost.items():
-        layout = LAYOUTS[name]
-        rows[name] = LayoutRow.of(layout.semantics, layout.trained_under, c, trained.get(layout.semantics, []),
-                                  direct=name == layout.trained_under)
-    return rows
+def _interval(data: dict[str, Any] | None) -> Interval | None:
+    return None if data is None else Interval(**{**data, "seeds": tuple(data["seeds"])})
+
+
+@dataclass(frozen=True)
+class RowPower:
+    """A row's measures over its seeds (issue 42): the mean samples and wall seconds to target with their 95 %
+    bootstrap intervals (:func:`~.stats.mean_interval`; a seed that never reached the target counts at what
+    it ran: :func:`~.stats.censored`), the seeds that reached it, the start taken out of the wall
+    (:attr:`TrainingRun.startup_s`) and the mean success rate over the first ``budget`` samples per seed
+    (:func:`~.stats.success_area`: the lower-variance measure beside the first crossing)."""
+
+    samples: Interval
+    wall_s: Interval
+    seeds_reached: int
+    seeds: int
+    startup_s: Spread
+    success_area: Spread
+    budget: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples.to_dict(), "wall_s": self.wall_s.to_dict(),
+                "seeds_reached": self.seeds_reached, "seeds": self.seeds, "startup_s": self.startup_s.to_dict(),
+                "success_area": self.success_area.to_dict(), "budget": self.budget}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RowPower":
+        return cls(_interval(data["samples"]), _interval(data["wall_s"]), data["seeds_reached"], data["seeds"],
+                   Spread.from_dict(data["startup_s"]), Spread.from_dict(data["success_area"]), data.get("budget"))
+
+
+def row_power(runs: list[TrainingRun], budget: float | None) -> RowPower | None:
+    """:class:`RowPower` of a row's own ``runs`` (``None`` without a run that has the clock)."""
+    from .stats import censored, mean_interval, success_area
+
+    runs = [r for r in runs if r.wait_s]
+    if not runs:
+        return None
+    samples, reached = censored([r.samples for r in runs], [r.env_steps[-1] for r in runs])
+    wall, _ = censored([r.wall_to_target_s for r in runs], [r.trained_wall_s for r in runs])
+    areas = [success_area(r.env_steps, r.success_rate, budget) for r in runs] if budget else []
+    return RowPower(mean_interval(samples), mean_interval(wall), reached, len(runs),
+                    Spread.of([r.startup_s for r in runs]), Spread.of(areas), budget)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of issue 42 judged with its interval (:func:`~.stats.verdict`): ``what`` in words, the ratio
+    (``ours`` against ``peer``, a :func:`~.stats.ratio_interval` of their per-seed values of ``measure``) or
+    value it is judged on, the ``goal`` it must clear, the verdict (``met`` / ``missed`` / ``not shown``) and
+    why where it could not be judged (``note``). ``measure``: ``wall_s`` or ``samples`` (a ratio),
+    ``within_samples`` (``goal``, ours' mean, inside the serial row's interval) or ``of_bound`` (a share)."""
+
+    name: str
+    what: str
+    goal: float
+    verdict: str
+    interval: Interval | None = None
+    ours: str | None = None
+    peer: str | None = None
+    measure: str = "wall_s"
+    note: str = ""
+
+    def format(self) -> str:
+        """``what: the ratio with its interval (goal >= goal x) -> verdict``; a value judged against an interval
+        (``within_samples``) or a share (``of_bound``) says so."""
+        shown = "n/a" if self.interval is None else str(self.interval)
+        note = f" ({self.note})" if self.note else ""
+        if self.measure == "within_samples":
+            return f"{self.what}: {shown} -> {self.verdict}{note}"
+        if self.measure == "of_bound":
+            return f"{self.what} (goal >= {self.goal:.0%}) -> {self.verdict}{note}"
+        return f"{self.what}: {shown} (goal >= {self.goal:g}x) -> {self.verdict}{note}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "what": self.what, "goal": self.goal, "verdict": self.verdict,
+                "interval": None if self.interval is None else self.interval.to_dict(), "ours": self.ours,
+                "peer": self.peer, "measure": self.measure, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Goal":
+        return cls(**{**_known(cls, data), "interval": _interval(data.get("interval"))})
+
+
+def layout_rows(cost: dict[str, CostRow], trained: dict[str, list[TrainingRun]],
+                rows: dict[str, Any] | None = None) -> dict[str, LayoutRow]:
+    """Per row: one that trained its own seeds (in ``trained``: row name -> runs, one per seed; ``rows``: the
+    compared rows, :class:`~.layouts.CompareRow` by name, for names outside :data:`~.layouts.LAYOUTS`) from
+    those runs (:meth:`LayoutRow.trained`; its cost row ``cost``'s, else from the runs: :func:`run_cost`);
+    a row of ``cost`` without runs of its own as its seconds per sample times the samples of its
+    ``trained_under`` layout's runs (files of earlier versions: of its semantics' runs)."""
+    layouts = {name: row.layout for name, row in (rows or {}).items()}
+    out = {}
+    for name in dict.fromkeys([*cost, *trained]):
+        layout = layouts.get(name) or LAYOUTS.get(name)
+        if layout is None:  # a semantics of a file of an earlier version
+            continue
+        runs = trained.get(name)
+        if runs is not None and (name in layouts or layout.own_runs):
+            out[name] = LayoutRow.trained(layout.semantics, name, cost.get(name) or run_cost(runs, name), runs)
+        elif name in cost:
+            borrowed = trained.get(layout.trained_under) or trained.get(layout.semantics, [])
+            out[name] = LayoutRow.of(layout.semantics, layout.trained_under, cost[name], borrowed,
+                                     direct=name == layout.trained_under)
+    return out
 
 
 @dataclass(frozen=True)
@@ -252,18 +427,27 @@ class RegimeResult:
     not_run: dict[str, str]
     training_runs: dict[str, list[TrainingRun]]
     direct: DirectRun | None = None
+    #: Per row that trained its own seeds, its :class:`RowPower`; the goals of issue 42 (:class:`Goal`).
+    power: dict[str, RowPower] = field(default_factory=dict)
+    goals: list[Goal] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calibration": self.calibration, "layouts": {n: r.to_dict() for n, r in self.layouts.items()},
-                "not_run": self.not_run, "training_runs": _runs_dict(self.training_runs),
-                "direct": None if self.direct is None else self.direct.to_dict()}
+        out = {"calibration": self.calibration, "layouts": {n: r.to_dict() for n, r in self.layouts.items()},
+               "not_run": self.not_run, "training_runs": _runs_dict(self.training_runs),
+               "direct": None if self.direct is None else self.direct.to_dict()}
+        if self.power or self.goals:
+            out |= {"power": {n: p.to_dict() for n, p in self.power.items()},
+                    "goals": [g.to_dict() for g in self.goals]}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RegimeResult":
         direct = data.get("direct")
         return cls(data.get("calibration", {}), {n: LayoutRow.from_dict(r) for n, r in data["layouts"].items()},
                    data.get("not_run", {}), _runs_of(data.get("training_runs", {})),
-                   None if direct is None else DirectRun.from_dict(direct))
+                   None if direct is None else DirectRun.from_dict(direct),
+                   {n: RowPower.from_dict(p) for n, p in data.get("power", {}).items()},
+                   [Goal.from_dict(g) for g in data.get("goals", [])])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""The peers as training batch sources: the gymnasium double buffer (``DoubleBufferBatches``), serial and with its PPO
+update on a thread, and TorchRL's ``MultiSyncCollector`` and single ``Collector`` over a ``ParallelEnv``
+(``TorchRLTraining``): a tiny training run yields ``Trajectory`` batches whose per-step arrays are the envs' own
+(replayed here in-process from the same seeds and actions) and whose chunks carry the weights version that chose
+them."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from behavior1k_fast.core.contract import patch_set_of  # noqa: E402
+from behavior1k_fast.rollout import RolloutEngine, step_chunk  # noqa: E402
+from behavior1k_fast.rollout.bootstrap import bootstrap_process  # noqa: E402
+from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY  # noqa: E402
+from behavior1k_fast.tools.peers.gymnasium import DoubleBufferBatches  # noqa: E402
+from behavior1k_fast.tools.train import learner  # noqa: E402
+
+CONFIG = learner.PPOConfig(profile="k1_skip", iterations=2, processes=2, envs=4, chunk_size=4, rounds=3, epochs=1,
+                           minibatches=1, executor="inline", horizon=5)  # 5 own actions: episodes end in a batch
+SEED = 3
+
+
+def train_peer(on_thread, torchrl_kind=None):
+    factory, profile = learner.make_factory(CONFIG), learner.make_profile(CONFIG)
+    with RolloutEngine(factory, profile, executor="inline") as engine:
+        spaces = (engine.observation_space, engine.action_space)
+        obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in learner.OBS_KEYS)
+        action_dim = engine.action_dim
+    batches = []
+    config = dataclasses.replace(CONFIG, seed=SEED, max_lag=int(on_thread))
+
+    def source(behaviour):
+        if torchrl_kind is not None:
+            return torchrl_source(torchrl_kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim)
+        return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations, config.seed,
+                                   learner.load_trained, on_thread=on_thread)
+
+    run, _ = learner.train_on(config, source, obs_dim, action_dim,
+                              on_iteration=lambda it, batch, entry: batches.append(batch))
+    return run, batches, factory, profile
+
+
+def torchrl_source(kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim):
+    import functools
+
+    from tensordict.nn import TensorDictModule
+
+    from behavior1k_fast.tools.peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLTraining
+
+    make_policy = functools.partial(learner.ActorCritic, obs_dim, action_dim, config.chunk_size)
+
+    def make_actor():
+        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+                                in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
+
+    return TorchRLTraining(kind, make_actor, profile, factory, spaces, config.seed, config.rounds, config.iterations)
+
+
+def replay(batches, factory, profile):
+    """Each sub-env's envs stepped in this process from its seed with the batches' chunks: per step rewards,
+    terminated, truncated and applied ``[R, E, N]`` over every batch."""
+    per_process = profile.envs_per_process
+    bootstrap_process(profile, patch_set=patch_set_of(factory))
+    out = {name: [] for name in ("rewards", "terminated", "truncated", "applied")}
+    for i in range(profile.num_env_processes):  # sub-env i (buffer order) is seeded seed + i
+        backend = factory(per_process, SEED + i, profile)
+        try:
+            backend.reset()
+            rows = slice(i * per_process, (i + 1) * per_process)
+            steps = {name: [] for name in out}
+            for batch in batches:
+                for r in range(len(batch.actions)):
+                    result = step_chunk(backend, batch.actions[r, rows],
+                                        skip_intermediate_obs=profile.skip_intermediate_obs)
+                    for name in steps:
+                        steps[name].append(getattr(result, name))
+            for name in out:
+                out[name].append(np.stack(steps[name]))
+        finally:
+            backend.close()
+    return {name: np.concatenate(parts, axis=1) for name, parts in out.items()}
+
+
+@pytest.mark.parametrize("on_thread", [False, True], ids=["serial", "update_on_a_thread"])
+def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_versions(on_thread):
+    run, batches, factory, profile = train_peer(on_thread)
+    assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
+    own = replay(batches, factory, profile)
+    for name, steps in own.items():
+        recorded = np.concatenate([getattr(b, name) for b in batches])
+        np.testing.assert_array_equal(recorded, steps, err_msg=name)
+    assert sum(len(b.episodes.env) for b in batches) > 0  # episodes of 5 actions end inside these batches
+    for b in batches:  # an ended episode's return is its applied rewards (rewards are 0 where not applied)
+        assert np.all(b.rewards[~b.applied] == 0)
+        assert b.episodes.success is not None and set(b.episodes.final_obs) == set(b.obs)
+    # serial: the second batch acts with the weights of the first update; on a thread it was collected while
+    # that update ran, so it acts with the weights before it (one update behind)
+    versions = [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches]
+    assert versions == ([{0}, {0}] if on_thread else [{0}, {1}])
+    assert run.policy_lag == ([0.0, 1.0] if on_thread else [0.0, 0.0])
+    assert all(cpu > 0 for cpu in run.update_cpu_s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["torchrl_sync", "torchrl_parallel"])
+def test_torchrl_trains_on_batches_of_the_envs_own_steps_with_the_versions_its_actor_recorded(kind):
+    pytest.importorskip("torchrl")
+    run, batches, factory, profile = train_peer(False, kind)
+    assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
+    own = replay(batches, factory, profile)
+    for name, steps in own.items():
+        np.testing.assert_array_equal(np.concatenate([getattr(b, name) for b in batches]), steps, err_msg=name)
+    assert sum(len(b.episodes.env) for b in batches) > 0 and batches[0].episodes.success is not None
+    # serial: the second batch was collected after the trainer posted the first update's weights
+    assert [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches] == [{0}, {1}]
+    assert run.policy_lag == [0.0, 0.0]
