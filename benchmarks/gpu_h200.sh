@@ -18,7 +18,7 @@
 #   train: time_to_train in the balanced regime (T_model = T_env; samples to target and seconds per sample of
 #     K = 1 and process K = 2, each serial and collect-while-train, the double buffer and TorchRL's
 #     collectors), then bench at a budget of 16
-#   train-balanced, train-env-bound, train-model-bound FIRST COUNT [PEERS]: issue 42's judge, seeds FIRST ..
+#   train-balanced, train-env-bound, train-model-bound FIRST COUNT [PEERS [LAYOUTS]]: issue 42's judge, seeds FIRST ..
 #     FIRST + COUNT - 1 of every compared row (each trains its own seeds), at the fourth pass's model sizes; the
 #     calls' JSON merged with train-judge --merge (see the case below for the timings that fit one call)
 #   train-corrections FIRST COUNT: the lag corrections over k1_skip+overlap against serial k1_skip (balanced)
@@ -30,7 +30,7 @@
 #     run once each, the pick checked against them)
 #   train3: time_to_train with 3 seeds (balanced regime)
 set -uo pipefail
-usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS]]|train-leads|budgets|rollout|tune|train3"
+usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS [LAYOUTS]]]|train-leads|budgets|rollout|tune|train3"
 part="${1:?$usage}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -81,20 +81,25 @@ case "$part" in
   train-balanced|train-env-bound|train-model-bound|train-corrections)
     # issue 42: every compared row trains its own seeds; a call runs seeds FIRST .. FIRST + COUNT - 1 (arguments 2
     # and 3) of the regime's rows at the model size the fourth pass calibrated (fixed, so that the calls' runs
-    # can be merged), PEERS (argument 4; default: the two double buffers, which train their own seeds; add
-    # torchrl_sync,torchrl_async,torchrl_batched,torchrl_parallel to one call for their cost rows). Joined after
-    # with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag h200-<regime>
+    # can be merged), PEERS (argument 4; default: the two double buffers; torchrl_sync and torchrl_parallel train
+    # their own seeds too, torchrl_async and torchrl_batched are cost rows charged the engine's samples) and the
+    # engine LAYOUTS (argument 5, or none: only the peers train). A run takes about 55 s balanced, 25 s
+    # env-bound on the H200 (fourth pass), so one 560 s call holds 8 balanced or 18 env-bound runs. Joined
+    # after with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag
+    # h200-<regime>-5seeds
     first="${2:-0}" count="${3:-2}" peers="${4:-double_buffer_peer,double_buffer_thread}"
     case "$part" in
       train-balanced|train-corrections) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip ;;
       train-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=k1_skip,process_k2 ;;
       train-model-bound) regime=model-bound size="--model-width 2048 --model-depth 51" layouts=k1_skip ;;
     esac
+    layouts="${5:-$layouts}"
     extra=""
     [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
+    tag="h200-${part#train-}-s$first${5:+-$5}"
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
-      --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "h200-${part#train-}-s$first" \
-      2>&1 | tail -n 40 | tee "$OUT/time_to_train_h200-${part#train-}-s$first.log" ;;
+      --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "$tag" \
+      2>&1 | tail -n 40 | tee "$OUT/time_to_train_$tag.log" ;;
   train-leads)
     timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \
       --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_lead_sweep_h200.log" ;;

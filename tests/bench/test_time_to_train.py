@@ -484,7 +484,8 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     so_far = result["in_progress"]["balanced"]
     assert {"k1_skip", "k1_skip+overlap"} <= set(so_far["cost"])
     assert all(runs == [] for runs in so_far["training_runs"].values())
-    assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer", "double_buffer_thread"} == set(so_far["training_runs"])
+    assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer", "double_buffer_thread"} <= set(so_far["training_runs"])
+    assert set(so_far["training_runs"]) <= {"k1_skip", "k1_skip+overlap", *layouts.TRAINED_PEERS}
     assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
     # --plot draws what it measured, into the output folder
     drawn = tmp_path / "drawn"

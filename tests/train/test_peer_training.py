@@ -64,34 +64,47 @@ def replay(batches, factory, profile):
     terminated, truncated and applied ``[R, E, N]`` over every batch."""
     per_process = profile.envs_per_process
     bootstrap_process(profile, patch_set=patch_set_of(factory))
-    out = {name: [] for name in ("rewards", "terminated", "truncated", "applied")}
+    out = {name: [] for name in ("rewards", "terminated", "truncated", "applied", "obs")}
     for i in range(profile.num_env_processes):  # sub-env i (buffer order) is seeded seed + i
         backend = factory(per_process, SEED + i, profile)
         try:
-            backend.reset()
-            rows = slice(i * per_process, (i + 1) * per_process)
+            obs, _ = backend.reset()
             steps = {name: [] for name in out}
+            seen = {k: np.stack([o[k] for o in obs]) for k in batches[0].obs}  # what chose the first chunk
+            rows = slice(i * per_process, (i + 1) * per_process)
             for batch in batches:
                 for r in range(len(batch.actions)):
+                    steps["obs"].append(seen)
                     result = step_chunk(backend, batch.actions[r, rows],
                                         skip_intermediate_obs=profile.skip_intermediate_obs)
+                    seen = result.obs
                     for name in steps:
-                        steps[name].append(getattr(result, name))
+                        if name != "obs":
+                            steps[name].append(getattr(result, name))
             for name in out:
-                out[name].append(np.stack(steps[name]))
+                out[name].append({k: np.stack([o[k] for o in steps[name]]) for k in steps[name][0]}
+                                 if name == "obs" else np.stack(steps[name]))
         finally:
             backend.close()
-    return {name: np.concatenate(parts, axis=1) for name, parts in out.items()}
+    return {name: {k: np.concatenate([part[k] for part in parts], axis=1) for k in parts[0]} if name == "obs"
+            else np.concatenate(parts, axis=1) for name, parts in out.items()}
+
+
+def assert_own_steps(batches, own):
+    """The batches' per-step arrays and the observations each chunk was chosen from are the replay's."""
+    for name, steps in own.items():
+        if name == "obs":
+            for k, seen in steps.items():
+                np.testing.assert_array_equal(np.concatenate([b.obs[k] for b in batches]), seen, err_msg=k)
+        else:
+            np.testing.assert_array_equal(np.concatenate([getattr(b, name) for b in batches]), steps, err_msg=name)
 
 
 @pytest.mark.parametrize("on_thread", [False, True], ids=["serial", "update_on_a_thread"])
 def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_versions(on_thread):
     run, batches, factory, profile = train_peer(on_thread)
     assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
-    own = replay(batches, factory, profile)
-    for name, steps in own.items():
-        recorded = np.concatenate([getattr(b, name) for b in batches])
-        np.testing.assert_array_equal(recorded, steps, err_msg=name)
+    assert_own_steps(batches, replay(batches, factory, profile))
     assert sum(len(b.episodes.env) for b in batches) > 0  # episodes of 5 actions end inside these batches
     for b in batches:  # an ended episode's return is its applied rewards (rewards are 0 where not applied)
         assert np.all(b.rewards[~b.applied] == 0)
@@ -110,9 +123,7 @@ def test_torchrl_trains_on_batches_of_the_envs_own_steps_with_the_versions_its_a
     pytest.importorskip("torchrl")
     run, batches, factory, profile = train_peer(False, kind)
     assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
-    own = replay(batches, factory, profile)
-    for name, steps in own.items():
-        np.testing.assert_array_equal(np.concatenate([getattr(b, name) for b in batches]), steps, err_msg=name)
+    assert_own_steps(batches, replay(batches, factory, profile))
     assert sum(len(b.episodes.env) for b in batches) > 0 and batches[0].episodes.success is not None
     # serial: the second batch was collected after the trainer posted the first update's weights
     assert [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches] == [{0}, {1}]

@@ -7,11 +7,13 @@ copy of the policy), ``AsyncBatchedCollector`` (E one-env envs per worker proces
 policy served from a thread of the trainer's process by TorchRL's inference server) or, as a single-GPU user
 runs TorchRL, one ``Collector`` whose one batched policy steps a ``ParallelEnv`` of the P workers;
 :class:`TorchRLBatches` hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), timed
-by the judge's one loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`). These peers do not train
-their own seeds yet (their batches are not ``Trajectory`` s): the judge charges each the samples of the
-engine layout of its measured lag. The policy is an engine policy as a
+by the judge's one loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`) for a cost row; the
+collectors whose batches are every env's chunks in order (:data:`TRAINABLE`) also train their own seeds
+(:class:`TorchRLTraining`: their batches as ``Trajectory`` s), the others are charged the samples of the engine
+layout of their measured lag. The policy is an engine policy as a
 TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with ``update_policy_weights_()``.
-TorchRL records no weights version with a chunk: :func:`acting_lags` finds it from the log-probs.
+TorchRL records no weights version with a chunk: the actor outputs the version it acted with
+(``weights_version``), and :func:`acting_lags` finds it independently from the log-probs.
 Needs ``torchrl`` (``pip install 'behavior1k_fast[peers]'``; :func:`torchrl_missing`).
 """
 
