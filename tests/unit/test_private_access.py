@@ -1,5 +1,5 @@
-"""No module under ``behavior1k_fast/rollout/`` reads a ``_``-prefixed attribute of anything but ``self`` /
-``cls``: the schedules, transports and supervisor talk through public surfaces (issue 19), so a private can
+"""No module under ``behavior1k_fast/rollout/`` (nor of the tools layer, ``benchmarks/`` or ``examples/``) reads a
+``_``-prefixed attribute of anything but ``self`` / ``cls``: the schedules, transports and supervisor talk through public surfaces (issue 19), so a private can
 change without breaking another module, and a dependency through an ``Any``-typed attribute is visible.
 A schedule imports nothing of the rollout layer but the driver face (``rollout/driver.py``, issue 29), and
 the engine's own public names are the user's face."""
@@ -35,6 +35,10 @@ def private_reads(source: str) -> list[tuple[int, str]]:
 
 
 MODULES = sorted(ROLLOUT.rglob("*.py"))
+ROOT = ROLLOUT.parents[1]
+#: The tools layer and the scripts (issue 41): what carries the published numbers reads public names only.
+TOOLS_AND_SCRIPTS = sorted(p for folder in ("behavior1k_fast/tools", "benchmarks", "examples")
+                           for p in (ROOT / folder).rglob("*.py"))
 
 
 def test_the_check_covers_the_rollout_layer_and_its_schedules():
@@ -47,6 +51,18 @@ def test_the_check_covers_the_rollout_layer_and_its_schedules():
 def test_no_rollout_module_reads_another_objects_private_attribute(path):
     reads = private_reads(path.read_text())
     assert not reads, f"{path.name} reads private attributes of other objects: {reads}"
+
+
+@pytest.mark.parametrize("path", TOOLS_AND_SCRIPTS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_tool_or_script_reads_another_objects_private_attribute(path):
+    reads = private_reads(path.read_text())
+    assert not reads, f"{path.relative_to(ROOT)} reads private attributes of other objects: {reads}"
+
+
+def test_the_check_covers_the_judge_the_peers_and_the_scripts():
+    names = {p.relative_to(ROOT).as_posix() for p in TOOLS_AND_SCRIPTS}
+    assert {"behavior1k_fast/tools/train/judge.py", "behavior1k_fast/tools/peers/torchrl.py",
+            "benchmarks/time_to_train.py", "examples/train_ppo_reference.py"} <= names
 
 
 @pytest.mark.parametrize("source, expected", [
