@@ -169,3 +169,13 @@ def test_each_correction_is_judged_against_the_serial_row_in_samples_and_wall():
     assert goals["lag1_samples_within_serial:k1_skip+overlap/none"].verdict == "missed"  # 2x the samples
     assert goals["lag1_samples_within_serial:k1_skip+overlap/first_epoch"].verdict == "met"
     assert goals["wall_vs_serial:k1_skip+overlap/first_epoch"].verdict == "met"  # shorter waits, same iterations
+
+
+def test_a_row_whose_runs_reached_the_target_in_one_iteration_has_no_seconds_per_sample_not_zero():
+    from behavior1k_fast.tools.train.result import run_cost
+
+    cost = run_cost([run(0, [3.0], 0.5), run(1, [2.5], 0.5)], update_as="k1_skip")
+    assert cost.wait_s_per_sample is None and cost.s_per_sample is None and cost.of_bound is None
+    assert CostRow.from_dict(json.loads(json.dumps(cost.to_dict()))).s_per_sample is None
+    measured = run_cost([run(0, [3.0, 1.0, 1.0], 0.5)], update_as="k1_skip")
+    assert measured.s_per_sample == pytest.approx((1.0 + 0.5) / 100)

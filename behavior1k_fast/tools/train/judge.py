@@ -484,6 +484,8 @@ def _overlap(layout: TrainLayout) -> str:
 
 def _cost_line(cost: CostRow) -> str:
     lag = "" if cost.policy_lag is None else f", measured policy lag {cost.policy_lag:.2f}"
+    if cost.s_per_sample is None:
+        return f"ms per sample not measured (no iteration after the first){lag}"
     return f"{cost.s_per_sample * 1e3:.3f} ms per sample{lag}"
 
 

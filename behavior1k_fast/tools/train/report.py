@@ -140,9 +140,9 @@ def plot(result: TimeToTrainResult, path: Path) -> None:
             left.set_ylabel(f"{regime}: wall s to success >= {result.config['target']}\n(own runs: mean, 95 % "
                             f"interval, start apart; others: median, min-max)", fontsize=7)
             costs = [rows[n].cost for n in names]
-            right.bar(names, [c.s_per_sample * 1e3 for c in costs], label="ms per sample (trainer's wall)")
+            right.bar(names, [(c.s_per_sample or np.nan) * 1e3 for c in costs], label="ms per sample (trainer's wall)")
             right.plot(names, [(c.rollout_s_per_sample or np.nan) * 1e3 for c in costs], "o", label="rollout")
-            right.plot(names, [c.update_s_per_sample * 1e3 for c in costs], "x", label="update")
+            right.plot(names, [(c.update_s_per_sample or np.nan) * 1e3 for c in costs], "x", label="update")
             right.legend(fontsize=7)
             for ax in (left, right):
                 ax.tick_params(axis="x", rotation=40, labelsize=7)

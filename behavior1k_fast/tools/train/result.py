@@ -60,10 +60,12 @@ class CostRow:
     policy lag (mean weight versions behind the trained model). A peer driven as a collector also has the
     wall to its first batch (its workers' start), the share of chunks whose lag could not be found, and the
     engine layout whose PPO update it runs (``update_as``). ``trainer_cpu_s_per_sample``: the CPU seconds of
-    the thread that ran the update (``time.thread_time``), part of the bound."""
+    the thread that ran the update (``time.thread_time``), part of the bound. The wait and the update are
+    ``None`` where no iteration after the first was timed (a row's own runs that all reached the target in one
+    iteration): no steady state was measured."""
 
-    wait_s_per_sample: float
-    update_s_per_sample: float
+    wait_s_per_sample: float | None
+    update_s_per_sample: float | None
     rollout_s_per_sample: float | None = None
     env_busy_s_per_sample: float | None = None
     model_s_per_sample: float | None = None
@@ -76,8 +78,10 @@ class CostRow:
     trainer_cpu_s_per_sample: float | None = None
 
     @property
-    def s_per_sample(self) -> float:
-        """The trainer's wall per own action: its wait for the batch, then the update."""
+    def s_per_sample(self) -> float | None:
+        """The trainer's wall per own action: its wait for the batch, then the update (``None``: not measured)."""
+        if self.wait_s_per_sample is None or self.update_s_per_sample is None:
+            return None
         return self.wait_s_per_sample + self.update_s_per_sample
 
     @property
@@ -91,8 +95,8 @@ class CostRow:
     @property
     def of_bound(self) -> float | None:
         """The share of the bound the trainer's wall reaches (1.0 is the bound)."""
-        bound = self.bound_s_per_sample
-        return None if bound is None else bound / self.s_per_sample
+        bound, wall = self.bound_s_per_sample, self.s_per_sample
+        return None if bound is None or wall is None else bound / wall
 
     def to_dict(self) -> dict[str, Any]:
         out = {"rollout_s_per_sample": self.rollout_s_per_sample, "wait_s_per_sample": self.wait_s_per_sample,
@@ -191,7 +195,7 @@ def run_cost(runs: list[TrainingRun], update_as: str) -> CostRow:
         return float(statistics.median(rates)) if rates else None
 
     lags = [lag for r in runs for lag in r.policy_lag[1:]]
-    return CostRow(rate(lambda r: r.wait_s) or 0.0, rate(lambda r: r.update_s) or 0.0,
+    return CostRow(rate(lambda r: r.wait_s), rate(lambda r: r.update_s),
                    trainer_cpu_s_per_sample=rate(lambda r: r.update_cpu_s),
                    gpu_busy_missing="not measured in training runs", policy_lag=float(np.mean(lags)) if lags else None,
                    update_as=update_as)
@@ -217,7 +221,8 @@ class LayoutRow:
     @classmethod
     def of(cls, semantics: str, trained_under: str, cost: CostRow, runs: list[TrainingRun],
            direct: bool) -> "LayoutRow":
-        per_seed = [None if r.samples is None else r.samples * cost.s_per_sample for r in runs]
+        per_seed = [None if r.samples is None or cost.s_per_sample is None else r.samples * cost.s_per_sample
+                    for r in runs]
         return cls(semantics, trained_under, cost, Spread.of([r.samples for r in runs]), per_seed,
                    Spread.of(per_seed), Spread.of([r.direct_wall_s for r in runs]) if direct else None)
 
