@@ -261,31 +261,8 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
     values GAE runs over with the current critic at the update's start (the same no-grad pass as ``decoupled``'s
     where both are asked for); ``recorded`` takes those recorded at acting time."""
     correction = active_correction(config)
-    seen = dict(batch.obs)
-    if getattr(batch, "committed", None) is not None:
-        seen[COMMITTED_KEY] = batch.committed
-    ran = batch.applied.any(axis=2).reshape(-1)
-    # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
-    all_inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]) for k, v in seen.items()}
-    all_actions = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
-    prox_logprob = None
-    values = None
-    if correction == "decoupled" or config.value_targets == "current":
-        logprob_now, value_now = _evaluate_batch(policy, all_inputs, all_actions, config.minibatches)
-        if correction == "decoupled":
-            prox_logprob = logprob_now[torch.as_tensor(ran)]
-        if config.value_targets == "current":
-            values = value_now.numpy().reshape(batch.rewards.shape[:2])
-    adv, returns = advantages(batch, policy, config, values)
-    inputs = {k: v[ran] for k, v in all_inputs.items()}
-    action = all_actions[torch.as_tensor(ran)]
-    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
-    adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
+    inputs, action, old_logprob, adv, returns, prox_logprob = _update_inputs(policy, batch, config, correction)
     n = len(adv)
-    if correction == "first_epoch":
-        prox_logprob = torch.empty(n, dtype=old_logprob.dtype)
     x = None
     for epoch in range(config.epochs):
         losses = []
@@ -311,6 +288,38 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Any
             losses.append((policy_loss.item(), value_loss.item(), entropy.mean().item()))
     policy_loss, value_loss, entropy = np.mean(losses, axis=0)
     return {"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(entropy)}
+
+
+def _update_inputs(policy: ActorCritic, batch: Any, config: PPOConfig, correction: str) -> tuple:
+    """What :func:`ppo_update` trains on, over the chunks at least one step of which ran: the policy inputs
+    (key -> rows), the actions, the behaviour log-probs, the normalised advantages, the returns, and the
+    proximal log-probs (from one no-grad pass for ``decoupled``; an empty tensor ``first_epoch``'s first epoch
+    fills; ``None`` otherwise). The same pass gives the current critic's values where ``value_targets`` asks."""
+    seen = dict(batch.obs)
+    if getattr(batch, "committed", None) is not None:
+        seen[COMMITTED_KEY] = batch.committed
+    ran = batch.applied.any(axis=2).reshape(-1)
+    # explicit rows: the committed actions of lead 0 are [R, E, 0, A], which reshape(-1, ...) cannot size
+    all_inputs = {k: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]) for k, v in seen.items()}
+    all_actions = torch.as_tensor(batch.actions[:, :, 0].reshape(-1, batch.actions.shape[-1]))
+    prox_logprob = None
+    values = None
+    if correction == "decoupled" or config.value_targets == "current":
+        logprob_now, value_now = _evaluate_batch(policy, all_inputs, all_actions, config.minibatches)
+        if correction == "decoupled":
+            prox_logprob = logprob_now[torch.as_tensor(ran)]
+        if config.value_targets == "current":
+            values = value_now.numpy().reshape(batch.rewards.shape[:2])
+    adv, returns = advantages(batch, policy, config, values)
+    inputs = {k: v[ran] for k, v in all_inputs.items()}
+    action = all_actions[torch.as_tensor(ran)]
+    old_logprob = torch.as_tensor(batch.extras["logprob"].reshape(-1)[ran])
+    adv = torch.as_tensor(adv.reshape(-1)[ran], dtype=torch.float32)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    returns = torch.as_tensor(returns.reshape(-1)[ran], dtype=torch.float32)
+    if correction == "first_epoch":
+        prox_logprob = torch.empty(len(adv), dtype=old_logprob.dtype)
+    return inputs, action, old_logprob, adv, returns, prox_logprob
 
 
 @dataclass(frozen=True)
