@@ -557,6 +557,7 @@ def run_judge(args: Any) -> int:
     """``train-judge`` after its checks (:func:`~behavior1k_fast.tools.train.check_args`): ``--plot`` draws a
     recorded result; otherwise every regime (or the lead sweep) is measured, the tables printed, and the JSON
     and PNG written, each announced with a ``wrote`` line."""
+    from ..measure.files import result_stem
     from ..measure.machine import describe_machine, machine_tag, sample_load
     from .report import format_table, plot
 
@@ -574,7 +575,7 @@ def run_judge(args: Any) -> int:
     loads = [sample_load()]
     machine = describe_machine(resolve_device(args.device))
     kind = "lead_sweep_" if args.lead_sweep else "corrections_" if args.corrections else ""
-    stem = f"time_to_train_{kind}{args.tag or machine_tag(machine)}{'_quick' if args.quick else ''}"
+    stem = result_stem(f"time_to_train_{kind}".rstrip("_"), args.tag or machine_tag(machine), quick=args.quick)
     hidden = {"out", "func", "command", "quick_defaults", "result", "merged"}
     result = TimeToTrainResult(command_line(), machine, {k: v for k, v in vars(args).items() if k not in hidden})
     checkpoints = Checkpoints(result, out / f"{stem}.json")
