@@ -22,6 +22,7 @@
 #     FIRST + COUNT - 1 of every compared row (each trains its own seeds), at the fourth pass's model sizes; the
 #     calls' JSON merged with train-judge --merge (see the case below for the timings that fit one call)
 #   train-corrections FIRST COUNT: the lag corrections over k1_skip+overlap against serial k1_skip (balanced)
+#   train-oom: the model-bound TorchRL rows alone with every process's GPU memory logged (who holds it at the OOM)
 #   train-leads: time_to_train --lead-sweep (samples to target against the lookahead lead d, 3 seeds)
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
 #   rollout: bench at a process budget of 8 with rollouts of 12 chunks and Chrome traces (the lookahead
@@ -30,7 +31,7 @@
 #     run once each, the pick checked against them)
 #   train3: time_to_train with 3 seeds (balanced regime)
 set -uo pipefail
-usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS [LAYOUTS]]]|train-leads|budgets|rollout|tune|train3"
+usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS [LAYOUTS]]]|train-oom|train-leads|budgets|rollout|tune|train3"
 part="${1:?$usage}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -100,6 +101,18 @@ case "$part" in
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
       --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "$tag" \
       2>&1 | tail -n 40 | tee "$OUT/time_to_train_$tag.log" ;;
+  train-oom)
+    # issue 42: who holds the GPU's memory when TorchRL's multi-process collectors run out of it in the model-bound
+    # regime (fourth pass: 8 workers held 8.6-8.9 GiB each when the trainer process asked for more): every process's
+    # GPU memory every 2 s beside the TorchRL rows alone, with the full error in the log.
+    ( while true; do date +%s; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+        ps -eo pid,rss,args | grep -E "python3" | grep -v grep | cut -c1-160; echo ---; sleep 2; done ) \
+      > "$OUT/gpu_memory_model-bound.log" 2>&1 &
+    timeout 540 python3 benchmarks/time_to_train.py $ttt --layouts none --regime model-bound \
+      --model-width 2048 --model-depth 51 --seeds 1 --peers torchrl_sync,torchrl_async --out-dir "$OUT" \
+      --tag h200-model-bound-oom > "$OUT/time_to_train_h200-model-bound-oom.log" 2>&1
+    kill %1
+    grep -n -i -E "out of memory|Tried to allocate|Process .* has" "$OUT/time_to_train_h200-model-bound-oom.log" | cut -c1-600 ;;
   train-leads)
     timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \
       --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_lead_sweep_h200.log" ;;
