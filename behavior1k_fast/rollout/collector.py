@@ -463,14 +463,15 @@ def _state_layout(policy: Any) -> dict[str, tuple[tuple[int, ...], bool]] | None
 
 def _check_layout(weights: Mapping[str, Any], expected: Mapping[str, tuple[tuple[int, ...], bool]]) -> None:
     """Refuse ``weights`` unless they have ``expected``'s keys, shapes and kinds (one line naming the key)."""
+    def first(keys: list[str]) -> str:
+        return f"{keys[0]!r}" + (f" (and {len(keys) - 1} more)" if len(keys) > 1 else "")
+
     missing = [key for key in expected if key not in weights]
     if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ValueError(f"weights are missing {missing[0]!r}{more} of the behaviour policy's state dict")
+        raise ValueError(f"weights are missing {first(missing)} of the behaviour policy's state dict")
     extra = [key for key in weights if key not in expected]
     if extra:
-        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
-        raise ValueError(f"weights have {extra[0]!r}{more}, which the behaviour policy's state dict lacks")
+        raise ValueError(f"weights have {first(extra)}, which the behaviour policy's state dict lacks")
     for key, value in weights.items():
         shape, tensor = expected[key]
         if tensor and not _is_tensor(value):

@@ -104,8 +104,7 @@ def training_run(config: learner.PPOConfig, train: Callable[[Callable[[Any], boo
         entries.append(entry)
         return reached(entries, target, window)
 
-    torch.manual_seed(config.seed)
-    run = train(stop)
+    run = train(stop)  # train() seeds torch with config.seed first
     hit = reached(entries, target, window)
     return TrainingRun(seed=config.seed, reached=hit, samples=run.env_steps[-1] if hit else None,
                        direct_wall_s=run.wall_s[-1] if hit else None, iterations=len(run.env_steps),
@@ -128,7 +127,7 @@ def peer_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profi
     (:func:`training_run`)."""
     from ..peers.gymnasium import DoubleBufferBatches
 
-    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+    obs_dim = learner.obs_width(spaces[0])
 
     def source(behaviour: Any) -> DoubleBufferBatches:
         return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations,
@@ -146,7 +145,7 @@ def torchrl_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, pr
 
     from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLTraining
 
-    obs_dim = sum(int(np.prod(spaces[0][k].shape)) for k in learner.OBS_KEYS)
+    obs_dim = learner.obs_width(spaces[0])
     action_dim = int(np.prod(spaces[1].shape))
     make_policy = functools.partial(policy_class, obs_dim, action_dim, config.chunk_size)
 
@@ -431,7 +430,7 @@ class Judge:
         from ..peers.torchrl import compact_space, torchrl_missing
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
-        obs_dim = sum(int(np.prod(vla.observation_space[k].shape)) for k in learner.OBS_KEYS)
+        obs_dim = learner.obs_width(vla.observation_space)
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
                                         self.config.chunk_size)
         profile = self.profiles["k1_skip"]

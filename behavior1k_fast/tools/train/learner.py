@@ -110,6 +110,11 @@ class PPOConfig:
             raise ValueError(f"value_targets: expected one of {', '.join(VALUE_TARGETS)}, got {self.value_targets!r}")
 
 
+def obs_width(observation_space: Any) -> int:
+    """The width of the :data:`OBS_KEYS` the actor-critic reads in one env's ``observation_space`` (a ``Dict``)."""
+    return sum(int(np.prod(observation_space[k].shape)) for k in OBS_KEYS)
+
+
 def make_profile(config: PPOConfig) -> RolloutProfile:
     layout = dict(
         num_env_processes=config.processes, total_num_envs=config.envs, chunk_size=config.chunk_size,
@@ -486,7 +491,7 @@ def train(config: PPOConfig, on_iteration: Callable[[int, Any, IterationEntry], 
     curve = LearningCurve(asdict(config), profile.to_dict())
     start = time.perf_counter()
     with RolloutEngine(factory or make_factory(config), profile, seed=config.seed, executor=config.executor) as engine:
-        obs_dim = sum(int(np.prod(engine.observation_space[k].shape)) for k in OBS_KEYS)
+        obs_dim = obs_width(engine.observation_space)
         if profile.schedule == "lookahead":
             obs_dim += committed_width(profile) * engine.action_dim
         policy = (make_policy or ActorCritic)(obs_dim, engine.action_dim, config.chunk_size)
