@@ -97,7 +97,8 @@ case "$part" in
     layouts="${5:-$layouts}"
     extra=""
     [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
-    tag="h200-${part#train-}-s$first${5:+-$5}"
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
+    tag="${gpu:-gpu}-${part#train-}-s$first-${4//,/+}${5:+-$5}"
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
       --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "$tag" \
       2>&1 | tail -n 40 | tee "$OUT/time_to_train_$tag.log" ;;

@@ -499,6 +499,30 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     assert (drawn / "time_to_train_cut_quick.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
+def test_a_peer_whose_training_run_fails_is_reported_not_run_and_the_other_rows_train_their_seeds(tmp_path,
+                                                                                                monkeypatch):
+    """One call on a lent GPU holds a whole regime: a peer that fails (its first seed here) must not take the
+    other rows' runs with it. The engine's own rows still raise (they are the product)."""
+    ttt = judge_module()
+    real = ttt.peer_samples_to_target
+
+    def thread_fails(layout, *args, **kwargs):
+        if layout.overlap:
+            raise RuntimeError("CUDA error: out of memory")
+        return real(layout, *args, **kwargs)
+
+    monkeypatch.setattr(ttt, "peer_samples_to_target", thread_fails)
+    assert main(["train-judge", "--quick", "--device", "cpu", "--out-dir", str(tmp_path), "--tag", "peer",
+                 "--layouts", "none", "--peers", "double_buffer_peer,double_buffer_thread", "--seeds", "2"]) == 0
+    regime = json.loads((tmp_path / "time_to_train_peer_quick.json").read_text())["regimes"]["balanced"]
+    why = regime["not_run"]["double_buffer_thread"]
+    assert why.startswith("seed 0: failed: RuntimeError") and "CUDA error: out of memory" in why
+    assert "double_buffer_thread" not in regime["training_runs"]
+    assert [run["seed"] for run in regime["training_runs"]["double_buffer_peer"]] == [0, 1]
+    assert {g["name"] for g in regime["goals"]}.isdisjoint({"wall_vs_thread_double_buffer"})
+
+
 def test_a_result_that_cannot_be_written_is_one_line_and_exit_code_74_after_the_tables(tmp_path, monkeypatch,
                                                                                      capsys):
     """A full disk at the checkpoints does not stop the measurement; at the end the tables are printed, then

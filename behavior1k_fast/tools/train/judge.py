@@ -410,9 +410,21 @@ class Judge:
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
         for seed in range(self.config.first_seed, self.config.first_seed + self.config.seeds):
-            for name, row in rows.items():
-                so_far.training_runs[name].append(self.trained(
-                    row.layout, self.profiles[row.layout.profile], policy_class, seed, spaces, row.correction, name))
+            for name, row in list(rows.items()):
+                if name in so_far.not_run:
+                    continue
+                try:
+                    run = self.trained(row.layout, self.profiles[row.layout.profile], policy_class, seed, spaces,
+                                       row.correction, name)
+                except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, the other rows train on
+                    if not row.layout.is_peer:
+                        raise
+                    so_far.not_run[name] = f"seed {seed}: {failure(exc)}"
+                    self.progress(f"{regime} {name}: {so_far.not_run[name]}")
+                    if not so_far.training_runs[name]:
+                        del so_far.training_runs[name], rows[name]
+                    continue
+                so_far.training_runs[name].append(run)
                 checkpoint(so_far)
         layouts = layout_rows(so_far.cost, so_far.training_runs, rows)
         power = regime_power(so_far.training_runs, rows)
