@@ -16,6 +16,7 @@ from behavior1k_fast.rollout import RolloutEngine, step_chunk  # noqa: E402
 from behavior1k_fast.rollout.bootstrap import bootstrap_process  # noqa: E402
 from behavior1k_fast.rollout.collector import WEIGHTS_VERSION_KEY  # noqa: E402
 from behavior1k_fast.tools.peers.gymnasium import DoubleBufferBatches  # noqa: E402
+from behavior1k_fast.tools.peers.torchrl import WORKER_KEY  # noqa: E402
 from behavior1k_fast.tools.train import learner  # noqa: E402
 
 CONFIG = learner.PPOConfig(profile="k1_skip", iterations=2, processes=2, envs=4, chunk_size=4, rounds=3, epochs=1,
@@ -59,52 +60,49 @@ def torchrl_source(kind, behaviour, spaces, factory, profile, config, obs_dim, a
     return TorchRLTraining(kind, make_actor, profile, factory, spaces, config.seed, config.rounds, config.iterations)
 
 
-def replay(batches, factory, profile):
-    """Each sub-env's envs stepped in this process from its seed with the batches' chunks: per step rewards,
-    terminated, truncated and applied ``[R, E, N]`` over every batch."""
-    per_process = profile.envs_per_process
+def worker_chunks(batches, per_process):
+    """Worker -> its chunks in the order its envs took them, each ``(batch, round, rows)``: a batch's env rows in
+    blocks of ``per_process``, block j being worker j's (the extras' worker names it where the rows are runs of
+    a worker's envs, ``WORKER_KEY``)."""
+    chunks = {}
+    for batch in batches:
+        for j in range(batch.actions.shape[1] // per_process):
+            rows = slice(j * per_process, (j + 1) * per_process)
+            worker = int(batch.extras[WORKER_KEY][0, rows.start]) if WORKER_KEY in batch.extras else j
+            chunks.setdefault(worker, []).extend((batch, r, rows) for r in range(len(batch.actions)))
+    return chunks
+
+
+def assert_own_steps(batches, factory, profile):
+    """Each worker's envs, stepped in this process from its seed (sub-env i is seeded seed + i) with the chunks
+    the batches recorded for them in order, give the batches' per-step arrays and the observations each chunk
+    was chosen from."""
     bootstrap_process(profile, patch_set=patch_set_of(factory))
-    out = {name: [] for name in ("rewards", "terminated", "truncated", "applied", "obs")}
-    for i in range(profile.num_env_processes):  # sub-env i (buffer order) is seeded seed + i
-        backend = factory(per_process, SEED + i, profile)
+    chunks = worker_chunks(batches, profile.envs_per_process)
+    assert sorted(chunks) == list(range(profile.num_env_processes))
+    for worker, taken in chunks.items():
+        backend = factory(profile.envs_per_process, SEED + worker, profile)
         try:
             obs, _ = backend.reset()
-            steps = {name: [] for name in out}
             seen = {k: np.stack([o[k] for o in obs]) for k in batches[0].obs}  # what chose the first chunk
-            rows = slice(i * per_process, (i + 1) * per_process)
-            for batch in batches:
-                for r in range(len(batch.actions)):
-                    steps["obs"].append(seen)
-                    result = step_chunk(backend, batch.actions[r, rows],
-                                        skip_intermediate_obs=profile.skip_intermediate_obs)
-                    seen = result.obs
-                    for name in steps:
-                        if name != "obs":
-                            steps[name].append(getattr(result, name))
-            for name in out:
-                out[name].append({k: np.stack([o[k] for o in steps[name]]) for k in steps[name][0]}
-                                 if name == "obs" else np.stack(steps[name]))
+            for i, (batch, r, rows) in enumerate(taken):
+                for k, value in seen.items():
+                    np.testing.assert_array_equal(batch.obs[k][r, rows], value, err_msg=f"worker {worker} {i} {k}")
+                result = step_chunk(backend, batch.actions[r, rows],
+                                    skip_intermediate_obs=profile.skip_intermediate_obs)
+                seen = result.obs
+                for name in ("rewards", "terminated", "truncated", "applied"):
+                    np.testing.assert_array_equal(getattr(batch, name)[r, rows], getattr(result, name),
+                                                  err_msg=f"worker {worker} chunk {i} {name}")
         finally:
             backend.close()
-    return {name: {k: np.concatenate([part[k] for part in parts], axis=1) for k in parts[0]} if name == "obs"
-            else np.concatenate(parts, axis=1) for name, parts in out.items()}
-
-
-def assert_own_steps(batches, own):
-    """The batches' per-step arrays and the observations each chunk was chosen from are the replay's."""
-    for name, steps in own.items():
-        if name == "obs":
-            for k, seen in steps.items():
-                np.testing.assert_array_equal(np.concatenate([b.obs[k] for b in batches]), seen, err_msg=k)
-        else:
-            np.testing.assert_array_equal(np.concatenate([getattr(b, name) for b in batches]), steps, err_msg=name)
 
 
 @pytest.mark.parametrize("on_thread", [False, True], ids=["serial", "update_on_a_thread"])
 def test_the_double_buffer_trains_on_batches_of_the_envs_own_steps_and_weights_versions(on_thread):
     run, batches, factory, profile = train_peer(on_thread)
     assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
-    assert_own_steps(batches, replay(batches, factory, profile))
+    assert_own_steps(batches, factory, profile)
     assert sum(len(b.episodes.env) for b in batches) > 0  # episodes of 5 actions end inside these batches
     for b in batches:  # an ended episode's return is its applied rewards (rewards are 0 where not applied)
         assert np.all(b.rewards[~b.applied] == 0)
@@ -123,8 +121,26 @@ def test_torchrl_trains_on_batches_of_the_envs_own_steps_with_the_versions_its_a
     pytest.importorskip("torchrl")
     run, batches, factory, profile = train_peer(False, kind)
     assert len(batches) == 2 and run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
-    assert_own_steps(batches, replay(batches, factory, profile))
+    assert_own_steps(batches, factory, profile)
     assert sum(len(b.episodes.env) for b in batches) > 0 and batches[0].episodes.success is not None
     # serial: the second batch was collected after the trainer posted the first update's weights
     assert [set(np.unique(b.extras[WEIGHTS_VERSION_KEY]).tolist()) for b in batches] == [{0}, {1}]
     assert run.policy_lag == [0.0, 0.0]
+
+
+@pytest.mark.slow
+def test_torchrl_s_async_collector_trains_on_runs_of_each_worker_s_own_steps_recorded_with_their_worker():
+    """``MultiAsyncCollector``: a PPO batch is P runs of ``rounds`` chunks, each of the worker that finished it
+    (the same worker may hand two in a row); every run is its worker's envs' own steps in order, and the second
+    batch was collected, at least in part, while the trainer made the first update."""
+    pytest.importorskip("torchrl")
+    run, batches, factory, profile = train_peer(True, "torchrl_async")
+    envs = profile.num_env_processes * profile.envs_per_process
+    assert len(batches) == 2 and all(b.actions.shape[:2] == (CONFIG.rounds, envs) for b in batches)
+    assert run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
+    assert_own_steps(batches, factory, profile)
+    for b in batches:  # a run's rows are one worker's envs for all its rounds
+        blocks = b.extras[WORKER_KEY].reshape(CONFIG.rounds, -1, profile.envs_per_process)
+        assert (blocks == blocks[:1, :, :1]).all()
+    assert set(np.unique(batches[0].extras[WEIGHTS_VERSION_KEY]).tolist()) == {0}
+    assert run.policy_lag[0] == 0 and 0 < run.policy_lag[1] <= 1

@@ -46,6 +46,8 @@ WEIGHT_SYNC_TIMEOUT = "900"
 
 #: The keys :class:`TorchRLActor` writes, in its outputs' order.
 ACTOR_OUT_KEYS = ["action", "logprob", "value", "weights_version"]
+#: The extras key of a recorded row's worker (:class:`TorchRLTraining`: a batch's rows are runs of a worker's envs).
+WORKER_KEY = "worker"
 #: What a recording sub-env's chunk info (:func:`~.gymnasium.chunk_info`) becomes in TorchRL's step info:
 #: per-step arrays ``[E, N]`` and per env whether its episode ended with success; ``ended::<key>`` holds the
 #: final observations.
@@ -129,7 +131,12 @@ class TorchRLActor(torch.nn.Module):
 class CountedChunkEnv(gymnasium.Wrapper):
     """:class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` and ``env_wall_seconds`` as arrays
     (TorchRL reads arrays) and, where the sub-env records, its chunk info flat (:data:`STEP_INFO`,
-    ``ended::<key>``)."""
+    ``ended::<key>``) and ``worker``, the index of the worker whose envs took the chunk (a batch of
+    ``MultiAsyncCollector`` is one worker's, whichever finished first)."""
+
+    def __init__(self, env: ChunkGymEnv, worker: int) -> None:
+        super().__init__(env)
+        self.worker = worker
 
     def step(self, action: Any) -> tuple:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -139,18 +146,20 @@ class CountedChunkEnv(gymnasium.Wrapper):
         if chunk is not None:
             out |= {key: chunk[name] for key, name in STEP_INFO.items()}
             out |= {f"ended::{k}": v for k, v in chunk["ended_obs"].items()}
+            out["worker"] = np.asarray(self.worker, np.int64)
         return obs, reward, terminated, truncated, out
 
 
 def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple,
-                record: bool = False) -> Any:
-    """One TorchRL worker's env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per step)
-    through ``GymWrapper``, reading the actions the envs took (``own_actions``) and the chunk's stepping seconds
-    from the step info, and with ``record`` what a trainer records of each chunk (:class:`CountedChunkEnv`)."""
+                record: bool = False, worker: int = 0) -> Any:
+    """Worker ``worker``'s TorchRL env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per
+    step) through ``GymWrapper``, reading the actions the envs took (``own_actions``) and the chunk's stepping
+    seconds from the step info, and with ``record`` what a trainer records of each chunk and the worker's index
+    (:class:`CountedChunkEnv`)."""
     from torchrl.envs import GymWrapper
     from torchrl.envs.gym_like import default_info_dict_reader
 
-    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, record))
+    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, record), worker)
     env = GymWrapper(chunk_env, batch_size=torch.Size([]))
     keys = ["own_actions", "env_wall_seconds"]
     spec = None
@@ -164,6 +173,7 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
                 **{k: Unbounded(shape=(envs, n), dtype=torch.bool) for k in STEP_INFO if k.startswith("step_")
                    and k != "step_rewards"},
                 "ended_success": Unbounded(shape=(envs,), dtype=torch.bool),
+                "worker": Unbounded(shape=(), dtype=torch.int64),
                 **{f"ended::{k}": Unbounded(shape=(envs, *obs_space[k].shape),
                                             dtype=torch.from_numpy(np.zeros(0, obs_space[k].dtype)).dtype)
                    for k in obs_space.spaces}}
@@ -201,13 +211,14 @@ def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factor
     if kind == "torchrl_parallel":
         from torchrl.envs import ParallelEnv
 
-        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record) for i in range(workers)]
+        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record, i)
+               for i in range(workers)]
         return collectors.Collector(ParallelEnv(workers, fns, mp_start_method="spawn"), behaviour,
                                     frames_per_batch=workers * rounds, total_frames=total // per,
                                     auto_register_policy_transforms=False)  # the policy needs no InitTracker
     collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
                        "torchrl_async": collectors.MultiAsyncCollector}[kind]
-    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record) for i in range(workers)]
+    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record, i) for i in range(workers)]
     frames = workers * rounds // batch_parts(kind, profile)
     return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=total // per)
 
@@ -276,20 +287,25 @@ class TorchRLBatches:
             self.workers.close()
 
 
-#: The TorchRL collectors whose batches cover every env's ``rounds`` chunks in order (``[workers, rounds]``):
-#: they train their own seeds (:class:`TorchRLTraining`).
-TRAINABLE = ("torchrl_sync", "torchrl_parallel")
+#: The TorchRL collectors whose batches are runs of ``rounds`` consecutive chunks of one worker's envs (every
+#: worker's, ``[workers, rounds]``; ``MultiAsyncCollector``'s: P such runs, of the workers that finished
+#: first): they train their own seeds (:class:`TorchRLTraining`). ``AsyncBatchedCollector``'s batches hold
+#: whichever envs stepped, a different count of chunks for each: it stays a cost row.
+TRAINABLE = ("torchrl_sync", "torchrl_async", "torchrl_parallel")
 
 
 class TorchRLTraining:
     """TorchRL's collector ``kind`` (one of :data:`TRAINABLE`) as a trainer's batch source
-    (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches of ``rounds`` chunks per env, each
-    TorchRL batch ``[workers, rounds]`` recorded as the engine records a :class:`~behavior1k_fast.rollout.
-    trajectory.Trajectory` (the sub-envs report each chunk's per-step arrays, final observations and success;
-    the actor the weights version that chose each chunk). ``make_actor()`` builds the ``TensorDictModule`` of a
-    :class:`TorchRLActor` (:data:`ACTOR_OUT_KEYS`): one acts in the collector, one is the trainer's copy whose
-    mirror :meth:`post` refreshes and posts with ``update_policy_weights_()``. ``collect_s`` and ``model_s`` are
-    not reported by TorchRL (NaN); the busiest worker's stepping seconds are."""
+    (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches, each of P runs of ``rounds``
+    consecutive chunks of one worker's E envs (:data:`TRAINABLE`), recorded as the engine records a
+    :class:`~behavior1k_fast.rollout.trajectory.Trajectory` whose env rows are the runs' envs in the batch's
+    order (the sub-envs report each chunk's per-step arrays, final observations, success and worker; the actor
+    the weights version that chose each chunk; the extras also name each row's worker, :data:`WORKER_KEY`).
+    ``MultiAsyncCollector`` may hand two runs of one worker in a batch, in their order: each is its own rows,
+    bootstrapped at its own end, and the episode sums run on across them by worker. ``make_actor()`` builds the
+    ``TensorDictModule`` of a :class:`TorchRLActor` (:data:`ACTOR_OUT_KEYS`): one acts in the collector, one is
+    the trainer's copy whose mirror :meth:`post` refreshes and posts with ``update_policy_weights_()``.
+    ``collect_s`` and ``model_s`` are not reported by TorchRL (NaN); the busiest worker's stepping seconds are."""
 
     def __init__(self, kind: str, make_actor: Callable[[], Any], profile: RolloutProfile, factory: Any,
                  spaces: tuple, seed: int, rounds: int, batches: int) -> None:
@@ -298,6 +314,7 @@ class TorchRLTraining:
         self.posting = make_actor()
         self.batches = TorchRLBatches(kind, make_actor(), profile, factory, spaces, seed, rounds, batches, record=True)
         self.spaces, self.chunk_size, self.per = spaces, profile.chunk_size, profile.envs_per_process
+        self.rounds = rounds
         envs = profile.num_env_processes * self.per
         self.returns, self.lengths = np.zeros(envs), np.zeros(envs, dtype=np.int64)
         self.version = 0
@@ -314,40 +331,47 @@ class TorchRLTraining:
             yield self.trajectory(data)
 
     def trajectory(self, data: Any) -> Any:
-        """The TorchRL batch ``data`` (``[workers, rounds]``) as a ``Trajectory`` (env ``w * E + e`` is worker w's
-        env e), its measure kept for :meth:`measure`."""
+        """The TorchRL batch ``data`` (its runs ``[runs, rounds]``, class docs) as a ``Trajectory`` whose env rows
+        ``j * E + e`` are run j's env e; its measure kept for :meth:`measure`."""
         from ...rollout.chunk import ChunkResult
         from ...rollout.collector import WEIGHTS_VERSION_KEY
         from ...rollout.trajectory import TrajectoryBatch
         from ..train.learner import BatchMeasure
 
-        workers, rounds = data.batch_size
-        keys, per = list(self.spaces[0].spaces), self.per
-        batch = TrajectoryBatch(self.spaces[0], workers * per, self.chunk_size, rounds, self.returns, self.lengths)
-        arrays = data.numpy()  # key -> array, "next" a dict of its own
+        arrays = data.reshape(-1, self.rounds).numpy()  # key -> array, "next" a dict of its own
         nxt = arrays["next"]
-        for r in range(rounds):
-            for w in range(workers):
-                ended_obs = {k: nxt[f"ended::{k}"][w, r] for k in keys}
-                steps = {name: nxt[key][w, r] for key, name in STEP_INFO.items() if name != "ended_success"}
+        runs, rounds = nxt["worker"].shape
+        keys, per = list(self.spaces[0].spaces), self.per
+        row_returns, row_lengths = np.zeros(runs * per), np.zeros(runs * per, dtype=np.int64)
+        batch = TrajectoryBatch(self.spaces[0], runs * per, self.chunk_size, rounds, row_returns, row_lengths)
+        env_s = np.zeros(len(self.returns) // per)
+        for j in range(runs):
+            worker = int(nxt["worker"][j, 0])
+            rows, envs = np.arange(j * per, (j + 1) * per), np.arange(worker * per, (worker + 1) * per)
+            row_returns[rows], row_lengths[rows] = self.returns[envs], self.lengths[envs]
+            for r in range(rounds):
+                ended_obs = {k: nxt[f"ended::{k}"][j, r] for k in keys}
+                steps = {name: nxt[key][j, r] for key, name in STEP_INFO.items() if name != "ended_success"}
                 ended = steps["terminated"].any(axis=1) | steps["truncated"].any(axis=1)
-                success = nxt["ended_success"][w, r]
+                success = nxt["ended_success"][j, r]
                 infos = [{"final_observation": {k: v[e] for k, v in ended_obs.items()},
                           "final_info": {"success": bool(success[e])}} if ended[e] else {} for e in range(per)]
-                extras = {"logprob": arrays["logprob"][w, r], "value": arrays["value"][w, r],
-                          WEIGHTS_VERSION_KEY: arrays["weights_version"][w, r].astype(np.int64)}
-                batch.add(0, ChunkResult(env_ids=np.arange(w * per, (w + 1) * per),
-                                         obs={k: nxt[k][w, r] for k in keys}, infos=infos,
-                                         policy_obs={k: arrays[k][w, r] for k in keys}, actions=arrays["action"][w, r],
+                extras = {"logprob": arrays["logprob"][j, r], "value": arrays["value"][j, r],
+                          WEIGHTS_VERSION_KEY: arrays["weights_version"][j, r].astype(np.int64),
+                          WORKER_KEY: np.full(per, worker, dtype=np.int64)}
+                batch.add(0, ChunkResult(env_ids=rows, obs={k: nxt[k][j, r] for k in keys}, infos=infos,
+                                         policy_obs={k: arrays[k][j, r] for k in keys}, actions=arrays["action"][j, r],
                                          extras=extras, **steps))
+            self.returns[envs], self.lengths[envs] = row_returns[rows], row_lengths[rows]
+            env_s[worker] += nxt["env_wall_seconds"][j].sum()
 
         def last_obs(out: dict) -> None:
             for k in keys:
-                out[k][:] = nxt[k][:, -1].reshape(workers * per, *nxt[k].shape[3:])
+                out[k][:] = nxt[k][:, -1].reshape(runs * per, *nxt[k].shape[3:])
 
         trajectory = batch.finish(last_obs)
-        self.last = BatchMeasure(int(nxt["own_actions"].sum()), float("nan"),
-                                 float(nxt["env_wall_seconds"].sum(axis=1).max()), float("nan"), float("nan"))
+        self.last = BatchMeasure(int(nxt["own_actions"].sum()), float("nan"), float(env_s.max()), float("nan"),
+                                 float("nan"))
         return trajectory
 
     def measure(self, batch: Any) -> Any:

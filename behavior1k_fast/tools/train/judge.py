@@ -9,8 +9,9 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
   one forward at the stage batch takes ``REGIMES[regime]`` x the env's ms per chunk.
 - **Compared rows** (:func:`~.layouts.compared_rows`): the engine's profiles, each serial and collect-while-train
   (``+overlap``, with the learner's lag correction), the serial gymnasium double buffer and the double buffer
-  with its update on a thread (:mod:`..peers.gymnasium`), TorchRL's ``MultiSyncCollector`` and its single
-  ``Collector`` over a ``ParallelEnv`` (:class:`~..peers.torchrl.TorchRLTraining`). Each trains ``--seeds`` seeds through the one clock
+  with its update on a thread (:mod:`..peers.gymnasium`), TorchRL's ``MultiSyncCollector``,
+  ``MultiAsyncCollector`` and its single ``Collector`` over a ``ParallelEnv``
+  (:class:`~..peers.torchrl.TorchRLTraining`). Each trains ``--seeds`` seeds through the one clock
   (:func:`~.learner.fit` over :func:`~.timing.timed_loop`) until the episode-weighted success rate of the last
   ``window`` iterations reaches ``target`` (:func:`training_run`): its samples to target and its wall to target
   are its own runs'. The start (workers spawned, envs reset, the first batch's excess over the run's median
@@ -22,9 +23,9 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
 - **Cost rows** (the breakdown, not the verdict): a few PPO iterations of each engine layout, the first one not
   counted, give its seconds per sample split into the trainer's wait and update, the busiest env worker, the
   behaviour forwards, the trainer's CPU thread in the update and, with the policy on a GPU and
-  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's async and batched collectors
-  (:mod:`..peers.torchrl`) do not train their own seeds yet: each has such a cost row and is charged the samples
-  of the engine layout of its measured lag (``update_as``), and the goals say "not shown" against them.
+  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's ``AsyncBatchedCollector``
+  (:mod:`..peers.torchrl`) does not train its own seeds: it has such a cost row and is charged the samples of
+  the engine layout whose PPO update it runs (``update_as``), and the goals say "not shown" against it.
 - ``--corrections``: the serial row and ``+overlap`` under each lag correction (:data:`~.layouts.CORRECTION_ROWS`),
   each its own seeds.
 - ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.

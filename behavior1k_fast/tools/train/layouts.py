@@ -8,10 +8,10 @@ stage's slice holds its last action while this one steps; ``lookahead``: the chu
 observation d steps before the previous chunk ends, with the committed actions as input; ``+lag1``: acting
 with weights one update old), and the layout whose training runs give its samples to target
 (``trained_under``). Every engine layout and the gymnasium peers train their own seeds (``trained_under`` is
-the row itself: "rates from the runs that learn", issue 42), and so do TorchRL's ``MultiSyncCollector`` and
-its single ``Collector`` over a ``ParallelEnv``; TorchRL's async and batched collectors do not yet (their
-batches are not every env's chunks in order) and are charged the samples of the engine layout of their
-measured lag, whose PPO update they run.
+the row itself: "rates from the runs that learn", issue 42), and so do TorchRL's ``MultiSyncCollector``,
+``MultiAsyncCollector`` and its single ``Collector`` over a ``ParallelEnv``; TorchRL's ``AsyncBatchedCollector``
+does not (a batch holds whichever envs stepped, a different count of chunks for each) and is charged the
+samples of the engine layout whose PPO update it runs.
 
 A compared row (:class:`CompareRow`) is a layout with the PPO lag correction it trains with
 (:data:`CORRECTION_ROWS`; the ``--corrections`` comparison runs one ``+overlap`` layout under each).
@@ -95,7 +95,7 @@ LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "double_buffer_peer", "gymnasium"),
     TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium"),
     TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl_sync", "torchrl"),
-    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "torchrl_async", "torchrl"),
     TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
     TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl_parallel", "torchrl"),
 )}
@@ -104,7 +104,7 @@ PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
 #: The TorchRL collector peers.
 TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl")
 #: The peers that train their own seeds: the gymnasium double buffers and the TorchRL collectors whose batches
-#: are every env's chunks in order (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
+#: are runs of consecutive chunks of a worker's envs (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
 TRAINED_PEERS = tuple(name for name in PEERS if LAYOUTS[name].own_runs)
 #: ``--corrections``' names -> (the policy objective's correction, :mod:`.objective`; the value targets of GAE,
 #: :data:`~.learner.VALUE_TARGETS`): ``current_values`` is ``decoupled`` over GAE values recomputed by the

@@ -39,7 +39,7 @@ def regime_rows(result: TimeToTrainResult) -> dict[str, dict[str, LayoutRow]]:
 
 def format_table(result: TimeToTrainResult) -> str:
     """The result as markdown tables: per regime, one row per layout (``--lead-sweep``: one per lead), each
-    with its measured policy lag; then each regime's direct run and the layouts not run."""
+    with its measured policy lag (a cost row whose layout trained no seeds here: ``not trained``); then each regime's direct run and the layouts not run."""
     if result.lead_sweep is not None:
         lines = ["| lead d | ms/sample | samples to target | seeds reached | wall to target s (min-max) |",
                  "| ---: | ---: | ---: | ---: | ---: |"]
@@ -57,7 +57,7 @@ def format_table(result: TimeToTrainResult) -> str:
             c = r.cost
             lines.append(f"| {name} | {r.semantics} | {_ms(c.s_per_sample)} | {_ms(c.rollout_s_per_sample)} | "
                          f"{_ms(c.update_s_per_sample)} | {_lag(c.policy_lag)} | {_samples(r.samples_to_target)} | "
-                         f"{_wall(r.wall_to_target_s)} |")
+                         f"{_wall(r.wall_to_target_s) if r.wall_to_target_s_per_seed else 'not trained'} |")
         data = result.regimes.get(regime)
         if data is not None and data.direct is not None:
             lines.append(data.direct.describe())
