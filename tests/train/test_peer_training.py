@@ -4,6 +4,7 @@ update on a thread, and TorchRL's ``MultiSyncCollector`` and single ``Collector`
 (replayed here in-process from the same seeds and actions) and whose chunks carry the weights version that chose
 them."""
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -33,18 +34,18 @@ def train_peer(on_thread, torchrl_kind=None):
     batches = []
     config = dataclasses.replace(CONFIG, seed=SEED, max_lag=int(on_thread))
 
-    def source(behaviour):
+    def source(policy):
         if torchrl_kind is not None:
-            return torchrl_source(torchrl_kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim)
-        return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations, config.seed,
-                                   learner.load_trained, on_thread=on_thread)
+            return torchrl_source(torchrl_kind, policy, spaces, factory, profile, config, obs_dim, action_dim)
+        return DoubleBufferBatches(factory, profile, copy.deepcopy(policy), spaces, config.rounds, config.iterations,
+                                   config.seed, learner.load_trained, on_thread=on_thread)
 
     run, _ = learner.train_on(config, source, obs_dim, action_dim,
                               on_iteration=lambda it, batch, entry: batches.append(batch))
     return run, batches, factory, profile
 
 
-def torchrl_source(kind, behaviour, spaces, factory, profile, config, obs_dim, action_dim):
+def torchrl_source(kind, policy, spaces, factory, profile, config, obs_dim, action_dim):
     import functools
 
     from tensordict.nn import TensorDictModule
@@ -54,7 +55,7 @@ def torchrl_source(kind, behaviour, spaces, factory, profile, config, obs_dim, a
     make_policy = functools.partial(learner.ActorCritic, obs_dim, action_dim, config.chunk_size)
 
     def make_actor():
-        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(policy), spaces[0]),
                                 in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
 
     return TorchRLTraining(kind, make_actor, profile, factory, spaces, config.seed, config.rounds, config.iterations)

@@ -34,6 +34,7 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import time
 from dataclasses import dataclass, replace
@@ -130,8 +131,8 @@ def peer_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, profi
 
     obs_dim = learner.obs_width(spaces[0])
 
-    def source(behaviour: Any) -> DoubleBufferBatches:
-        return DoubleBufferBatches(factory, profile, behaviour, spaces, config.rounds, config.iterations,
+    def source(policy: Any) -> DoubleBufferBatches:  # acts in this process: with a copy of the policy
+        return DoubleBufferBatches(factory, profile, copy.deepcopy(policy), spaces, config.rounds, config.iterations,
                                    config.seed, learner.load_trained, on_thread=layout.overlap)
 
     return training_run(config, lambda stop: learner.train_on(config, source, obs_dim, int(np.prod(
@@ -150,9 +151,9 @@ def torchrl_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, pr
     action_dim = int(np.prod(spaces[1].shape))
     make_policy = functools.partial(policy_class, obs_dim, action_dim, config.chunk_size)
 
-    def source(behaviour: Any) -> TorchRLTraining:
+    def source(policy: Any) -> TorchRLTraining:  # its workers act: the trainer holds no copy of the model
         def make_actor() -> Any:  # the policy's initial weights as the mirror
-            return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(behaviour), spaces[0]),
+            return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(policy), spaces[0]),
                                     in_keys=list(spaces[0].spaces), out_keys=ACTOR_OUT_KEYS)
 
         return TorchRLTraining(layout.name, make_actor, profile, factory, spaces, config.seed, config.rounds,
@@ -396,13 +397,19 @@ class Judge:
         rows = compared_rows([n for n in self.config.layouts if n in self.profiles], peers, self.config.corrections)
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
-            runs: dict[str, tuple] = {}  # layout -> (its trained model, its last batch)
+            # layout -> (its trained model, its last batch), kept only where a cost-row peer runs its update (a
+            # kept model holds the frozen transformer too: GPU memory the other rows' runs then lack)
+            twins = {LAYOUTS[p].trained_under for p in self.config.peers if not LAYOUTS[p].own_runs}
+            runs: dict[str, tuple] = {}
             for layout in engine_layouts(self.profiles):
                 self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
                               f"PPO iterations after one uncounted")
-                so_far.cost[layout.name], runs[layout.name] = seconds_per_sample(
+                so_far.cost[layout.name], trained = seconds_per_sample(
                     self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
                     self.config.cost_iterations, self.device)
+                if layout.name in twins:
+                    runs[layout.name] = trained
+                del trained
                 self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
                 checkpoint(so_far)
             self.peers(regime, policy_class, vla, runs, so_far)

@@ -508,14 +508,15 @@ def train_on(config: PPOConfig, open_source: Callable[[ActorCritic], Any], obs_d
              on_iteration: Callable[[int, Any, IterationEntry], None] | None = None,
              stop: Callable[[IterationEntry], bool] | None = None) -> tuple[LearningCurve, ActorCritic]:
     """Train one policy as :func:`train` does on the batches of a source outside the engine (a peer's:
-    ``open_source(behaviour)`` returns a context manager that is :func:`fit`'s source, acting with
-    ``behaviour``, a copy of the policy ``make_policy(obs_dim, action_dim, config.chunk_size)``); returns the
-    learning curve (its profile empty: the source's envs are its own) and the policy."""
+    ``open_source(policy)`` returns a context manager that is :func:`fit`'s source, ``policy`` being the one
+    trained, ``make_policy(obs_dim, action_dim, config.chunk_size)``: a source that acts in this process acts
+    with a copy of its own, one whose workers act reads its weights, so no unused copy of the model is held);
+    returns the learning curve (its profile empty: the source's envs are its own) and the policy."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)
     start = time.perf_counter()
     policy = (make_policy or ActorCritic)(obs_dim, action_dim, config.chunk_size)
-    with open_source(copy.deepcopy(policy)) as source:
+    with open_source(policy) as source:
         curve = fit(source, policy, config, start, LearningCurve(asdict(config), {}), on_iteration, stop)
     return curve, policy
 
