@@ -402,6 +402,8 @@ def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
     (["--model-width", "64", "--model-depth", "1000000"], "--model-depth 1000000"),
     (["--model-width", "100"], "--model-width"),
     (["--out-dir", "/proc/version/x"], "--out-dir"),
+    (["--corrections", "none", "--layouts", "none", "--peers", "double_buffer_peer"],
+     "--corrections none: no collect-while-train row to correct"),
 ])
 def test_a_bad_argument_is_a_one_line_usage_error_before_any_env_starts(argv, text, capsys):
     err = usage_error(argv, capsys)

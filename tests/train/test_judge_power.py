@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from behavior1k_fast.tools.train.goals import regime_goals  # noqa: E402
+from behavior1k_fast.tools.train.goals import correction_goals, regime_goals  # noqa: E402
 from behavior1k_fast.tools.train.judge import regime_power  # noqa: E402
 from behavior1k_fast.tools.train.layouts import LAYOUTS, CompareRow, compared_rows  # noqa: E402
 from behavior1k_fast.tools.train.report import format_table, plot  # noqa: E402
@@ -114,6 +114,17 @@ def test_the_corrections_compare_the_overlapped_row_under_each_correction_with_t
                           "k1_skip+overlap/current_values"]
     assert rows["k1_skip+overlap/first_epoch"] == CompareRow("k1_skip+overlap/first_epoch",
                                                              LAYOUTS["k1_skip+overlap"], "first_epoch")
+    # the user's collect-while-train peers too, each beside its serial twin; serial peers have none
+    rows = compared_rows([], ["double_buffer_peer", "double_buffer_thread", "torchrl_async"], ["none", "decoupled"])
+    assert list(rows) == ["double_buffer_peer", "double_buffer_thread/none", "double_buffer_thread/decoupled",
+                          "torchrl_sync", "torchrl_async/none", "torchrl_async/decoupled"]
+    assert rows["double_buffer_thread/decoupled"].correction == "decoupled"
+    # each correction is judged against its own row's serial twin
+    runs = {name: [run(s, [20.0] + [0.5] * 4, 0.5) for s in range(5)] for name in rows}
+    goals = correction_goals(runs, regime_power(runs, rows), rows)
+    assert {(g.ours, g.peer) for g in goals} == {
+        ("double_buffer_thread/none", "double_buffer_peer"), ("double_buffer_thread/decoupled", "double_buffer_peer"),
+        ("torchrl_async/none", "torchrl_sync"), ("torchrl_async/decoupled", "torchrl_sync")}
 
 
 def test_an_old_recorded_result_still_reads_and_plots(tmp_path):

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..argtypes import (chunk_steps, device, env_count, file_name, lookahead_steps, path, positive_int, positive_number,
                         process_count, seed)
-from .layouts import ENGINE_PROFILES, REGIMES
+from .layouts import ENGINE_PROFILES, REGIMES, compared_rows
 
 #: ``train-judge --help``'s description.
 JUDGE_DESCRIPTION = """Time to a trained policy: wall clock until PPO reaches a target success rate, per rollout layout
@@ -112,9 +112,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--peers", type=peer_list, default=list(PEERS),
                    help="comma-separated peers to run, or none (" + ",".join(PEERS) + "; default: all)")
     p.add_argument("--corrections", type=correction_list, default=[],
-                   help="compare these PPO lag corrections (" + ",".join(CORRECTION_ROWS) + ") over k1_skip+overlap "
-                        "against serial k1_skip, samples and seconds to target, in the first --regime; writes "
-                        "time_to_train_corrections_<tag>.json")
+                   help="compare these PPO lag corrections (" + ",".join(CORRECTION_ROWS) + ") over the "
+                        "collect-while-train rows of --layouts (each +overlap) and --peers (double_buffer_thread, "
+                        "torchrl_async), each against its serial twin, samples and seconds to target, in the first "
+                        "--regime; writes time_to_train_corrections_<tag>.json")
     p.add_argument("--processes", type=process_count, default=2, help="env processes (default: %(default)s)")
     p.add_argument("--envs", type=env_count, default=16,
                    help="envs in all, a multiple of --processes (default: %(default)s)")
@@ -182,6 +183,9 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
                 setattr(args, key, value)
     if args.corrections and args.lead_sweep:
         raise ValueError("--corrections and --lead-sweep are two runs: give one")
+    if args.corrections and not compared_rows(args.layouts, args.peers, args.corrections):
+        raise ValueError(f"--corrections {','.join(args.corrections)}: no collect-while-train row to correct among "
+                         f"--layouts {','.join(args.layouts) or 'none'} and --peers {','.join(args.peers) or 'none'}")
     if args.record and args.out_dir:
         raise ValueError("--record writes benchmarks/results/; it cannot go with --out-dir")
     if args.lookahead_steps != "auto" and args.lookahead_steps >= args.chunk_size:

@@ -67,14 +67,12 @@ def within_serial(mine: str, serial: str, power: dict[str, RowPower]) -> Goal:
 
 
 def correction_goals(runs: dict[str, list[Any]], power: dict[str, RowPower], rows: dict[str, Any]) -> list[Goal]:
-    """``--corrections``: per overlapped row (one lag correction each) its samples to target within the serial
-    row's interval, and its wall to target against the serial row's (>= 1x: not longer)."""
-    serial = next((n for n in power if not rows[n].layout.overlap), None)
-    if serial is None:
-        return []
+    """``--corrections``: per overlapped row (one lag correction each) its samples to target within its serial
+    twin's interval, and its wall to target against the serial twin's (>= 1x: not longer)."""
     goals = []
     for name in power:
-        if rows[name].layout.overlap:
+        serial = rows[name].layout.serial_twin
+        if serial in power:
             goals += [within_serial(name, serial, power),
                       ratio_goal(f"wall_vs_serial:{name}", f"wall to target, {name} vs {serial}", 1.0, runs, power,
                                  name, serial)]
@@ -95,7 +93,7 @@ def regime_goals(regime: str, runs: dict[str, list[Any]], power: dict[str, RowPo
         ratio_goal("wall_vs_thread_double_buffer", f"wall to target, {mine} vs the double buffer with its update "
                    f"on a thread", thread_db, runs, power, mine, "double_buffer_thread"),
     ]
-    serial = rows[mine].layout.profile
+    serial = rows[mine].layout.serial_twin
     if serial in power:
         goals.append(replace(within_serial(mine, serial, power), name="lag1_samples_within_serial"))
     for peer in TORCHRL_PEERS:

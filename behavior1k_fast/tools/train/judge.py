@@ -26,8 +26,9 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
   ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's ``AsyncBatchedCollector``
   (:mod:`..peers.torchrl`) does not train its own seeds: it has such a cost row and is charged the samples of
   the engine layout whose PPO update it runs (``update_as``), and the goals say "not shown" against it.
-- ``--corrections``: the serial row and ``+overlap`` under each lag correction (:data:`~.layouts.CORRECTION_ROWS`),
-  each its own seeds.
+- ``--corrections``: each collect-while-train row of the layouts and peers given (an engine ``+overlap``, the
+  double buffer with its update on a thread, ``MultiAsyncCollector``) under each lag correction
+  (:data:`~.layouts.CORRECTION_ROWS`), beside its serial twin, each its own seeds.
 - ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.
 """
 
@@ -83,8 +84,8 @@ class JudgeConfig:
     device: str = "auto"
     #: The peers to run (names of :data:`~.layouts.PEERS`).
     peers: tuple[str, ...] = PEERS
-    #: ``--corrections``: compare these lag corrections (names of :data:`~.layouts.CORRECTION_ROWS`) over
-    #: ``k1_skip+overlap`` against serial ``k1_skip`` instead of the layouts and peers.
+    #: ``--corrections``: compare these lag corrections (names of :data:`~.layouts.CORRECTION_ROWS`) over the
+    #: collect-while-train rows of the layouts and peers, each against its serial twin (:func:`~.layouts.compared_rows`).
     corrections: tuple[str, ...] = ()
 
 
@@ -380,7 +381,7 @@ class Judge:
         """Every compared row's samples and wall to target from its own training runs, in ``regime``: first the
         cost rows (the breakdown: every engine layout's seconds per sample, then TorchRL's collectors'), then
         the training runs seed by seed, each row per seed; then each row's intervals and the goals
-        (:mod:`.goals`). ``--corrections``: the serial row and the overlapped one under each correction, no
+        (:mod:`.goals`). ``--corrections``: each overlapped row under each correction beside its serial twin, no
         cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
@@ -610,7 +611,9 @@ def run_judge(args: Any) -> int:
     if args.lead_sweep:
         what = f"the lead sweep in {args.regime[0]}"
     elif args.corrections:
-        what = f"the lag corrections {','.join(args.corrections)} over k1_skip+overlap in {args.regime[0]}"
+        what = (f"the lag corrections {','.join(args.corrections)} over the collect-while-train rows of layouts "
+                f"{','.join(args.layouts) or '(none)'} and peers {','.join(args.peers) or '(none)'}, each against "
+                f"its serial twin, in {args.regime[0]}")
     else:
         what = (f"{', '.join(args.regime)}; layouts {','.join(judge.profiles)} (each serial and +overlap) and the "
                 f"peers {','.join(args.peers) or '(none)'}")

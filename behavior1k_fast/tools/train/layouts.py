@@ -46,6 +46,8 @@ class TrainLayout:
         semantics: what each env sees and does (module docs); its samples to target are shared.
         trained_under: the layout PPO trains under to count this semantics' samples to target.
         family: ``engine``, ``gymnasium`` (the double buffer) or ``torchrl`` (TorchRL's collectors).
+        serial_twin: a collect-while-train layout's serial twin (the same envs and collector, lag 0: what its
+            lag and lag correction are judged against); empty for a serial layout.
     """
 
     name: str
@@ -54,6 +56,7 @@ class TrainLayout:
     semantics: str
     trained_under: str
     family: str = "engine"
+    serial_twin: str = ""
 
     @property
     def is_peer(self) -> bool:
@@ -75,7 +78,8 @@ def _engine(profile: str, semantics: str) -> tuple[TrainLayout, TrainLayout]:
     """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``), each trained in
     runs of its own."""
     return (TrainLayout(profile, profile, 0, semantics, profile),
-            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{profile}+overlap"))
+            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{profile}+overlap",
+                        serial_twin=profile))
 
 
 #: Every layout by name: the engine's (each serial and ``+overlap``), then the peers: the gymnasium double buffer
@@ -93,10 +97,11 @@ LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     *_engine("stock", "fresh"), *_engine("k1_skip", "fresh"), *_engine("hybrid_k2", "hybrid"),
     *_engine("process_k2", "fresh"), *_engine("lookahead", "lookahead"),
     TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "double_buffer_peer", "gymnasium"),
-    TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium"),
+    TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium",
+                "double_buffer_peer"),
     TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl_sync", "torchrl"),
-    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "torchrl_async", "torchrl"),
-    TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl"),
+    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "torchrl_async", "torchrl", "torchrl_sync"),
+    TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl", "torchrl_sync"),
     TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl_parallel", "torchrl"),
 )}
 #: The peers, in table order.
@@ -133,15 +138,17 @@ def compare_row(name: str) -> CompareRow:
 
 def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
     """The rows that train their own seeds: every engine layout over ``profiles`` (names of
-    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and
-    those of ``peers`` in :data:`TRAINED_PEERS`; with ``corrections`` (names of :data:`CORRECTION_ROWS`) instead the serial
-    ``k1_skip`` and ``k1_skip+overlap`` under each correction."""
-    if corrections:
-        return {"k1_skip": CompareRow("k1_skip", LAYOUTS["k1_skip"]),
-                **{f"k1_skip+overlap/{c}": CompareRow(f"k1_skip+overlap/{c}", LAYOUTS["k1_skip+overlap"], c)
-                   for c in corrections}}
+    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and those of ``peers`` in :data:`TRAINED_PEERS`; with
+    ``corrections`` (names of :data:`CORRECTION_ROWS`) instead each of those that collects while the trainer
+    trains under each correction (``<layout>/<correction>``), after its serial twin."""
     layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in TRAINED_PEERS if p in peers)]
-    return {layout.name: CompareRow(layout.name, layout) for layout in layouts}
+    if not corrections:
+        return {layout.name: CompareRow(layout.name, layout) for layout in layouts}
+    out = {}
+    for layout in (layout for layout in layouts if layout.overlap):
+        out[layout.serial_twin] = CompareRow(layout.serial_twin, LAYOUTS[layout.serial_twin])
+        out.update({f"{layout.name}/{c}": CompareRow(f"{layout.name}/{c}", layout, c) for c in corrections})
+    return out
 
 
 def engine_layouts(profiles: Any) -> list[TrainLayout]:
