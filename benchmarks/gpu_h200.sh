@@ -22,6 +22,9 @@
 #     FIRST + COUNT - 1 of every compared row (each trains its own seeds), at the fourth pass's model sizes; the
 #     calls' JSON merged with train-judge --merge (see the case below for the timings that fit one call)
 #   train-corrections FIRST COUNT: the lag corrections over k1_skip+overlap against serial k1_skip (balanced)
+#   train-corrections-env-bound FIRST COUNT [PEERS]: none against decoupled over process_k2+overlap (and PEERS'
+#     collect-while-train rows, default none) in env-bound, where lag 0.8 cost `none` 1.63x the serial samples on
+#     the H100; a seed of the three rows takes about 90 s there
 #   train-oom: the model-bound TorchRL rows alone with every process's GPU memory logged (who holds it at the OOM)
 #   train-leads: time_to_train --lead-sweep (samples to target against the lookahead lead d, 3 seeds)
 #   budgets: bench at a process budget of 8 and then 16, each given the time to finish (complete JSON + PNG)
@@ -31,7 +34,7 @@
 #     run once each, the pick checked against them)
 #   train3: time_to_train with 3 seeds (balanced regime)
 set -uo pipefail
-usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections [FIRST COUNT [PEERS [LAYOUTS]]]|train-oom|train-leads|budgets|rollout|tune|train3"
+usage="usage: gpu_h200.sh bench|train|train-balanced|train-env-bound|train-model-bound|train-corrections|train-corrections-env-bound [FIRST COUNT [PEERS [LAYOUTS]]]|train-oom|train-leads|budgets|rollout|tune|train3"
 part="${1:?$usage}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -79,7 +82,7 @@ case "$part" in
     timeout 560 $cli tune --envs 16 --max-processes 8 --pipeline-stages 1,2,4 --exhaustive --max-layouts 36 --repeats 1 --out-dir "$OUT" --tag h200-p8 \
       2>&1 | tail -n 60 > "$OUT/tune_h200-p8.log"
     tail -n 30 "$OUT/tune_h200-p8.log" ;;
-  train-balanced|train-env-bound|train-model-bound|train-corrections)
+  train-balanced|train-env-bound|train-model-bound|train-corrections|train-corrections-env-bound)
     # issue 42: every compared row trains its own seeds; a call runs seeds FIRST .. FIRST + COUNT - 1 (arguments 2
     # and 3) of the regime's rows at the model size the fourth pass calibrated (fixed, so that the calls' runs
     # can be merged), PEERS (argument 4; default: the two double buffers; torchrl_sync, torchrl_async and
@@ -89,14 +92,17 @@ case "$part" in
     # after with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag
     # h200-<regime>-5seeds
     first="${2:-0}" count="${3:-2}" peers="${4:-double_buffer_peer,double_buffer_thread}"
+    case "$part" in train-corrections*) peers="${4:-none}" ;; esac  # a correction row per lagging peer: opt in
     case "$part" in
       train-balanced|train-corrections) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip ;;
       train-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=k1_skip,process_k2 ;;
+      train-corrections-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=process_k2 ;;
       train-model-bound) regime=model-bound size="--model-width 2048 --model-depth 51" layouts=k1_skip ;;
     esac
     layouts="${5:-$layouts}"
     extra=""
     [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
+    [ "$part" = train-corrections-env-bound ] && extra="--corrections none,decoupled"
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
     tag="${gpu:-gpu}-${part#train-}-s$first-${4//,/-}${5:+-${5//,/-}}"  # no "+": a result file so named does not come back from the lent machine
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \

@@ -95,7 +95,9 @@ class PPOConfig:
     #: serial PPO needs none: :func:`active_correction`). ``none``: of the corrections ``train-judge
     #: --corrections`` compared (5 seeds, 2 cores; benchmarks/README.md) it reached the target in the shortest
     #: mean wall, with no extra pass through the model; ``decoupled`` and ``dual_clip`` were not told apart from
-    #: it, ``first_epoch`` and current value targets took about 2x and 1.6x as long.
+    #: it, ``first_epoch`` and current value targets took about 2x and 1.6x as long. At lag near 1 ``none``
+    #: costs more samples than ``decoupled`` (1.63x the serial row's on an H100 env-bound run at lag 0.8):
+    #: with a small model (env-bound) ``decoupled``'s extra pass is cheap and the one to try.
     correction: str = "none"
     #: The values GAE runs over: ``recorded`` (at acting time, with the chunk) or ``current`` (the current
     #: critic's, from a no-grad pass at the update's start).
