@@ -104,7 +104,8 @@ case "$part" in
     [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
     [ "$part" = train-corrections-env-bound ] && extra="--corrections none,decoupled"
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
-    tag="${gpu:-gpu}-${part#train-}-s$first-${4//,/-}${5:+-${5//,/-}}"  # no "+": a result file so named does not come back from the lent machine
+    names="${4:-default}${5:+-$5}"
+    tag="${gpu:-gpu}-${part#train-}-s$first-${names//,/-}"  # no "+": a file so named does not come back from the lent machine
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
       --seeds "$count" --first-seed "$first" --peers "$peers" $extra --out-dir "$OUT" --tag "$tag" \
       2>&1 | tail -n 40 | tee "$OUT/time_to_train_$tag.log" ;;

@@ -89,19 +89,38 @@ def test_max_lag_zero_is_the_serial_schedule_every_chunk_of_batch_b_acts_with_ve
                 collector.update_policy_weights(weights(b + 1))
 
 
+class GatedLoadPolicy(BiasPolicy):
+    """Its first load says so (``loading``) and waits for the trainer's ``release`` before it loads."""
+
+    def __init__(self):
+        super().__init__()
+        self.loading, self.release = threading.Event(), threading.Event()
+
+    def load_state_dict(self, state):
+        if not self.loading.is_set():
+            self.loading.set()
+            assert self.release.wait(60), "the trainer never released the load"
+        super().load_state_dict(state)
+
+
 @pytest.mark.deadline(120)
-def test_weights_are_loaded_only_by_the_collecting_thread_between_forwards():
-    policy = BiasPolicy()
+def test_weights_are_loaded_only_by_the_collecting_thread_between_forwards_and_a_superseded_post_never():
+    """Posts 1-3 arrive while the collecting thread is inside the load of post 0: its next load is post 4 (the
+    newest), and 1-3 are never loaded. (Batch 2 may start only after post 0, max_lag = 1: that load comes.)"""
+    policy = GatedLoadPolicy()
     with make_engine(pipeline_stages=2) as engine:
         with Collector(engine, policy, ROUNDS, total_batches=3) as collector:
             for b, _ in enumerate(collector):
-                for i in range(5):  # several posts per batch: only the newest is loaded
-                    collector.update_policy_weights(weights(10 * b + i))
-    assert policy.loads, "no weights were ever loaded"
+                if b == 0:
+                    collector.update_policy_weights(weights(0))
+                    assert policy.loading.wait(60)  # the collecting thread is in the load of post 0
+                    for i in range(1, 5):
+                        collector.update_policy_weights(weights(i))
+                    policy.release.set()
+    assert [bias for _, _, bias in policy.loads] == [0.0, 4.0]
     assert {thread for thread, _, _ in policy.loads} == policy.forward_threads
     assert threading.get_ident() not in policy.forward_threads
     assert not any(in_forward for _, in_forward, _ in policy.loads)
-    assert all(bias % 10 == 4 for _, _, bias in policy.loads)  # the newest of each batch's posts
 
 
 @pytest.mark.deadline(120)
