@@ -174,6 +174,9 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
         if row["env_busy_s_per_sample"] is not None and row["s_per_sample"] is not None:
             assert row["bound_s_per_sample"] == max(row["env_busy_s_per_sample"], row["trainer_cpu_s_per_sample"])
             assert row["of_bound"] == pytest.approx(row["bound_s_per_sample"] / row["s_per_sample"])
+        if LAYOUTS[name].is_peer and name in own and row["s_per_sample"] is not None:
+            # a peer's bound from its own runs counts its busiest env worker too (it was left out)
+            assert row["env_busy_s_per_sample"] > 0 and row["bound_s_per_sample"] >= row["env_busy_s_per_sample"]
         if name in own:  # its samples and wall to target are its own runs', the start left out
             runs = regime["training_runs"][name]
             assert row["own_runs"] and len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])

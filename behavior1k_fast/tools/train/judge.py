@@ -113,7 +113,7 @@ def training_run(config: learner.PPOConfig, train: Callable[[Callable[[Any], boo
                        direct_wall_s=run.wall_s[-1] if hit else None, iterations=len(run.env_steps),
                        success_rate=run.success_rate, env_steps=run.env_steps, wall_s=run.wall_s,
                        policy_lag=run.policy_lag, wait_s=run.rollout_s, update_s=run.update_s,
-                       update_cpu_s=run.update_cpu_s)
+                       update_cpu_s=run.update_cpu_s, busiest_env_s=run.busiest_env_s)
 
 
 def samples_to_target(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,

@@ -123,7 +123,8 @@ class TrainingRun:
     whether and after how many env steps (own actions) the success rate of the last ``--window`` iterations
     reached ``--target`` (``samples``), the run's own wall clock then (``direct_wall_s``, its start included),
     its curve and, per iteration, the trainer's clock (:func:`~.timing.timed_loop`: ``wait_s``, ``update_s``,
-    and ``update_cpu_s`` the update thread's CPU seconds; empty in files of earlier versions).
+    and ``update_cpu_s`` the update thread's CPU seconds) and the busiest env worker's stepping seconds
+    (``busiest_env_s``, ``None`` where the source does not report it); empty in files of earlier versions.
 
     The start (workers spawned, envs reset, first batch) is taken out equally for every row
     (:attr:`startup_s`): whatever ran before the first iteration, and the first wait's excess over the median
@@ -142,6 +143,7 @@ class TrainingRun:
     wait_s: list = field(default_factory=list)
     update_s: list = field(default_factory=list)
     update_cpu_s: list = field(default_factory=list)
+    busiest_env_s: list = field(default_factory=list)
 
     def _first_wait_excess(self) -> float:
         typical = statistics.median(self.wait_s[1:]) if len(self.wait_s) > 1 else self.wait_s[0]
@@ -176,6 +178,8 @@ class TrainingRun:
             out |= {"wait_s": self.wait_s, "update_s": self.update_s, "update_cpu_s": self.update_cpu_s,
                     "startup_s": self.startup_s, "trained_wall_s": self.trained_wall_s,
                     "wall_to_target_s": self.wall_to_target_s}
+        if self.busiest_env_s:  # files of earlier versions have none
+            out["busiest_env_s"] = self.busiest_env_s
         return out
 
     @classmethod
@@ -185,8 +189,8 @@ class TrainingRun:
 
 def run_cost(runs: list[TrainingRun], update_as: str) -> CostRow:
     """A row's seconds per own action from its own training runs: per run the median over its iterations after
-    the first (:func:`~.timing.per_sample`) of the wait, the update, the rollout, the busiest env worker's
-    stepping and the update thread's CPU seconds; the median over runs."""
+    the first (:func:`~.timing.per_sample`) of the wait, the update, the busiest env worker's stepping and the
+    update thread's CPU seconds; the median over runs."""
     from .timing import per_sample
 
     def rate(values_of: Any) -> float | None:
@@ -196,6 +200,7 @@ def run_cost(runs: list[TrainingRun], update_as: str) -> CostRow:
 
     lags = [lag for r in runs for lag in r.policy_lag[1:]]
     return CostRow(rate(lambda r: r.wait_s), rate(lambda r: r.update_s),
+                   env_busy_s_per_sample=rate(lambda r: r.busiest_env_s),
                    trainer_cpu_s_per_sample=rate(lambda r: r.update_cpu_s),
                    gpu_busy_missing="not measured in training runs", policy_lag=float(np.mean(lags)) if lags else None,
                    update_as=update_as)
