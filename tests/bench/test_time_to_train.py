@@ -191,7 +191,10 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     # serial rows act with the weights of the update just made; overlapped ones one update behind at most
     for name, runs in regime["training_runs"].items():
         lags = [lag for run in runs for lag in run["policy_lag"]]
-        assert (max(lags) == 0) if not LAYOUTS[name].overlap else (0 < max(lags) <= 1)
+        if not LAYOUTS[name].overlap:
+            assert max(lags) == 0
+        elif any(run["iterations"] > 1 for run in runs):  # the first iteration acts with the first weights
+            assert 0 < max(lags) <= 1
     assert layouts["k1_skip+overlap"]["semantics"] == "fresh+lag1"
     # each row's intervals and the goals of issue 42, each with a verdict
     assert set(regime["power"]) == own
@@ -203,8 +206,13 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     if "torchrl_sync" in layouts:
         # the batched collector is a cost row charged the samples of the engine layout whose PPO it runs
         assert layouts["torchrl_batched"]["lag_unmatched"] == 0 and layouts["torchrl_batched"]["first_batch_s"] > 0
-        assert layouts["torchrl_sync"]["policy_lag"] == layouts["torchrl_parallel"]["policy_lag"] == 0
-        assert 0 < layouts["torchrl_async"]["policy_lag"] <= 1 and layouts["torchrl_async"]["own_runs"]
+        for peer in ("torchrl_sync", "torchrl_parallel", "torchrl_async"):  # no lag where every run of the row
+            # reached the target in its first iteration (the lag counts the iterations after the first)
+            if layouts[peer]["policy_lag"] is None:
+                assert all(run["iterations"] == 1 for run in regime["training_runs"][peer])
+        assert {layouts[peer]["policy_lag"] for peer in ("torchrl_sync", "torchrl_parallel")} <= {0, None}
+        async_lag = layouts["torchrl_async"]["policy_lag"]
+        assert layouts["torchrl_async"]["own_runs"] and (async_lag is None or 0 < async_lag <= 1)
         assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
         assert layouts["torchrl_batched"]["update_as"] == "k1_skip+overlap"
     calibration = regime["calibration"]
