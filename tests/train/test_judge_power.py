@@ -127,6 +127,17 @@ def test_the_corrections_compare_the_overlapped_row_under_each_correction_with_t
         ("torchrl_async/none", "torchrl_sync"), ("torchrl_async/decoupled", "torchrl_sync")}
 
 
+def test_a_layout_that_only_timed_its_cost_row_reads_not_trained_and_a_row_that_never_reached_not_reached():
+    rows, runs = rows_and_runs()
+    runs["double_buffer_peer"] = [run(s, [20.0, 2.0], 0.5, reached=False) for s in range(5)]
+    cost = {"hybrid_k2": CostRow(0.001, 0.002)}
+    regime = RegimeResult({}, layout_rows(cost, runs, rows), {}, runs)
+    lines = format_table(TimeToTrainResult("x", {}, {}, True, regimes={"balanced": regime})).splitlines()
+    row = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| ")}
+    assert row["hybrid_k2"].endswith("| not trained |")  # timed, never trained here
+    assert row["double_buffer_peer"].endswith("| not reached |")  # trained, never reached the target
+
+
 def test_an_old_recorded_result_still_reads_and_plots(tmp_path):
     old = ROOT / "benchmarks" / "results" / "time_to_train_h200-balanced-224-peers.json"
     result = TimeToTrainResult.from_dict(json.loads(old.read_text()))

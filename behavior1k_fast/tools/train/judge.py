@@ -399,10 +399,12 @@ class Judge:
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
             # layout -> (its trained model, its last batch), kept only where a cost-row peer runs its update (a
-            # kept model holds the frozen transformer too: GPU memory the other rows' runs then lack)
+            # kept model holds the frozen transformer too: GPU memory the other rows' runs then lack); the cost
+            # rows timed: the layouts asked for and those twins (--layouts none: none but the twins)
             twins = {LAYOUTS[p].trained_under for p in self.config.peers if not LAYOUTS[p].own_runs}
             runs: dict[str, tuple] = {}
-            for layout in engine_layouts(self.profiles):
+            for layout in (layout for layout in engine_layouts(self.profiles)
+                           if layout.profile in self.config.layouts or layout.name in twins):
                 self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
                               f"PPO iterations after one uncounted")
                 so_far.cost[layout.name], trained = seconds_per_sample(
