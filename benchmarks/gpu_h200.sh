@@ -91,18 +91,18 @@ case "$part" in
     # env-bound on the H200 (fourth pass), so one 560 s call holds 8 balanced or 18 env-bound runs. Joined
     # after with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag
     # h200-<regime>-5seeds
-    first="${2:-0}" count="${3:-2}" peers="${4:-double_buffer_peer,double_buffer_thread}"
-    case "$part" in train-corrections*) peers="${4:-none}" ;; esac  # a correction row per lagging peer: opt in
+    # the correction parts train no peer unless asked (a correction row per lagging peer)
+    first="${2:-0}" count="${3:-2}" peers="${4:-double_buffer_peer,double_buffer_thread}" extra=""
     case "$part" in
-      train-balanced|train-corrections) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip ;;
+      train-balanced) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip ;;
+      train-corrections) regime=balanced size="--model-width 2048 --model-depth 12" layouts=k1_skip \
+        peers="${4:-none}" extra="--corrections none,decoupled,first_epoch,dual_clip,current_values" ;;
       train-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=k1_skip,process_k2 ;;
-      train-corrections-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=process_k2 ;;
+      train-corrections-env-bound) regime=env-bound size="--model-width 64 --model-depth 1" layouts=process_k2 \
+        peers="${4:-none}" extra="--corrections none,decoupled" ;;
       train-model-bound) regime=model-bound size="--model-width 2048 --model-depth 51" layouts=k1_skip ;;
     esac
     layouts="${5:-$layouts}"
-    extra=""
-    [ "$part" = train-corrections ] && extra="--corrections none,decoupled,first_epoch,dual_clip,current_values"
-    [ "$part" = train-corrections-env-bound ] && extra="--corrections none,decoupled"
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
     names="${4:-default}${5:+-$5}"
     tag="${gpu:-gpu}-${part#train-}-s$first-${names//,/-}"  # no "+": a file so named does not come back from the lent machine

@@ -54,7 +54,7 @@ from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
 from .goals import correction_goals, regime_goals
-from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TORCHRL_PEERS, TrainLayout, compare_row,
+from .layouts import (CORRECTION_ROWS, COST_ROW_PEERS, LAYOUTS, PEERS, REGIMES, TrainLayout, compare_row,
                       compared_rows, engine_layouts, layout_profiles)
 from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
                      Spread, TimeToTrainResult, TrainingRun, layout_rows, row_power)
@@ -85,7 +85,8 @@ class JudgeConfig:
     #: The peers to run (names of :data:`~.layouts.PEERS`).
     peers: tuple[str, ...] = PEERS
     #: ``--corrections``: compare these lag corrections (names of :data:`~.layouts.CORRECTION_ROWS`) over the
-    #: collect-while-train rows of the layouts and peers, each against its serial twin (:func:`~.layouts.compared_rows`).
+    #: collect-while-train rows of the layouts and peers, each against its serial twin
+    #: (:func:`~.layouts.compared_rows`).
     corrections: tuple[str, ...] = ()
 
 
@@ -401,7 +402,7 @@ class Judge:
             # layout -> (its trained model, its last batch), kept only where a cost-row peer runs its update (a
             # kept model holds the frozen transformer too: GPU memory the other rows' runs then lack); the cost
             # rows timed: the layouts asked for and those twins (--layouts none: none but the twins)
-            twins = {LAYOUTS[p].trained_under for p in self.config.peers if not LAYOUTS[p].own_runs}
+            twins = {LAYOUTS[p].trained_under for p in COST_ROW_PEERS if p in self.config.peers}
             runs: dict[str, tuple] = {}
             for layout in (layout for layout in engine_layouts(self.profiles)
                            if layout.profile in self.config.layouts or layout.name in twins):
@@ -457,7 +458,7 @@ class Judge:
         make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
                                         self.config.chunk_size)
         profile = self.profiles["k1_skip"]
-        chosen = [name for name in TORCHRL_PEERS if name in self.config.peers and not LAYOUTS[name].own_runs]
+        chosen = [name for name in COST_ROW_PEERS if name in self.config.peers]
         why_not = torchrl_missing() if chosen else None
         for name in chosen:
             layout = LAYOUTS[name]

@@ -111,6 +111,8 @@ TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl
 #: The peers that train their own seeds: the gymnasium double buffers and the TorchRL collectors whose batches
 #: are runs of consecutive chunks of a worker's envs (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
 TRAINED_PEERS = tuple(name for name in PEERS if LAYOUTS[name].own_runs)
+#: The other peers: a cost row each, charged the samples of the layout whose PPO update it runs.
+COST_ROW_PEERS = tuple(name for name in PEERS if not LAYOUTS[name].own_runs)
 #: ``--corrections``' names -> (the policy objective's correction, :mod:`.objective`; the value targets of GAE,
 #: :data:`~.learner.VALUE_TARGETS`): ``current_values`` is ``decoupled`` over GAE values recomputed by the
 #: current critic at the update's start (option (iv) of issue 42; the same no-grad pass as ``decoupled``'s).

@@ -39,7 +39,8 @@ def regime_rows(result: TimeToTrainResult) -> dict[str, dict[str, LayoutRow]]:
 
 def format_table(result: TimeToTrainResult) -> str:
     """The result as markdown tables: per regime, one row per layout (``--lead-sweep``: one per lead), each
-    with its measured policy lag (a cost row whose layout trained no seeds here: ``not trained``); then each regime's direct run and the layouts not run."""
+    with its measured policy lag (a cost row whose layout trained no seeds here: ``not trained``); then each
+    regime's direct run and the layouts not run."""
     if result.lead_sweep is not None:
         lines = ["| lead d | ms/sample | samples to target | seeds reached | wall to target s (min-max) |",
                  "| ---: | ---: | ---: | ---: | ---: |"]
