@@ -85,9 +85,8 @@ case "$part" in
   train-balanced|train-env-bound|train-model-bound|train-corrections|train-corrections-env-bound)
     # issue 42: every compared row trains its own seeds; a call runs seeds FIRST .. FIRST + COUNT - 1 (arguments 2
     # and 3) of the regime's rows at the model size the fourth pass calibrated (fixed, so that the calls' runs
-    # can be merged), PEERS (argument 4; default: the two double buffers; torchrl_sync, torchrl_async and
-    # torchrl_parallel train their own seeds too, torchrl_batched is a cost row charged the engine's samples) and the
-    # engine LAYOUTS (argument 5, or none: only the peers train). A run takes about 55 s balanced, 25 s
+    # can be merged), PEERS (argument 4; default: the two double buffers; TorchRL's torchrl_sync, torchrl_async,
+    # torchrl_batched and torchrl_parallel train their own seeds too) and the engine LAYOUTS (argument 5, or none: only the peers train). A run takes about 55 s balanced, 25 s
     # env-bound on the H200 (fourth pass), so one 560 s call holds 8 balanced or 18 env-bound runs. Joined
     # after with: python3 -m behavior1k_fast.tools.cli train-judge --merge <the calls' JSON> --record --tag
     # h200-<regime>-5seeds

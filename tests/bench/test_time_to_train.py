@@ -82,19 +82,24 @@ def test_the_clock_charges_the_wait_for_a_batch_and_the_update_with_its_post_and
         now[0] += 0.25
         events.append("post")
 
-    def after(batch):  # the caller's bookkeeping: outside both clocks
-        now[0] += 100.0
-
-    wait, update_s, first = timing.time_collector(batches(), lambda n: n, update, post, after)
+    steps = []
+    for step, batch, _ in timing.timed_loop(batches(), update, post):
+        steps.append(step)
+        now[0] += 100.0  # the caller's bookkeeping between two iterations: outside both clocks
     assert events == ["batch 0", "update 10", "post", "batch 1", "update 20", "post", "batch 2", "update 30", "post"]
-    assert first == 2.0  # the first batch (the collector's start) is reported apart, not counted
-    assert wait == pytest.approx((3.0 / 20 + 4.0 / 30) / 2) and update_s == pytest.approx((0.75 / 20 + 0.75 / 30) / 2)
+    assert [(s.index, s.wait_s, s.update_s) for s in steps] == [(0, 2.0, 0.75), (1, 3.0, 0.75), (2, 4.0, 0.75)]
+    # the first batch (the collector's start) is not counted in the median per sample
+    assert timing.per_sample([s.wait_s for s in steps], [10, 20, 30]) == pytest.approx((3.0 / 20 + 4.0 / 30) / 2)
     assert timing.per_sample([1.0, None], [1, 1]) is None and timing.per_sample([1.0], [1]) is None
 
 
 def test_the_engine_s_rows_and_the_peers_are_timed_by_the_same_loop(monkeypatch):
-    """Fairness is structural: the learner's loop over the Collector and the peers' batches both run through
+    """Fairness is structural: the learner's loop over the Collector and over a peer's batches both run through
     ``timing.timed_loop``."""
+    import copy
+
+    from behavior1k_fast.rollout import RolloutEngine
+    from behavior1k_fast.tools.peers.gymnasium import DoubleBufferBatches
     from behavior1k_fast.tools.train import learner, timing
 
     used = []
@@ -105,11 +110,17 @@ def test_the_engine_s_rows_and_the_peers_are_timed_by_the_same_loop(monkeypatch)
         return original(batches, update, post)
 
     monkeypatch.setattr(timing, "timed_loop", recording)
-    config = learner.PPOConfig(profile="k1_skip", iterations=1, processes=1, envs=2, chunk_size=2, rounds=2,
+    config = learner.PPOConfig(profile="k1_skip", iterations=1, processes=2, envs=2, chunk_size=2, rounds=2,
                                epochs=1, minibatches=1, executor="inline")
     learner.train(config)
-    timing.time_collector((n for n in [1, 2]), lambda n: n, lambda batch: None, lambda: None)
-    assert used == ["EngineBatches", "generator"]  # the engine's Collector as fit's source; a peer's generator
+    factory, profile = learner.make_factory(config), learner.make_profile(config)
+    with RolloutEngine(factory, profile, executor="inline") as engine:
+        spaces = (engine.observation_space, engine.action_space)
+        obs_dim, action_dim = learner.obs_width(engine.observation_space), engine.action_dim
+    learner.train_on(config, lambda policy: DoubleBufferBatches(
+        factory, profile, copy.deepcopy(policy), spaces, config.rounds, config.iterations, config.seed,
+        learner.load_trained), obs_dim, action_dim)
+    assert used == ["EngineBatches", "DoubleBufferBatches"]
 
 
 def test_a_cost_row_is_the_wait_plus_the_update_and_reads_an_older_file_s_row():
@@ -119,7 +130,7 @@ def test_a_cost_row_is_the_wait_plus_the_update_and_reads_an_older_file_s_row():
     assert row.s_per_sample == pytest.approx(0.003) and row.bound_s_per_sample == 0.0015
     assert row.of_bound == pytest.approx(0.5)
     assert CostRow.from_dict(row.to_dict()) == row
-    assert "update_as" not in row.to_dict() and "first_batch_s" not in row.to_dict()
+    assert "update_as" not in row.to_dict() and "trainer_cpu_s_per_sample" not in row.to_dict()
     older = CostRow.from_dict({"s_per_sample": 0.003, "update_s_per_sample": 0.001, "rollout_s_per_sample": 0.002})
     assert older.wait_s_per_sample == pytest.approx(0.002) and older.bound_s_per_sample is None
 
@@ -130,16 +141,17 @@ def test_each_layout_s_semantics_names_its_lag_and_every_compared_row_trains_its
     assert LAYOUTS["torchrl_sync"].semantics == "fresh" and LAYOUTS["torchrl_async"].semantics == "fresh+lag1"
     assert LAYOUTS["torchrl_batched"].semantics == "fresh+lag1"
     assert LAYOUTS["double_buffer_thread"].semantics == "fresh+lag1" and LAYOUTS["double_buffer_thread"].overlap
-    for layout in LAYOUTS.values():  # engine layouts and gymnasium peers train their own seeds
-        twin = LAYOUTS[layout.trained_under]
-        assert twin.semantics == layout.semantics and twin.max_lag == layout.max_lag and twin.own_runs
-        assert layout.own_runs == (layout.name != "torchrl_batched")
+    for layout in LAYOUTS.values():  # a collect-while-train layout is judged beside its serial twin
+        twin = LAYOUTS.get(layout.serial_twin)
+        assert (twin is not None) == layout.overlap
+        assert twin is None or (twin.max_lag == 0 and twin.profile == layout.profile and twin.family == layout.family
+                                and twin.semantics + "+lag1" == layout.semantics)
     assert LAYOUTS["lookahead+overlap"].max_lag == 1 and LAYOUTS["stock"].max_lag == 0
     assert LAYOUTS["lookahead+overlap"].profile == "lookahead" and LAYOUTS["double_buffer_peer"].profile == "k1_skip"
     rows = layouts.compared_rows(["k1_skip", "hybrid_k2"], ["double_buffer_thread", "torchrl_sync", "torchrl_async",
                                                             "torchrl_batched"])
     assert list(rows) == ["k1_skip", "hybrid_k2", "k1_skip+overlap", "hybrid_k2+overlap", "double_buffer_thread",
-                          "torchrl_sync", "torchrl_async"]  # TorchRL's batched collector is a cost row
+                          "torchrl_sync", "torchrl_async", "torchrl_batched"]
     assert [layout.name for layout in layouts.engine_layouts(["k1_skip", "stock"])] == [
         "k1_skip", "stock", "k1_skip+overlap", "stock+overlap"]
 
@@ -158,7 +170,8 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
     assert own <= set(layouts) and set(layouts) | set(regime["not_run"]) >= own | peers
     if torchrl_peer().torchrl_missing() is None:  # installed (the test extra has it): its collectors ran
         assert peers <= set(layouts), regime["not_run"]
-        own |= set(torchrl_peer().TRAINABLE)  # these train their own seeds too
+        assert set(torchrl_peer().TRAINABLE) == peers
+        own |= peers  # these train their own seeds too
     assert result["complete"] is True and set(regime["training_runs"]) == own
     for name, row in layouts.items():
         if row["s_per_sample"] is None:  # its own runs all reached the target in their first iteration: no
@@ -177,17 +190,13 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
         if LAYOUTS[name].is_peer and name in own and row["s_per_sample"] is not None:
             # a peer's bound from its own runs counts its busiest env worker too (it was left out)
             assert row["env_busy_s_per_sample"] > 0 and row["bound_s_per_sample"] >= row["env_busy_s_per_sample"]
-        if name in own:  # its samples and wall to target are its own runs', the start left out
-            runs = regime["training_runs"][name]
-            assert row["own_runs"] and len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])
-            for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
-                assert wall == run["wall_to_target_s"] and (wall is None) == (run["samples"] is None)
-                assert run["trained_wall_s"] + run["startup_s"] == pytest.approx(run["wall_s"][-1], rel=0.05)
-                assert len(run["wait_s"]) == len(run["update_s"]) == len(run["update_cpu_s"]) == run["iterations"]
-        else:  # a TorchRL row: its seconds per sample times the samples of the engine layout of its lag
-            runs = regime["training_runs"][row["trained_under"]]
-            for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
-                assert (wall is None) or wall == pytest.approx(run["samples"] * row["s_per_sample"])
+        # every row's samples and wall to target are its own runs', the start left out
+        runs = regime["training_runs"][name]
+        assert row["own_runs"] and len(runs) == result["config"]["seeds"] == len(row["wall_to_target_s_per_seed"])
+        for run, wall in zip(runs, row["wall_to_target_s_per_seed"]):
+            assert wall == run["wall_to_target_s"] and (wall is None) == (run["samples"] is None)
+            assert run["trained_wall_s"] + run["startup_s"] == pytest.approx(run["wall_s"][-1], rel=0.05)
+            assert len(run["wait_s"]) == len(run["update_s"]) == len(run["update_cpu_s"]) == run["iterations"]
     # serial rows act with the weights of the update just made; overlapped ones one update behind at most
     for name, runs in regime["training_runs"].items():
         lags = [lag for run in runs for lag in run["policy_lag"]]
@@ -202,19 +211,16 @@ def test_quick_run_reports_each_row_s_wall_to_target_from_its_own_runs_and_the_g
                                                     "of_bound"}
     assert all(g["verdict"] in ("met", "missed", "not shown") for g in regime["goals"])
     # TorchRL's sync collector acts with the weights just posted; its async one (a batch from each worker) and
-    # its batched one collect while the trainer updates: one update behind at most, measured from log-probs
+    # its batched one collect while the trainer updates: one update behind at most, as the actor recorded it
     if "torchrl_sync" in layouts:
-        # the batched collector is a cost row charged the samples of the engine layout whose PPO it runs
-        assert layouts["torchrl_batched"]["lag_unmatched"] == 0 and layouts["torchrl_batched"]["first_batch_s"] > 0
-        for peer in ("torchrl_sync", "torchrl_parallel", "torchrl_async"):  # no lag where every run of the row
-            # reached the target in its first iteration (the lag counts the iterations after the first)
+        for peer in peers:  # no lag where every run of the row reached the target in its first iteration (the
+            # lag counts the iterations after the first)
             if layouts[peer]["policy_lag"] is None:
                 assert all(run["iterations"] == 1 for run in regime["training_runs"][peer])
+            assert layouts[peer]["update_as"] == peer
         assert {layouts[peer]["policy_lag"] for peer in ("torchrl_sync", "torchrl_parallel")} <= {0, None}
-        async_lag = layouts["torchrl_async"]["policy_lag"]
-        assert layouts["torchrl_async"]["own_runs"] and (async_lag is None or 0 < async_lag <= 1)
-        assert 0 < layouts["torchrl_batched"]["policy_lag"] <= 1
-        assert layouts["torchrl_batched"]["update_as"] == "k1_skip+overlap"
+        for peer in ("torchrl_async", "torchrl_batched"):
+            assert layouts[peer]["policy_lag"] is None or 0 < layouts[peer]["policy_lag"] <= 1
     calibration = regime["calibration"]
     assert calibration["model_width"] == 64 and calibration["adapter_rank"] > 0
     assert result["profiles"]["hybrid_k2"]["pipeline_stages"] == 2
@@ -356,45 +362,6 @@ def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrore
         assert (version == 1).all()
 
 
-def test_acting_lags_name_the_newest_posted_version_that_chose_each_chunk():
-    import functools
-
-    from tensordict import TensorDict
-
-    ttt, ppo = torchrl_peer(), learner_module()
-    obs_space, arguments = small_vla()
-    torch.manual_seed(0)
-    model = ppo.VLAActorCritic(arguments, 5, 2, 2)
-    posted = [ppo.clone_trained(model)]
-    for _ in range(3):  # versions 1-3: three updates
-        with torch.no_grad():
-            for p in ppo.trained_state(model).values():
-                p.add_(0.05 * torch.randn_like(p))
-        posted.append(ppo.clone_trained(model))
-    rng = np.random.default_rng(0)
-
-    def batch(versions, unchosen=False):  # one chunk of 2 envs per step ([steps, envs, ...]) by ``versions``
-        steps = len(versions)
-        obs = {"head::rgb": torch.as_tensor(rng.integers(0, 255, (steps, 2, 16, 16, 3), dtype=np.uint8)),
-               "proprio": torch.randn(steps, 2, 3), "task::target": torch.randn(steps, 2, 2)}
-        action = torch.randn(steps, 2, 2, 2, dtype=torch.float64)
-        logprob = torch.empty(steps, 2)
-        for t, version in enumerate(versions):
-            model.load_state_dict(posted[version], strict=False)
-            with torch.no_grad():
-                flat = {k: v[t] for k, v in obs.items()}
-                logprob[t] = model.evaluate(model.features(flat), action[t, :, 0].float())[0]
-        if unchosen:
-            logprob[-1] += 1.0  # chunks no posted version chose
-        return TensorDict({**obs, "action": action, "logprob": logprob}, batch_size=[steps])
-
-    first = batch([0, 0])
-    lags = ttt.acting_lags(model, [first, batch([1, 0, 1]), batch([2, 2]), batch([2, 3, 1])], posted,
-                           tuple(obs_space.spaces))
-    assert [lag.tolist() for lag in lags] == [[0, 0, 1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0, 2, 2]]
-    assert ttt.acting_lags(model, [first, batch([1, 0], unchosen=True)], posted, tuple(obs_space.spaces))[0][-2:].isnan().all()
-
-
 @pytest.mark.parametrize("argv, text", [
     (["--processes", "100000"], "--processes"), (["--chunk-size", "0"], "--chunk-size"),
     (["--envs", "7"], "7"), (["--resolution", "100000"], "resolution"), (["--resolution", "8"], "--resolution 8"),
@@ -501,7 +468,7 @@ def test_a_run_cut_short_leaves_the_seconds_per_sample_it_measured_in_an_incompl
     assert {"k1_skip", "k1_skip+overlap"} <= set(so_far["cost"])
     assert all(runs == [] for runs in so_far["training_runs"].values())
     assert {"k1_skip", "k1_skip+overlap", "double_buffer_peer", "double_buffer_thread"} <= set(so_far["training_runs"])
-    assert set(so_far["training_runs"]) <= {"k1_skip", "k1_skip+overlap", *layouts.TRAINED_PEERS}
+    assert set(so_far["training_runs"]) <= {"k1_skip", "k1_skip+overlap", *layouts.PEERS}
     assert so_far["calibration"]["model_width"] == 64 and result["config"]["layouts"] == ["k1_skip"]
     # --plot draws what it measured, into the output folder
     drawn = tmp_path / "drawn"

@@ -1,8 +1,8 @@
 """The peers as training batch sources: the gymnasium double buffer (``DoubleBufferBatches``), serial and with its PPO
-update on a thread, and TorchRL's ``MultiSyncCollector`` and single ``Collector`` over a ``ParallelEnv``
-(``TorchRLTraining``): a tiny training run yields ``Trajectory`` batches whose per-step arrays are the envs' own
-(replayed here in-process from the same seeds and actions) and whose chunks carry the weights version that chose
-them."""
+update on a thread, and TorchRL's collectors (``TorchRLTraining``: ``MultiSyncCollector``, ``MultiAsyncCollector``,
+``AsyncBatchedCollector`` and a single ``Collector`` over a ``ParallelEnv``): a tiny training run yields
+``Trajectory`` batches whose per-step arrays are the envs' own (replayed here in-process from the same seeds and
+actions) and whose chunks carry the weights version that chose them."""
 
 import copy
 import dataclasses
@@ -61,28 +61,30 @@ def torchrl_source(kind, policy, spaces, factory, profile, config, obs_dim, acti
     return TorchRLTraining(kind, make_actor, profile, factory, spaces, config.seed, config.rounds, config.iterations)
 
 
-def worker_chunks(batches, per_process):
+def worker_chunks(batches, per_worker):
     """Worker -> its chunks in the order its envs took them, each ``(batch, round, rows)``: a batch's env rows in
-    blocks of ``per_process``, block j being worker j's (the extras' worker names it where the rows are runs of
-    a worker's envs, ``WORKER_KEY``)."""
+    blocks of ``per_worker``, block j being worker j's (the extras' worker names it where the rows are runs of
+    a worker's envs, ``WORKER_KEY``), leaving out the rounds in which the block took no step (sat out)."""
     chunks = {}
     for batch in batches:
-        for j in range(batch.actions.shape[1] // per_process):
-            rows = slice(j * per_process, (j + 1) * per_process)
-            worker = int(batch.extras[WORKER_KEY][0, rows.start]) if WORKER_KEY in batch.extras else j
-            chunks.setdefault(worker, []).extend((batch, r, rows) for r in range(len(batch.actions)))
+        for j in range(batch.actions.shape[1] // per_worker):
+            rows = slice(j * per_worker, (j + 1) * per_worker)
+            worker = int(batch.extras[WORKER_KEY][-1, rows.start]) if WORKER_KEY in batch.extras else j
+            chunks.setdefault(worker, []).extend((batch, r, rows) for r in range(len(batch.actions))
+                                                 if batch.applied[r, rows].any())
     return chunks
 
 
-def assert_own_steps(batches, factory, profile):
-    """Each worker's envs, stepped in this process from its seed (sub-env i is seeded seed + i) with the chunks
-    the batches recorded for them in order, give the batches' per-step arrays and the observations each chunk
-    was chosen from."""
+def assert_own_steps(batches, factory, profile, per_worker=None):
+    """Each worker's envs (``per_worker`` of them, a process's by default), stepped in this process from its seed
+    (sub-env i is seeded seed + i) with the chunks the batches recorded for them in order, give the batches'
+    per-step arrays and the observations each chunk was chosen from."""
+    per_worker = per_worker or profile.envs_per_process
     bootstrap_process(profile, patch_set=patch_set_of(factory))
-    chunks = worker_chunks(batches, profile.envs_per_process)
-    assert sorted(chunks) == list(range(profile.num_env_processes))
+    chunks = worker_chunks(batches, per_worker)
+    assert sorted(chunks) == list(range(profile.num_env_processes * profile.envs_per_process // per_worker))
     for worker, taken in chunks.items():
-        backend = factory(profile.envs_per_process, SEED + worker, profile)
+        backend = factory(per_worker, SEED + worker, profile)
         try:
             obs, _ = backend.reset()
             seen = {k: np.stack([o[k] for o in obs]) for k in batches[0].obs}  # what chose the first chunk
@@ -145,3 +147,76 @@ def test_torchrl_s_async_collector_trains_on_runs_of_each_worker_s_own_steps_rec
         assert (blocks == blocks[:1, :, :1]).all()
     assert set(np.unique(batches[0].extras[WEIGHTS_VERSION_KEY]).tolist()) == {0}
     assert run.policy_lag[0] == 0 and 0 < run.policy_lag[1] <= 1
+
+
+@pytest.mark.slow
+def test_torchrl_s_batched_collector_trains_on_each_env_s_own_steps_its_rows_sitting_out_the_rounds_it_did_not_take():
+    """``AsyncBatchedCollector``: a batch holds whichever envs stepped, so each env's row holds the chunks it took,
+    in its last rounds, and sits out the first ones where it took fewer than the most (no step applied, no
+    episode); every row is its env's own steps in order (each env is its own worker, seeded seed + env), the
+    batch's own actions are the frames asked for, and its lag counts the chunks taken only."""
+    pytest.importorskip("torchrl")
+    run, batches, factory, profile = train_peer(True, "torchrl_batched")
+    envs = profile.num_env_processes * profile.envs_per_process
+    assert len(batches) == 2 and all(b.actions.shape[1] == envs and len(b.actions) >= CONFIG.rounds for b in batches)
+    took = [b.applied.any(axis=2) for b in batches]
+    assert [int(t.sum()) for t in took] == [envs * CONFIG.rounds] * 2  # the frames asked for, one chunk each
+    assert run.env_steps[-1] == sum(int(b.applied.sum()) for b in batches)
+    for b, t in zip(batches, took):
+        assert (t == np.sort(t, axis=0)).all()  # a row sits out first, then takes its chunks
+        assert (b.extras[WORKER_KEY] == np.arange(envs)).all() and not b.rewards[~t].any()
+        assert set(b.episodes.round.tolist()) <= set(np.flatnonzero(t.any(axis=1)).tolist())
+    assert_own_steps(batches, factory, profile, per_worker=1)
+    assert set(np.unique(batches[0].extras[WEIGHTS_VERSION_KEY][took[0]]).tolist()) == {0}
+    versions = batches[1].extras[WEIGHTS_VERSION_KEY][took[1]]
+    assert run.policy_lag[0] == 0 and run.policy_lag[1] == pytest.approx(1 - versions.mean())
+
+
+def test_a_batched_collector_s_batch_gives_each_env_its_chunks_in_order_in_its_last_rounds():
+    """``AsyncBatchedCollector``'s frames, one env's chunk each in the order they completed (env 0 took three,
+    env 1 two, env 2 one): each env's row holds its own chunks in its last rounds and sits out before them
+    (nothing applied, no reward, no lag counted); its boundary observation is its last chunk's; an episode that
+    ended is recorded at its round with the sums carried from the batch before."""
+    pytest.importorskip("torchrl")
+    import gymnasium
+    from tensordict import TensorDict
+
+    from behavior1k_fast.core.profile import RolloutProfile
+    from behavior1k_fast.tools.peers.torchrl import TorchRLTraining
+
+    obs_space = gymnasium.spaces.Dict({"proprio": gymnasium.spaces.Box(-10, 10, (2,), np.float32)})
+    profile = RolloutProfile(num_env_processes=1, total_num_envs=3, chunk_size=2)
+    source = TorchRLTraining("torchrl_batched", lambda: None, profile, None, (obs_space, None), 0, 2, 1)
+    source.returns[:] = [0.0, 0.0, 5.0]  # env 2's episode began in an earlier batch
+    source.lengths[:] = [0, 0, 4]
+    envs = [0, 1, 0, 2, 0, 1]
+    n = len(envs)
+    frame = torch.arange(n, dtype=torch.float32)
+    ends = torch.zeros(n, 1, 2, dtype=torch.bool)
+    ends[3, 0, 1] = True  # env 2's chunk: its episode terminates at the chunk's last step
+    data = TensorDict({
+        "proprio": frame[:, None, None].expand(n, 1, 2).clone(),
+        "action": (10 + frame)[:, None, None, None].expand(n, 1, 2, 1).double(),
+        "logprob": -frame[:, None], "value": 0.5 * frame[:, None],
+        "weights_version": torch.tensor([[0], [0], [1], [1], [1], [1]]),
+        "next": {"proprio": (100 + frame)[:, None, None].expand(n, 1, 2).clone(),
+                 "step_rewards": torch.ones(n, 1, 2, dtype=torch.float64), "step_terminated": ends,
+                 "step_truncated": torch.zeros(n, 1, 2, dtype=torch.bool),
+                 "step_applied": torch.ones(n, 1, 2, dtype=torch.bool), "ended_success": ends.any(-1),
+                 "ended::proprio": torch.full((n, 1, 2), -1.0), "worker": torch.tensor(envs),
+                 "env_wall_seconds": torch.full((n,), 0.25, dtype=torch.float64),
+                 "own_actions": torch.full((n,), 2)}}, batch_size=[n])
+    batch = source.trajectory(data)
+    took = batch.applied.any(axis=2)
+    assert took.T.tolist() == [[True] * 3, [False, True, True], [False, False, True]]
+    assert batch.actions[:, :, 0, 0].T[took.T].tolist() == [10, 12, 14, 11, 15, 13]  # each env's own, in order
+    assert (batch.obs["proprio"][:, :, 0][took] + 10 == batch.actions[:, :, 0, 0][took]).all()  # chosen from
+    assert not batch.rewards[~took].any() and batch.rewards[took].sum() == 2 * n
+    assert batch.last_obs["proprio"][:, 0].tolist() == [104, 105, 103]
+    eps = batch.episodes
+    assert (eps.env.tolist(), eps.round.tolist(), eps.returns.tolist(), eps.lengths.tolist()) == ([2], [2], [7.0], [6])
+    assert source.returns.tolist() == [6.0, 4.0, 0.0] and source.lengths.tolist() == [6, 4, 0]
+    source.version = 1
+    measure = source.measure(batch)
+    assert measure.own_actions == 2 * n and measure.busiest_env_s == 0.25 * n  # one process holds the three envs
+    assert measure.policy_lag == pytest.approx(1 - 4 / 6)  # the six chunks taken: two acted with version 0

@@ -6,21 +6,17 @@ envs of one backend, a chunk per step) through ``torchrl.envs.GymWrapper``. :fun
 copy of the policy), ``AsyncBatchedCollector`` (E one-env envs per worker process and one copy of the
 policy served from a thread of the trainer's process by TorchRL's inference server) or, as a single-GPU user
 runs TorchRL, one ``Collector`` whose one batched policy steps a ``ParallelEnv`` of the P workers;
-:class:`TorchRLBatches` hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), timed
-by the judge's one loop (:func:`~behavior1k_fast.tools.train.timing.time_collector`) for a cost row; the
-collectors whose batches are every env's chunks in order (:data:`TRAINABLE`) also train their own seeds
-(:class:`TorchRLTraining`: their batches as ``Trajectory`` s), the others are charged the samples of the engine
-layout of their measured lag. The policy is an engine policy as a
-TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with ``update_policy_weights_()``.
-TorchRL records no weights version with a chunk: the actor outputs the version it acted with
-(``weights_version``), and :func:`acting_lags` finds it independently from the log-probs.
+:class:`TorchRLBatches` hands the trainer its PPO batches (:func:`batch_parts` TorchRL batches joined), and
+:class:`TorchRLTraining` records them as ``Trajectory`` s, so that every collector trains its own seeds. The
+policy is an engine policy as a TorchRL actor (:class:`TorchRLActor`), whose weights the trainer posts with
+``update_policy_weights_()``. TorchRL records no weights version with a chunk: the actor outputs the version it
+acted with (``weights_version``).
 Needs ``torchrl`` (``pip install 'behavior1k_fast[peers]'``; :func:`torchrl_missing`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import multiprocessing
 import os
@@ -129,10 +125,11 @@ class TorchRLActor(torch.nn.Module):
 
 
 class CountedChunkEnv(gymnasium.Wrapper):
-    """:class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` and ``env_wall_seconds`` as arrays
-    (TorchRL reads arrays) and, where the sub-env records, its chunk info flat (:data:`STEP_INFO`,
+    """A recording :class:`~.gymnasium.ChunkGymEnv` whose step info holds ``own_actions`` and
+    ``env_wall_seconds`` as arrays (TorchRL reads arrays), its chunk info flat (:data:`STEP_INFO`,
     ``ended::<key>``) and ``worker``, the index of the worker whose envs took the chunk (a batch of
-    ``MultiAsyncCollector`` is one worker's, whichever finished first)."""
+    ``MultiAsyncCollector`` is one worker's, whichever finished first; of ``AsyncBatchedCollector``, whichever
+    envs stepped: each env is its own worker there)."""
 
     def __init__(self, env: ChunkGymEnv, worker: int) -> None:
         super().__init__(env)
@@ -142,48 +139,43 @@ class CountedChunkEnv(gymnasium.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         out = {"own_actions": np.asarray(info["own_actions"], np.int64),
                "env_wall_seconds": np.asarray(info["env_wall_seconds"], np.float64)}
-        chunk = info.get("chunk")
-        if chunk is not None:
-            out |= {key: chunk[name] for key, name in STEP_INFO.items()}
-            out |= {f"ended::{k}": v for k, v in chunk["ended_obs"].items()}
-            out["worker"] = np.asarray(self.worker, np.int64)
+        chunk = info["chunk"]
+        out |= {key: chunk[name] for key, name in STEP_INFO.items()}
+        out |= {f"ended::{k}": v for k, v in chunk["ended_obs"].items()}
+        out["worker"] = np.asarray(self.worker, np.int64)
         return obs, reward, terminated, truncated, out
 
 
-def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple,
-                record: bool = False, worker: int = 0) -> Any:
+def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spaces: tuple, worker: int) -> Any:
     """Worker ``worker``'s TorchRL env: :class:`~.gymnasium.ChunkGymEnv` (``envs`` envs of one backend, a chunk per
-    step) through ``GymWrapper``, reading the actions the envs took (``own_actions``) and the chunk's stepping
-    seconds from the step info, and with ``record`` what a trainer records of each chunk and the worker's index
+    step) through ``GymWrapper``, reading the actions the envs took (``own_actions``), the chunk's stepping
+    seconds, what a trainer records of each chunk and the worker's index from the step info
     (:class:`CountedChunkEnv`)."""
     from torchrl.envs import GymWrapper
     from torchrl.envs.gym_like import default_info_dict_reader
 
-    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, record), worker)
-    env = GymWrapper(chunk_env, batch_size=torch.Size([]))
-    keys = ["own_actions", "env_wall_seconds"]
-    spec = None
-    if record:  # arrays: their specs given (a reader infers a scalar from the reset, which has none)
-        from torchrl.data import Unbounded
+    chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, True), worker)
+    from torchrl.data import Unbounded
 
-        n, obs_space = profile.chunk_size, spaces[0]
-        spec = {"own_actions": Unbounded(shape=(), dtype=torch.int64),
-                "env_wall_seconds": Unbounded(shape=(), dtype=torch.float64),
-                "step_rewards": Unbounded(shape=(envs, n), dtype=torch.float64),
-                **{k: Unbounded(shape=(envs, n), dtype=torch.bool) for k in STEP_INFO if k.startswith("step_")
-                   and k != "step_rewards"},
-                "ended_success": Unbounded(shape=(envs,), dtype=torch.bool),
-                "worker": Unbounded(shape=(), dtype=torch.int64),
-                **{f"ended::{k}": Unbounded(shape=(envs, *obs_space[k].shape),
-                                            dtype=torch.from_numpy(np.zeros(0, obs_space[k].dtype)).dtype)
-                   for k in obs_space.spaces}}
-        keys = list(spec)
-    env.set_info_dict_reader(default_info_dict_reader(keys, spec))
+    env = GymWrapper(chunk_env, batch_size=torch.Size([]))
+    n, obs_space = profile.chunk_size, spaces[0]
+    # arrays: their specs given (a reader infers a scalar from the reset, which has none)
+    spec = {"own_actions": Unbounded(shape=(), dtype=torch.int64),
+            "env_wall_seconds": Unbounded(shape=(), dtype=torch.float64),
+            "step_rewards": Unbounded(shape=(envs, n), dtype=torch.float64),
+            **{k: Unbounded(shape=(envs, n), dtype=torch.bool) for k in STEP_INFO if k.startswith("step_")
+               and k != "step_rewards"},
+            "ended_success": Unbounded(shape=(envs,), dtype=torch.bool),
+            "worker": Unbounded(shape=(), dtype=torch.int64),
+            **{f"ended::{k}": Unbounded(shape=(envs, *obs_space[k].shape),
+                                        dtype=torch.from_numpy(np.zeros(0, obs_space[k].dtype)).dtype)
+               for k in obs_space.spaces}}
+    env.set_info_dict_reader(default_info_dict_reader(list(spec), spec))
     return env
 
 
 def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
-                      rounds: int, batches: int, record: bool = False) -> Any:
+                      rounds: int, batches: int) -> Any:
     """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async``, ``torchrl_batched`` or
     ``torchrl_parallel``) over
     ``profile``'s process budget, for ``batches`` PPO batches of ``rounds`` chunks per env (each of
@@ -195,30 +187,30 @@ def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factor
     requests that are ready (one policy copy; TorchRL's design for a policy too large to copy per worker).
     ``torchrl_parallel``: TorchRL as a single-GPU user runs it: one ``Collector`` in this process, its one
     batched policy over a ``ParallelEnv`` of the same P workers of E envs (each step one forward for every
-    env, then every worker steps). No
-    TorchRL device is set: the policy places its own work (the transformer on its device, the head on the
-    CPU, as in the engine's rows). ``record``: the sub-envs report what a trainer records of each chunk (the
-    multi-process and ``ParallelEnv`` collectors)."""
+    env, then every worker steps). No TorchRL device is set: the policy places its own work (the transformer
+    on its device, the head on the CPU, as in the engine's rows). The sub-envs report what a trainer records
+    of each chunk (:class:`CountedChunkEnv`)."""
     import torchrl.collectors as collectors
 
     workers, per = profile.num_env_processes, profile.envs_per_process
     total = workers * per * rounds * batches  # frames: env steps of TorchRL envs (one of E envs, or of one)
-    if kind == "torchrl_batched":
-        fns = [functools.partial(torchrl_env, factory, 1, seed + i, profile, spaces) for i in range(workers * per)]
+    if kind == "torchrl_batched":  # env i is its own "worker": its chunks are told apart by that index
+        fns = [functools.partial(torchrl_env, factory, 1, seed + i, profile, spaces, i)
+               for i in range(workers * per)]
         return collectors.AsyncBatchedCollector(
             fns, policy=behaviour, frames_per_batch=workers * per * rounds, total_frames=total,
             env_backend="multiprocessing", envs_per_worker=per, transport="driver", max_batch_size=workers * per)
     if kind == "torchrl_parallel":
         from torchrl.envs import ParallelEnv
 
-        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record, i)
+        fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, i)
                for i in range(workers)]
         return collectors.Collector(ParallelEnv(workers, fns, mp_start_method="spawn"), behaviour,
                                     frames_per_batch=workers * rounds, total_frames=total // per,
                                     auto_register_policy_transforms=False)  # the policy needs no InitTracker
     collector_class = {"torchrl_sync": collectors.MultiSyncCollector,
                        "torchrl_async": collectors.MultiAsyncCollector}[kind]
-    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, record, i) for i in range(workers)]
+    fns = [functools.partial(torchrl_env, factory, per, seed + i, profile, spaces, i) for i in range(workers)]
     frames = workers * rounds // batch_parts(kind, profile)
     return collector_class(fns, behaviour, frames_per_batch=frames, total_frames=total // per)
 
@@ -247,15 +239,14 @@ def spawned_workers() -> Any:
 
 class TorchRLBatches:
     """PPO batches from TorchRL's collector ``kind`` (:func:`torchrl_collector`, ``batches`` of them), each
-    :func:`batch_parts` TorchRL batches joined: an iterator as the judge's clock drives it
-    (:func:`~behavior1k_fast.tools.train.timing.time_collector`). The collector starts, under
+    :func:`batch_parts` TorchRL batches joined, as an iterator. The collector starts, under
     :func:`spawned_workers`, when the first batch is asked for (its workers' start is in the first wait);
     :meth:`post` hands it the trainer's weights; :meth:`close` shuts it down."""
 
     def __init__(self, kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
-                 rounds: int, batches: int, record: bool = False) -> None:
+                 rounds: int, batches: int) -> None:
         self.start = functools.partial(torchrl_collector, kind, behaviour, profile, factory, spaces, seed, rounds,
-                                       batches, record)
+                                       batches)
         self.parts, self.left = batch_parts(kind, profile), batches
         self.collector: Any = None
         self.stream: Iterator[Any] | None = None
@@ -287,34 +278,40 @@ class TorchRLBatches:
             self.workers.close()
 
 
-#: The TorchRL collectors whose batches are runs of ``rounds`` consecutive chunks of one worker's envs (every
-#: worker's, ``[workers, rounds]``; ``MultiAsyncCollector``'s: P such runs, of the workers that finished
-#: first): they train their own seeds (:class:`TorchRLTraining`). ``AsyncBatchedCollector``'s batches hold
-#: whichever envs stepped, a different count of chunks for each: it stays a cost row.
-TRAINABLE = ("torchrl_sync", "torchrl_async", "torchrl_parallel")
+#: The TorchRL collectors that train their own seeds (:class:`TorchRLTraining`): every one of them.
+TRAINABLE = ("torchrl_sync", "torchrl_async", "torchrl_parallel", "torchrl_batched")
 
 
 class TorchRLTraining:
     """TorchRL's collector ``kind`` (one of :data:`TRAINABLE`) as a trainer's batch source
-    (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches, each of P runs of ``rounds``
-    consecutive chunks of one worker's E envs (:data:`TRAINABLE`), recorded as the engine records a
-    :class:`~behavior1k_fast.rollout.trajectory.Trajectory` whose env rows are the runs' envs in the batch's
-    order (the sub-envs report each chunk's per-step arrays, final observations, success and worker; the actor
-    the weights version that chose each chunk; the extras also name each row's worker, :data:`WORKER_KEY`).
-    ``MultiAsyncCollector`` may hand two runs of one worker in a batch, in their order: each is its own rows,
-    bootstrapped at its own end, and the episode sums run on across them by worker. ``make_actor()`` builds the
-    ``TensorDictModule`` of a :class:`TorchRLActor` (:data:`ACTOR_OUT_KEYS`): one acts in the collector, one is
-    the trainer's copy whose mirror :meth:`post` refreshes and posts with ``update_policy_weights_()``.
-    ``collect_s`` and ``model_s`` are not reported by TorchRL (NaN); the busiest worker's stepping seconds are."""
+    (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches, each recorded as the engine records
+    a :class:`~behavior1k_fast.rollout.trajectory.Trajectory` (the sub-envs report each chunk's per-step arrays,
+    final observations, success and worker; the actor the weights version that chose each chunk; the extras
+    also name each row's worker, :data:`WORKER_KEY`). A batch is split into runs, each some consecutive chunks
+    of one worker's envs and its own rows, bootstrapped at its own end; the episode sums run on across batches
+    by env:
+
+    - ``MultiSyncCollector`` and ``ParallelEnv``: P runs of ``rounds`` chunks, one per worker.
+    - ``MultiAsyncCollector``: P runs of ``rounds`` chunks, of the workers that finished first (the same worker
+      may hand in two, in their order).
+    - ``AsyncBatchedCollector``: one run per env (each env is its own worker there), of the chunks it took in
+      the batch's frames, whichever envs stepped: their counts differ, so the batch has as many rounds as the
+      most any env took, and an env that took fewer sits out its first rounds (no step applied: PPO leaves those
+      chunks out, and GAE runs over its own chunks only, as a TorchRL user splits such a batch by env).
+
+    ``make_actor()`` builds the ``TensorDictModule`` of a :class:`TorchRLActor` (:data:`ACTOR_OUT_KEYS`): one acts
+    in the collector, one is the trainer's copy whose mirror :meth:`post` refreshes and posts with
+    ``update_policy_weights_()``. ``collect_s`` and ``model_s`` are not reported by TorchRL (NaN); the busiest
+    worker process's stepping seconds are."""
 
     def __init__(self, kind: str, make_actor: Callable[[], Any], profile: RolloutProfile, factory: Any,
                  spaces: tuple, seed: int, rounds: int, batches: int) -> None:
         if kind not in TRAINABLE:
             raise ValueError(f"kind: expected one of {', '.join(TRAINABLE)}, got {kind!r}")
         self.posting = make_actor()
-        self.batches = TorchRLBatches(kind, make_actor(), profile, factory, spaces, seed, rounds, batches, record=True)
+        self.batches = TorchRLBatches(kind, make_actor(), profile, factory, spaces, seed, rounds, batches)
         self.spaces, self.chunk_size, self.per = spaces, profile.chunk_size, profile.envs_per_process
-        self.rounds = rounds
+        self.rounds, self.by_env = rounds, kind == "torchrl_batched"
         envs = profile.num_env_processes * self.per
         self.returns, self.lengths = np.zeros(envs), np.zeros(envs, dtype=np.int64)
         self.version = 0
@@ -330,44 +327,71 @@ class TorchRLTraining:
         for data in self.batches:
             yield self.trajectory(data)
 
+    def runs(self, worker: np.ndarray) -> list[np.ndarray]:
+        """The batch's runs (class docs) as the indices of their frames in order, from each frame's ``worker``:
+        per env in env order (the batched collector), else ``rounds`` consecutive frames each."""
+        if self.by_env:
+            return [np.flatnonzero(worker == w) for w in range(len(self.returns))]
+        return list(np.arange(len(worker)).reshape(-1, self.rounds))
+
     def trajectory(self, data: Any) -> Any:
-        """The TorchRL batch ``data`` (its runs ``[runs, rounds]``, class docs) as a ``Trajectory`` whose env rows
-        ``j * E + e`` are run j's env e; its measure kept for :meth:`measure`."""
+        """The TorchRL batch ``data`` as a ``Trajectory`` whose env rows ``j * E + e`` are run j's env e (E: the
+        envs of one frame), each run's chunks in its last rounds (class docs); its measure kept for
+        :meth:`measure`."""
         from ...rollout.chunk import ChunkResult
         from ...rollout.collector import WEIGHTS_VERSION_KEY
         from ...rollout.trajectory import TrajectoryBatch
         from ..train.learner import BatchMeasure
 
-        arrays = data.reshape(-1, self.rounds).numpy()  # key -> array, "next" a dict of its own
+        arrays = data.reshape(-1).numpy()  # key -> array over the frames, "next" a dict of its own
         nxt = arrays["next"]
-        runs, rounds = nxt["worker"].shape
-        keys, per = list(self.spaces[0].spaces), self.per
-        row_returns, row_lengths = np.zeros(runs * per), np.zeros(runs * per, dtype=np.int64)
-        batch = TrajectoryBatch(self.spaces[0], runs * per, self.chunk_size, rounds, row_returns, row_lengths)
-        env_s = np.zeros(len(self.returns) // per)
-        for j in range(runs):
-            worker = int(nxt["worker"][j, 0])
-            rows, envs = np.arange(j * per, (j + 1) * per), np.arange(worker * per, (worker + 1) * per)
+        runs = self.runs(nxt["worker"])
+        keys, obs_space = list(self.spaces[0].spaces), self.spaces[0]
+        per = 1 if self.by_env else self.per  # envs of one frame
+        rounds = max(len(frames) for frames in runs)
+        row_returns, row_lengths = np.zeros(len(runs) * per), np.zeros(len(runs) * per, dtype=np.int64)
+        batch = TrajectoryBatch(obs_space, len(runs) * per, self.chunk_size, rounds, row_returns, row_lengths)
+        env_s = np.zeros(len(self.returns) // self.per)
+        sits = np.zeros((per, self.chunk_size), dtype=bool)
+        last = {k: np.zeros((len(runs) * per, *obs_space[k].shape), obs_space[k].dtype) for k in keys}
+        for j, frames in enumerate(runs):
+            rows = np.arange(j * per, (j + 1) * per)
+            worker = j if self.by_env else int(nxt["worker"][frames[0]])
+            envs = np.arange(worker * per, (worker + 1) * per)
             row_returns[rows], row_lengths[rows] = self.returns[envs], self.lengths[envs]
-            for r in range(rounds):
-                ended_obs = {k: nxt[f"ended::{k}"][j, r] for k in keys}
-                steps = {name: nxt[key][j, r] for key, name in STEP_INFO.items() if name != "ended_success"}
+            for _ in range(rounds - len(frames)):  # sits out: nothing applied, nothing recorded of it
+                batch.add(0, ChunkResult(
+                    env_ids=rows, obs=None, rewards=np.zeros(sits.shape), terminated=sits, truncated=sits,
+                    applied=sits, infos=[{}] * per,
+                    policy_obs={k: np.zeros((per, *obs_space[k].shape), obs_space[k].dtype) for k in keys},
+                    actions=np.zeros((per, *arrays["action"].shape[-2:])),
+                    extras={"logprob": np.zeros(per, arrays["logprob"].dtype),
+                            "value": np.zeros(per, arrays["value"].dtype), WEIGHTS_VERSION_KEY: np.zeros(per, np.int64),
+                            WORKER_KEY: np.full(per, worker, dtype=np.int64)}))
+            for f in frames:
+                ended_obs = {k: nxt[f"ended::{k}"][f] for k in keys}
+                steps = {name: nxt[key][f] for key, name in STEP_INFO.items() if name != "ended_success"}
                 ended = steps["terminated"].any(axis=1) | steps["truncated"].any(axis=1)
-                success = nxt["ended_success"][j, r]
+                success = nxt["ended_success"][f]
                 infos = [{"final_observation": {k: v[e] for k, v in ended_obs.items()},
                           "final_info": {"success": bool(success[e])}} if ended[e] else {} for e in range(per)]
-                extras = {"logprob": arrays["logprob"][j, r], "value": arrays["value"][j, r],
-                          WEIGHTS_VERSION_KEY: arrays["weights_version"][j, r].astype(np.int64),
+                extras = {"logprob": arrays["logprob"][f].reshape(per), "value": arrays["value"][f].reshape(per),
+                          WEIGHTS_VERSION_KEY: arrays["weights_version"][f].reshape(per).astype(np.int64),
                           WORKER_KEY: np.full(per, worker, dtype=np.int64)}
-                batch.add(0, ChunkResult(env_ids=rows, obs={k: nxt[k][j, r] for k in keys}, infos=infos,
-                                         policy_obs={k: arrays[k][j, r] for k in keys}, actions=arrays["action"][j, r],
-                                         extras=extras, **steps))
+                batch.add(0, ChunkResult(
+                    env_ids=rows, obs={k: nxt[k][f].reshape(per, *obs_space[k].shape) for k in keys}, infos=infos,
+                    policy_obs={k: arrays[k][f].reshape(per, *obs_space[k].shape) for k in keys},
+                    actions=arrays["action"][f].reshape(per, *arrays["action"].shape[-2:]), extras=extras,
+                    **steps))
+            if len(frames):
+                for k in keys:
+                    last[k][rows] = nxt[k][frames[-1]].reshape(per, *obs_space[k].shape)
             self.returns[envs], self.lengths[envs] = row_returns[rows], row_lengths[rows]
-            env_s[worker] += nxt["env_wall_seconds"][j].sum()
+            env_s[worker * per // self.per] += nxt["env_wall_seconds"][frames].sum()
 
         def last_obs(out: dict) -> None:
             for k in keys:
-                out[k][:] = nxt[k][:, -1].reshape(runs * per, *nxt[k].shape[3:])
+                out[k][:] = last[k]
 
         trajectory = batch.finish(last_obs)
         self.last = BatchMeasure(int(nxt["own_actions"].sum()), float("nan"), float(env_s.max()), float("nan"),
@@ -376,12 +400,13 @@ class TorchRLTraining:
 
     def measure(self, batch: Any) -> Any:
         """The batch's :class:`~behavior1k_fast.tools.train.learner.BatchMeasure`, its lag behind the weights the
-        trainer is about to update (from the versions the actor recorded)."""
+        trainer is about to update (from the versions the actor recorded for the chunks its envs took)."""
         from dataclasses import replace
 
         from ...rollout.collector import WEIGHTS_VERSION_KEY
 
-        return replace(self.last, policy_lag=float(np.mean(self.version - batch.extras[WEIGHTS_VERSION_KEY])))
+        ran = batch.applied.any(axis=2)  # not the rounds an env sat out
+        return replace(self.last, policy_lag=float(np.mean(self.version - batch.extras[WEIGHTS_VERSION_KEY][ran])))
 
     def update(self, run: Callable[[], Any]) -> Any:
         return run()
@@ -393,30 +418,6 @@ class TorchRLTraining:
         self.posting.module.refresh(weights)
         self.batches.post(TensorDict.from_module(self.posting))
         self.version += 1
-
-
-def acting_lags(model: Any, batches: list, posted: list[dict], keys: tuple[str, ...]) -> list[torch.Tensor]:
-    """Per TorchRL PPO batch ``i`` after the first (asked for when the trainer had posted version ``i``: the
-    weights ``posted[i]``), each chunk's lag ``i - v``: ``v`` the newest version whose log-prob of the chunk's
-    action is the one recorded (TorchRL's multi-process collectors record no version), NaN where none is
-    (all 0: serial; 1: collected while the trainer made the update before)."""
-    checker = copy.deepcopy(model)
-    lags = []
-    for i, data in enumerate(batches[1:], start=1):
-        flat = data.reshape(-1)
-        obs = {k: flat[k].reshape(-1, *flat[k].shape[2:]) for k in keys}
-        action = flat["action"][:, :, 0].reshape(-1, flat["action"].shape[-1]).float()
-        recorded = flat["logprob"].reshape(-1).float()
-        lag = torch.full_like(recorded, float("nan"))
-        for version in range(i, -1, -1):
-            checker.load_state_dict(posted[version], strict=False)
-            with torch.no_grad():
-                logprob = checker.evaluate(checker.features(obs), action)[0]
-            lag[lag.isnan() & torch.isclose(logprob, recorded, rtol=0, atol=1e-3)] = i - version
-            if not lag.isnan().any():
-                break
-        lags.append(lag)
-    return lags
 
 
 def torchrl_missing() -> str | None:

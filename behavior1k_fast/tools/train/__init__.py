@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
                    help="the delay sweep of the lookahead lead (d = 0, 1, 2, 4, N/2, N-1) in the first --regime")
     p.add_argument("--layouts", type=layout_list, default=list(ENGINE_PROFILES),
                    help="comma-separated engine layouts, each trained serial and +overlap, or none (only the "
-                        "peers train; k1_skip's cost rows always run: the peers take its batches; default: all)")
+                        "peers train; default: all)")
     p.add_argument("--target", type=success_rate, default=0.7, help="success rate to reach (default: %(default)s)")
     p.add_argument("--window", type=positive_int, default=3,
                    help="iterations the success rate is averaged over (default: %(default)s)")

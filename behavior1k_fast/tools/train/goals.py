@@ -7,7 +7,7 @@ seeds (:class:`~.result.RowPower`), per regime:
   one (:data:`WALL_GOALS`);
 - samples to target at lag 1 (ours) within the serial engine row's 95 % interval (its mean at most the
   interval's high end: met, also below it, which the line says; above: missed);
-- shorter than every TorchRL row (>= 1x), judged only where that row trained its own seeds;
+- shorter than every TorchRL row that ran (>= 1x);
 - seconds per sample >= 90 % of the bound max(GPU busy, busiest env worker, trainer CPU thread) (:data:`OF_BOUND`)
   in ours' cost row (a median over iterations, no interval).
 
@@ -49,7 +49,7 @@ def ratio_goal(name: str, what: str, goal: float, runs: dict[str, list[Any]], po
     """``peer`` / ``mine`` of ``measure`` (per-seed ``wall_s`` or ``samples``, censored) >= ``goal``."""
     if peer not in power:
         return Goal(name, what, goal, stats.NOT_SHOWN, ours=mine, peer=peer, measure=measure,
-                    note=f"{peer} did not train its own seeds here")
+                    note=f"{peer} did not train here")
     interval = stats.ratio_interval(_censored(runs[peer], measure), _censored(runs[mine], measure))
     return Goal(name, what, goal, stats.verdict(interval, goal), interval, mine, peer, measure)
 

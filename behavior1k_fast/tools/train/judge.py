@@ -10,7 +10,7 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
 - **Compared rows** (:func:`~.layouts.compared_rows`): the engine's profiles, each serial and collect-while-train
   (``+overlap``, with the learner's lag correction), the serial gymnasium double buffer and the double buffer
   with its update on a thread (:mod:`..peers.gymnasium`), TorchRL's ``MultiSyncCollector``,
-  ``MultiAsyncCollector`` and its single ``Collector`` over a ``ParallelEnv``
+  ``MultiAsyncCollector``, ``AsyncBatchedCollector`` and its single ``Collector`` over a ``ParallelEnv``
   (:class:`~..peers.torchrl.TorchRLTraining`). Each trains ``--seeds`` seeds through the one clock
   (:func:`~.learner.fit` over :func:`~.timing.timed_loop`) until the episode-weighted success rate of the last
   ``window`` iterations reaches ``target`` (:func:`training_run`): its samples to target and its wall to target
@@ -23,12 +23,10 @@ judged from training runs of its own (issue 42: "rates from the runs that learn"
 - **Cost rows** (the breakdown, not the verdict): a few PPO iterations of each engine layout, the first one not
   counted, give its seconds per sample split into the trainer's wait and update, the busiest env worker, the
   behaviour forwards, the trainer's CPU thread in the update and, with the policy on a GPU and
-  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. TorchRL's ``AsyncBatchedCollector``
-  (:mod:`..peers.torchrl`) does not train its own seeds: it has such a cost row and is charged the samples of
-  the engine layout whose PPO update it runs (``update_as``), and the goals say "not shown" against it.
+  ``nvidia-ml-py``, the GPU's busy seconds: their max is the bound. A peer's comes from its training runs.
 - ``--corrections``: each collect-while-train row of the layouts and peers given (an engine ``+overlap``, the
-  double buffer with its update on a thread, ``MultiAsyncCollector``) under each lag correction
-  (:data:`~.layouts.CORRECTION_ROWS`), beside its serial twin, each its own seeds.
+  double buffer with its update on a thread, ``MultiAsyncCollector``, ``AsyncBatchedCollector``) under each lag
+  correction (:data:`~.layouts.CORRECTION_ROWS`), beside its serial twin, each its own seeds.
 - ``lead_sweep``: samples to target, seconds per sample and their product per lookahead lead d.
 """
 
@@ -43,7 +41,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
 from ...backends.reference import ReachFactory
 from ...core.profile import RolloutProfile
@@ -54,11 +51,11 @@ from ..measure.gpu import GPUBusy, gpu_busy_missing
 from ..measure.trainable import AdaptedVLA
 from . import learner
 from .goals import correction_goals, regime_goals
-from .layouts import (CORRECTION_ROWS, COST_ROW_PEERS, LAYOUTS, PEERS, REGIMES, TrainLayout, compare_row,
-                      compared_rows, engine_layouts, layout_profiles)
+from .layouts import (CORRECTION_ROWS, LAYOUTS, PEERS, REGIMES, TrainLayout, compare_row, compared_rows,
+                      engine_layouts, layout_profiles)
 from .result import (CostRow, DirectRun, LayoutRow, LeadRow, LeadSweep, RegimeProgress, RegimeResult, RowPower,
                      Spread, TimeToTrainResult, TrainingRun, layout_rows, row_power)
-from .timing import per_sample, time_collector
+from .timing import per_sample
 
 @dataclass(frozen=True)
 class JudgeConfig:
@@ -166,22 +163,17 @@ def torchrl_samples_to_target(layout: TrainLayout, config: learner.PPOConfig, pr
 
 
 def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, factory: Any, policy_class: Callable,
-                       iterations: int, device: str = "cpu") -> tuple[CostRow, tuple[Any, Any]]:
+                       iterations: int, device: str = "cpu") -> CostRow:
     """An engine layout's seconds per own action under ``profile`` and ``config``'s lag (``iterations`` PPO
-    iterations after a first, uncounted one, :func:`~.timing.per_sample`), and (the trained model, its last
-    batch). On a GPU ``device`` with NVML also the GPU's busy seconds per own action
-    (:class:`~..measure.gpu.GPUBusy`: kernel time of every stream, the forwards' and the update's)."""
-    last: list = []
+    iterations after a first, uncounted one, :func:`~.timing.per_sample`). On a GPU ``device`` with NVML also
+    the GPU's busy seconds per own action (:class:`~..measure.gpu.GPUBusy`: kernel time of every stream, the
+    forwards' and the update's)."""
     marks = [time.time()]
-
-    def seen(it: int, batch: Any, entry: learner.IterationEntry) -> None:
-        last[:] = [batch]
-        marks.append(time.time())
-
     missing = gpu_busy_missing(device)
     with GPUBusy(device) if missing is None else contextlib.nullcontext() as busy:
-        run, model = learner.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
-                                   make_policy=policy_class, on_iteration=seen)
+        run, _ = learner.train(replace(config, iterations=iterations + 1), profile=profile, factory=factory,
+                               make_policy=policy_class,
+                               on_iteration=lambda it, batch, entry: marks.append(time.time()))
     samples = np.diff([0, *run.env_steps])
 
     gpu_busy = None
@@ -194,78 +186,7 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
                    model_s_per_sample=per_sample(run.model_s, samples),
                    gpu_busy_s_per_sample=gpu_busy, gpu_busy_missing=missing,
                    policy_lag=float(np.mean(lags)) if lags else None,
-                   trainer_cpu_s_per_sample=per_sample(run.update_cpu_s, samples)), (model, last[0])
-
-
-class PeerUpdate:
-    """The trainer's side of a peer's iteration: the PPO update of the layout whose samples the peer shares
-    (``trained``: that layout's model and its last batch, the same size as the peer's), each version of the
-    weights kept (``posted[v]``: after v updates; :func:`~..peers.torchrl.acting_lags` reads them)."""
-
-    def __init__(self, trained: tuple[Any, Any], config: learner.PPOConfig) -> None:
-        self.model, self.batch = trained
-        self.config = config
-        self.optimizer = torch.optim.Adam(list(learner.trained_state(self.model).values()), lr=config.lr, eps=1e-5)
-        self.rng = np.random.default_rng(config.seed)
-        self.posted = [learner.clone_trained(self.model)]
-
-    def __call__(self, batch: Any) -> None:
-        """The update of one iteration (the peer's ``batch`` only sets its pace: it trains on ``trained``'s)."""
-        learner.ppo_update(self.model, self.optimizer, self.batch, self.config, self.rng)
-
-    def keep(self) -> None:
-        """After an iteration (outside the clock): the weights just posted, as the next version."""
-        self.posted.append(learner.clone_trained(self.model))
-
-
-def torchrl_seconds_per_sample(kind: str, trained: tuple[Any, Any], make_policy: Callable[[], Any], spaces: tuple,
-                               profile: RolloutProfile, factory: Any, config: learner.PPOConfig,
-                               iterations: int) -> CostRow:
-    """Seconds per own action of TorchRL's collector ``kind`` (:class:`~..peers.torchrl.TorchRLBatches`): per
-    PPO batch the trainer runs the PPO update of ``trained`` and posts the weights; ``iterations`` batches
-    after a first, uncounted one. Also the seconds to the first batch (its workers' start) and the mean lag of
-    the weights that chose each chunk behind the version posted when the trainer asked for its batch
-    (:func:`~..peers.torchrl.acting_lags`; ``lag_unmatched``: the share of chunks no posted version chose)."""
-    from tensordict import TensorDict
-    from tensordict.nn import TensorDictModule
-
-    from ..peers.torchrl import ACTOR_OUT_KEYS, TorchRLActor, TorchRLBatches, acting_lags
-
-    update = PeerUpdate(trained, config)
-    keys = tuple(spaces[0].spaces)
-
-    def actor() -> Any:
-        return TensorDictModule(TorchRLActor(make_policy, learner.trained_state(update.model), spaces[0]),
-                                in_keys=list(keys), out_keys=ACTOR_OUT_KEYS)
-
-    # the collector's policy, and the trainer's copy whose mirror it posts (the batched collector serves the
-    # former from this process: refreshing it in place would race its forwards)
-    behaviour, posting = actor(), actor()
-    batches = TorchRLBatches(kind, behaviour, profile, factory, spaces, config.seed, config.rounds, iterations + 1)
-    kept: list = []
-
-    def post() -> None:
-        posting.module.refresh(learner.trained_state(update.model))
-        batches.post(TensorDict.from_module(posting))
-
-    def after(data: Any) -> None:
-        kept.append(data)
-        update.keep()
-
-    wait, update_s, first = time_collector(batches, lambda data: int(data["next", "own_actions"].sum()), update,
-                                           post, after)
-    lags = torch.cat(acting_lags(update.model, kept, update.posted, keys))
-    matched = ~lags.isnan()
-    return CostRow(wait, update_s, first_batch_s=first,
-                   policy_lag=float(lags[matched].mean()) if matched.any() else None,
-                   lag_unmatched=float(1 - matched.double().mean()), update_as=LAYOUTS[kind].trained_under)
-
-
-#: A peer family (``TrainLayout.family``) that does not train its own seeds -> how its seconds per sample are
-#: measured: ``f(name, trained, make_policy, spaces, profile, factory, config, iterations)``, its batches driven
-#: by the one clock. The gymnasium peers train their own seeds (:func:`peer_samples_to_target`); their cost row
-#: comes from those runs.
-PEER_COSTS = {"torchrl": torchrl_seconds_per_sample}
+                   trainer_cpu_s_per_sample=per_sample(run.update_cpu_s, samples))
 
 
 def failure(exc: BaseException) -> str:
@@ -380,13 +301,12 @@ class Judge:
 
     def regime(self, regime: str, checkpoint: Callable[[RegimeProgress], None]) -> RegimeResult:
         """Every compared row's samples and wall to target from its own training runs, in ``regime``: first the
-        cost rows (the breakdown: every engine layout's seconds per sample, then TorchRL's collectors'), then
-        the training runs seed by seed, each row per seed; then each row's intervals and the goals
-        (:mod:`.goals`). ``--corrections``: each overlapped row under each correction beside its serial twin, no
-        cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
+        cost rows (the breakdown: every engine layout's seconds per sample), then the training runs seed by
+        seed, each row per seed; then each row's intervals and the goals (:mod:`.goals`). ``--corrections``:
+        each overlapped row under each correction beside its serial twin, no cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
-        peers = [p for p in self.config.peers if LAYOUTS[p].own_runs]
+        peers = list(self.config.peers)
         if self.config.processes % 2:
             missing.update({p: f"a double buffer needs an even process count, got {self.config.processes}"
                             for p in peers if LAYOUTS[p].family == "gymnasium"})
@@ -399,25 +319,16 @@ class Judge:
         rows = compared_rows([n for n in self.config.layouts if n in self.profiles], peers, self.config.corrections)
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
-            # layout -> (its trained model, its last batch), kept only where a cost-row peer runs its update (a
-            # kept model holds the frozen transformer too: GPU memory the other rows' runs then lack); the cost
-            # rows timed: the layouts asked for and those twins (--layouts none: none but the twins)
-            twins = {LAYOUTS[p].trained_under for p in COST_ROW_PEERS if p in self.config.peers}
-            runs: dict[str, tuple] = {}
-            for layout in (layout for layout in engine_layouts(self.profiles)
-                           if layout.profile in self.config.layouts or layout.name in twins):
+            for layout in engine_layouts(self.profiles):
+                if layout.profile not in self.config.layouts:
+                    continue
                 self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
                               f"PPO iterations after one uncounted")
-                so_far.cost[layout.name], trained = seconds_per_sample(
+                so_far.cost[layout.name] = seconds_per_sample(
                     self.layout_config(layout), self.profiles[layout.profile], self.factory, policy_class,
                     self.config.cost_iterations, self.device)
-                if layout.name in twins:
-                    runs[layout.name] = trained
-                del trained
                 self.progress(f"{regime} {layout.name}: {_cost_line(so_far.cost[layout.name])}")
                 checkpoint(so_far)
-            self.peers(regime, policy_class, vla, runs, so_far)
-            checkpoint(so_far)
         from ..peers.torchrl import compact_space
 
         spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
@@ -446,37 +357,6 @@ class Judge:
             self.progress(f"{regime}: {goal.format()}")
         return RegimeResult(calibration, layouts, missing, so_far.training_runs, direct_run(layouts), power, goals)
 
-    def peers(self, regime: str, policy_class: Callable, vla: Any, runs: dict[str, tuple],
-              so_far: RegimeProgress) -> None:
-        """Every TorchRL peer's cost row into ``so_far.cost`` (or why it did not run into ``so_far.not_run``);
-        those peers do not train their own seeds yet: each is charged the samples of the engine layout of its
-        measured lag, whose PPO update it runs (``update_as``)."""
-        from ..peers.torchrl import compact_space, torchrl_missing
-
-        spaces = (compact_space(vla.observation_space), compact_space(vla.action_space))
-        obs_dim = learner.obs_width(vla.observation_space)
-        make_policy = functools.partial(policy_class, obs_dim, int(np.prod(vla.action_space.shape)),
-                                        self.config.chunk_size)
-        profile = self.profiles["k1_skip"]
-        chosen = [name for name in COST_ROW_PEERS if name in self.config.peers]
-        why_not = torchrl_missing() if chosen else None
-        for name in chosen:
-            layout = LAYOUTS[name]
-            if why_not:
-                so_far.not_run[name] = why_not
-                continue
-            self.progress(f"{regime} {name} ({_overlap(layout)}, the PPO update of {layout.trained_under}): timing "
-                          f"{self.config.cost_iterations} batches after one uncounted")
-            twin, config = runs[layout.trained_under], self.layout_config(LAYOUTS[layout.trained_under])
-            try:
-                so_far.cost[name] = PEER_COSTS[layout.family](name, twin, make_policy, spaces, profile, self.factory,
-                                                              config, self.config.cost_iterations)
-            except Exception as exc:  # noqa: BLE001 - a peer's failure is reported (not_run), the rest still runs
-                so_far.not_run[name] = failure(exc)
-                self.progress(f"{regime} {name}: {so_far.not_run[name]}")
-                continue
-            self.progress(f"{regime} {name}: {_cost_line(so_far.cost[name])}")
-
     def lead_sweep(self, regime: str, checkpoint: Callable[[LeadSweep], None]) -> LeadSweep:
         """Samples to target, seconds per sample and wall to target per lookahead lead d (0, 1, 2, 4, N/2,
         N - 1); ``checkpoint`` gets the finished leads after each lead."""
@@ -489,7 +369,7 @@ class Judge:
             profile = self.profiles["k1_skip"].replace(schedule="lookahead", lookahead_steps=d)
             self.progress(f"lead {d}: {self.config.seeds} training runs, then the seconds per sample")
             runs = [self.trained(layout, profile, policy_class, seed) for seed in range(self.config.seeds)]
-            cost, _ = seconds_per_sample(self.base, profile, self.factory, policy_class,
+            cost = seconds_per_sample(self.base, profile, self.factory, policy_class,
                                          self.config.cost_iterations, self.device)
             per_seed = [None if r.samples is None else r.samples * cost.s_per_sample for r in runs]
             sweep.leads[str(d)] = row = LeadRow(d, cost, Spread.of([r.samples for r in runs]), per_seed,
@@ -557,7 +437,7 @@ def merged(results: list[TimeToTrainResult]) -> TimeToTrainResult:
         for part in parts:
             costs = part.cost if isinstance(part, RegimeProgress) else {
                 n: row.cost for n, row in part.layouts.items()
-                if n in LAYOUTS and not (LAYOUTS[n].is_peer and LAYOUTS[n].own_runs)}
+                if n in LAYOUTS and not LAYOUTS[n].is_peer}
             for name, row in costs.items():
                 cost.setdefault(name, row)
             for name, rs in part.training_runs.items():

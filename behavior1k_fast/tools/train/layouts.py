@@ -6,12 +6,9 @@ A layout is what collects the batches PPO trains on: an engine profile with the 
 to target depend (``fresh``: an env acts on its own observation at its chunk's start; ``hybrid``: the other
 stage's slice holds its last action while this one steps; ``lookahead``: the chunk is chosen from an
 observation d steps before the previous chunk ends, with the committed actions as input; ``+lag1``: acting
-with weights one update old), and the layout whose training runs give its samples to target
-(``trained_under``). Every engine layout and the gymnasium peers train their own seeds (``trained_under`` is
-the row itself: "rates from the runs that learn", issue 42), and so do TorchRL's ``MultiSyncCollector``,
-``MultiAsyncCollector`` and its single ``Collector`` over a ``ParallelEnv``; TorchRL's ``AsyncBatchedCollector``
-does not (a batch holds whichever envs stepped, a different count of chunks for each) and is charged the
-samples of the engine layout whose PPO update it runs.
+with weights one update old). Every layout trains its own seeds: its samples and wall to target come from its
+own runs ("rates from the runs that learn", issue 42), the TorchRL collectors' too
+(:class:`~behavior1k_fast.tools.peers.torchrl.TorchRLTraining`).
 
 A compared row (:class:`CompareRow`) is a layout with the PPO lag correction it trains with
 (:data:`CORRECTION_ROWS`; the ``--corrections`` comparison runs one ``+overlap`` layout under each).
@@ -43,8 +40,7 @@ class TrainLayout:
         name: the row's name in tables and result files (``k1_skip``, ``k1_skip+overlap``, ``torchrl_async``).
         profile: the engine profile (:data:`ENGINE_PROFILES`) whose envs it steps; peers step ``k1_skip``'s.
         max_lag: weight versions a batch's chunks may lag the trainer: 0 serial PPO, 1 decoupled PPO.
-        semantics: what each env sees and does (module docs); its samples to target are shared.
-        trained_under: the layout PPO trains under to count this semantics' samples to target.
+        semantics: what each env sees and does (module docs).
         family: ``engine``, ``gymnasium`` (the double buffer) or ``torchrl`` (TorchRL's collectors).
         serial_twin: a collect-while-train layout's serial twin (the same envs and collector, lag 0: what its
             lag and lag correction are judged against); empty for a serial layout.
@@ -54,7 +50,6 @@ class TrainLayout:
     profile: str
     max_lag: int
     semantics: str
-    trained_under: str
     family: str = "engine"
     serial_twin: str = ""
 
@@ -68,51 +63,37 @@ class TrainLayout:
         return self.max_lag > 0
 
 
-    @property
-    def own_runs(self) -> bool:
-        """The layout trains its own seeds (its samples and wall to target come from its own runs)."""
-        return self.trained_under == self.name
-
-
 def _engine(profile: str, semantics: str) -> tuple[TrainLayout, TrainLayout]:
-    """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``), each trained in
-    runs of its own."""
-    return (TrainLayout(profile, profile, 0, semantics, profile),
-            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", f"{profile}+overlap",
-                        serial_twin=profile))
+    """``profile``'s serial layout and its collect-while-train twin (``+overlap``, ``+lag1``)."""
+    return (TrainLayout(profile, profile, 0, semantics),
+            TrainLayout(f"{profile}+overlap", profile, 1, f"{semantics}+lag1", serial_twin=profile))
 
 
 #: Every layout by name: the engine's (each serial and ``+overlap``), then the peers: the gymnasium double buffer
 #: serial (``double_buffer_peer``) and with its PPO update on a thread while it collects the next batch
 #: (``double_buffer_thread``, lag 1: :class:`~behavior1k_fast.tools.peers.gymnasium.DoubleBufferBatches`), and
-#: TorchRL's collectors. The TorchRL peers' semantics were checked at torchrl 0.14.1 by matching each chunk's
-#: recorded log-prob against the versions the trainer posted (:func:`~behavior1k_fast.tools.peers.torchrl.acting_lags`): ``MultiSyncCollector`` collects
-#: a batch with the weights posted after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep
-#: one batch in flight and the trainer joins one batch from each worker into its PPO batch, so it acts one
-#: update behind; ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights
-#: between two batched forwards (a batch mixes the two latest versions); ``Collector`` over a ``ParallelEnv``
+#: TorchRL's collectors, each with the lag its chunks were measured to act at (the weights version the actor
+#: recorded with each chunk, torchrl 0.14.1): ``MultiSyncCollector`` collects a batch with the weights posted
+#: after the previous one (lag 0); ``MultiAsyncCollector``'s workers each keep one batch in flight and the
+#: trainer joins one batch from each worker into its PPO batch, so it acts up to one update behind;
+#: ``AsyncBatchedCollector`` collects on while the trainer updates and takes the posted weights between two
+#: batched forwards (a batch mixes the two latest versions); ``Collector`` over a ``ParallelEnv``
 #: (``torchrl_parallel``: one batched policy in the trainer's process) collects a batch after the trainer
 #: posted (lag 0).
 LAYOUTS: dict[str, TrainLayout] = {layout.name: layout for layout in (
     *_engine("stock", "fresh"), *_engine("k1_skip", "fresh"), *_engine("hybrid_k2", "hybrid"),
     *_engine("process_k2", "fresh"), *_engine("lookahead", "lookahead"),
-    TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "double_buffer_peer", "gymnasium"),
-    TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "double_buffer_thread", "gymnasium",
-                "double_buffer_peer"),
-    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl_sync", "torchrl"),
-    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "torchrl_async", "torchrl", "torchrl_sync"),
-    TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "k1_skip+overlap", "torchrl", "torchrl_sync"),
-    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl_parallel", "torchrl"),
+    TrainLayout("double_buffer_peer", "k1_skip", 0, "fresh", "gymnasium"),
+    TrainLayout("double_buffer_thread", "k1_skip", 1, "fresh+lag1", "gymnasium", "double_buffer_peer"),
+    TrainLayout("torchrl_sync", "k1_skip", 0, "fresh", "torchrl"),
+    TrainLayout("torchrl_async", "k1_skip", 1, "fresh+lag1", "torchrl", "torchrl_sync"),
+    TrainLayout("torchrl_batched", "k1_skip", 1, "fresh+lag1", "torchrl", "torchrl_sync"),
+    TrainLayout("torchrl_parallel", "k1_skip", 0, "fresh", "torchrl"),
 )}
 #: The peers, in table order.
 PEERS = tuple(name for name, layout in LAYOUTS.items() if layout.is_peer)
 #: The TorchRL collector peers.
 TORCHRL_PEERS = tuple(name for name in PEERS if LAYOUTS[name].family == "torchrl")
-#: The peers that train their own seeds: the gymnasium double buffers and the TorchRL collectors whose batches
-#: are runs of consecutive chunks of a worker's envs (:data:`~behavior1k_fast.tools.peers.torchrl.TRAINABLE`).
-TRAINED_PEERS = tuple(name for name in PEERS if LAYOUTS[name].own_runs)
-#: The other peers: a cost row each, charged the samples of the layout whose PPO update it runs.
-COST_ROW_PEERS = tuple(name for name in PEERS if not LAYOUTS[name].own_runs)
 #: ``--corrections``' names -> (the policy objective's correction, :mod:`.objective`; the value targets of GAE,
 #: :data:`~.learner.VALUE_TARGETS`): ``current_values`` is ``decoupled`` over GAE values recomputed by the
 #: current critic at the update's start (option (iv) of issue 42; the same no-grad pass as ``decoupled``'s).
@@ -140,10 +121,10 @@ def compare_row(name: str) -> CompareRow:
 
 def compared_rows(profiles: Any, peers: Any, corrections: Any = None) -> dict[str, CompareRow]:
     """The rows that train their own seeds: every engine layout over ``profiles`` (names of
-    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and those of ``peers`` in :data:`TRAINED_PEERS`; with
+    :data:`ENGINE_PROFILES`, :func:`engine_layouts`) and those of ``peers`` (in :data:`PEERS`' order); with
     ``corrections`` (names of :data:`CORRECTION_ROWS`) instead each of those that collects while the trainer
     trains under each correction (``<layout>/<correction>``), after its serial twin."""
-    layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in TRAINED_PEERS if p in peers)]
+    layouts = [*engine_layouts(profiles), *(LAYOUTS[p] for p in PEERS if p in peers)]
     if not corrections:
         return {layout.name: CompareRow(layout.name, layout) for layout in layouts}
     out = {}

@@ -188,11 +188,6 @@ def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
 
-def clone_trained(model: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of ``model``'s :func:`trained_state` (a version of the weights, kept)."""
-    return {name: p.detach().clone() for name, p in trained_state(model).items()}
-
-
 def load_trained(policy: nn.Module, weights: dict) -> None:
     """Load :func:`trained_state` into the behaviour copy (its frozen parts are its own already)."""
     policy.load_state_dict(weights, strict=False)

@@ -57,10 +57,12 @@ class CostRow:
     """One layout's or peer's seconds per own action, timed by :func:`~.timing.timed_loop`: the trainer's wait
     for a batch and its update (their sum is :attr:`s_per_sample`), the rollout's own wall, the busiest env
     worker's stepping, the behaviour forwards, the GPU's busy time and why it is missing, and the measured
-    policy lag (mean weight versions behind the trained model). A peer driven as a collector also has the
-    wall to its first batch (its workers' start), the share of chunks whose lag could not be found, and the
-    engine layout whose PPO update it runs (``update_as``). ``trainer_cpu_s_per_sample``: the CPU seconds of
-    the thread that ran the update (``time.thread_time``), part of the bound. The wait and the update are
+    policy lag (mean weight versions behind the trained model); a row whose cost comes from its training runs
+    (:func:`run_cost`) names the row whose PPO update it timed (``update_as``, itself; files of earlier versions:
+    a TorchRL cost row, the engine layout whose update it ran, with the wall to its first batch and the share
+    of its chunks whose lag the log-probs could not tell, ``first_batch_s`` and ``lag_unmatched``, read back).
+    ``trainer_cpu_s_per_sample``: the CPU seconds of the thread that ran the update (``time.thread_time``), part
+    of the bound. The wait and the update are
     ``None`` where no iteration after the first was timed (a row's own runs that all reached the target in one
     iteration): no steady state was measured."""
 
@@ -119,7 +121,7 @@ class CostRow:
 
 @dataclass(frozen=True)
 class TrainingRun:
-    """One PPO training run of a row (or of a semantics, under its ``trained_under`` layout) with one seed:
+    """One PPO training run of a row with one seed:
     whether and after how many env steps (own actions) the success rate of the last ``--window`` iterations
     reached ``--target`` (``samples``), the run's own wall clock then (``direct_wall_s``, its start included),
     its curve and, per iteration, the trainer's clock (:func:`~.timing.timed_loop`: ``wait_s``, ``update_s``,
@@ -208,9 +210,11 @@ def run_cost(runs: list[TrainingRun], update_as: str) -> CostRow:
 
 @dataclass(frozen=True)
 class LayoutRow:
-    """A layout's verdict in one regime: its seconds per sample (``cost``) times its semantics' samples to
-    target, per seed (``wall_to_target_s_per_seed``) and as a :class:`Spread`; the layout the semantics
-    trained under also has those runs' own wall clock (``direct_wall_to_target_s``)."""
+    """A layout's verdict in one regime: its samples and wall to target from its own training runs
+    (:meth:`trained`), per seed (``wall_to_target_s_per_seed``) and as a :class:`Spread`, with those runs' own
+    wall clock (``direct_wall_to_target_s``, start included); a layout that trained no seeds has its seconds per
+    sample (``cost``) only (:meth:`of`; in files of the first versions, times the samples of its semantics'
+    runs, ``trained_under``)."""
 
     semantics: str
     trained_under: str
@@ -220,16 +224,16 @@ class LayoutRow:
     wall_to_target_s: Spread
     direct_wall_to_target_s: Spread | None = None
     #: The row trained its own seeds (its samples and wall to target are its own runs', start excluded:
-    #: :class:`TrainingRun`); ``False``: seconds per sample times the samples of ``trained_under``'s runs.
+    #: :class:`TrainingRun`); ``False``: seconds per sample times the samples of ``trained_under``'s runs, if any.
     own_runs: bool = False
 
     @classmethod
-    def of(cls, semantics: str, trained_under: str, cost: CostRow, runs: list[TrainingRun],
-           direct: bool) -> "LayoutRow":
+    def of(cls, semantics: str, cost: CostRow, runs: list[TrainingRun]) -> "LayoutRow":
+        """A layout that trained no seeds of its own: ``cost`` times the samples of ``semantics``' ``runs``
+        (files of the first versions; none elsewhere)."""
         per_seed = [None if r.samples is None or cost.s_per_sample is None else r.samples * cost.s_per_sample
                     for r in runs]
-        return cls(semantics, trained_under, cost, Spread.of([r.samples for r in runs]), per_seed,
-                   Spread.of(per_seed), Spread.of([r.direct_wall_s for r in runs]) if direct else None)
+        return cls(semantics, semantics, cost, Spread.of([r.samples for r in runs]), per_seed, Spread.of(per_seed))
 
     @classmethod
     def trained(cls, semantics: str, name: str, cost: CostRow, runs: list[TrainingRun]) -> "LayoutRow":
@@ -348,8 +352,8 @@ def layout_rows(cost: dict[str, CostRow], trained: dict[str, list[TrainingRun]],
     """Per row: one that trained its own seeds (in ``trained``: row name -> runs, one per seed; ``rows``: the
     compared rows, :class:`~.layouts.CompareRow` by name, for names outside :data:`~.layouts.LAYOUTS`) from
     those runs (:meth:`LayoutRow.trained`; its cost row ``cost``'s, else from the runs: :func:`run_cost`);
-    a row of ``cost`` without runs of its own as its seconds per sample times the samples of its
-    ``trained_under`` layout's runs (files of earlier versions: of its semantics' runs)."""
+    a row of ``cost`` without runs of its own (a run cut short; files of the first versions) from its cost
+    row (:meth:`LayoutRow.of`)."""
     layouts = {name: row.layout for name, row in (rows or {}).items()}
     out = {}
     for name in dict.fromkeys([*cost, *trained]):
@@ -357,12 +361,10 @@ def layout_rows(cost: dict[str, CostRow], trained: dict[str, list[TrainingRun]],
         if layout is None:  # a semantics of a file of an earlier version
             continue
         runs = trained.get(name)
-        if runs is not None and (name in layouts or layout.own_runs):
+        if runs is not None:
             out[name] = LayoutRow.trained(layout.semantics, name, cost.get(name) or run_cost(runs, name), runs)
-        elif name in cost:
-            borrowed = trained.get(layout.trained_under) or trained.get(layout.semantics, [])
-            out[name] = LayoutRow.of(layout.semantics, layout.trained_under, cost[name], borrowed,
-                                     direct=name == layout.trained_under)
+        else:
+            out[name] = LayoutRow.of(layout.semantics, cost[name], trained.get(layout.semantics, []))
     return out
 
 

@@ -47,21 +47,3 @@ def per_sample(values: Sequence[float | None], samples: Sequence[int]) -> float 
         return None
     return float(statistics.median(v / n for v, n in zip(values, samples)))
 
-
-def time_collector(batches: Iterator[Any], samples_of: Callable[[Any], int], update: Callable[[Any], Any],
-                   post: Callable[[], None], after: Callable[[Any], None] = lambda batch: None,
-                   ) -> tuple[float | None, float | None, float]:
-    """Drive the generator ``batches`` (which starts its collector at its first batch and stops it when
-    closed) through :func:`timed_loop` with ``update`` and ``post``, calling ``after(batch)`` between two
-    iterations, outside the clock; returns the wait and update seconds per sample (:func:`per_sample`) and the
-    first wait (the collector's start and its first batch). ``batches`` is closed on the way out."""
-    waits, updates, samples = [], [], []
-    try:
-        for step, batch, _ in timed_loop(batches, update, post):  # the engine's rows: learner.train
-            waits.append(step.wait_s)
-            updates.append(step.update_s)
-            samples.append(samples_of(batch))
-            after(batch)
-    finally:
-        batches.close()
-    return per_sample(waits, samples), per_sample(updates, samples), waits[0]
