@@ -51,6 +51,7 @@ mkdir -p "$OUT"
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 } 2>&1 | tee "$OUT/h200_machine_$part.txt"
 cli="python3 -m behavior1k_fast.tools.cli"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
 # time_to_train's layout on this machine: 8 x 2 envs, N = 8, 100 iterations at most, the bench's 224 px camera
 # (the forward grows with the batch there), the engine layouts that decide the goals (each also +overlap), the
 # policy on the GPU. A 10-minute call fits one regime with 2 seeds and the TorchRL rows: balanced 410 s,
@@ -102,7 +103,6 @@ case "$part" in
       train-model-bound) regime=model-bound size="--model-width 2048 --model-depth 51" layouts=k1_skip ;;
     esac
     layouts="${5:-$layouts}"
-    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -E 'H100|H200' | tr A-Z a-z)
     names="${4:-default}${5:+-$5}"
     tag="${gpu:-gpu}-${part#train-}-s$first-${names//,/-}"  # no "+": a file so named does not come back from the lent machine
     timeout 560 python3 benchmarks/time_to_train.py $ttt --layouts "$layouts" --regime "$regime" $size \
@@ -114,12 +114,13 @@ case "$part" in
     # GPU memory every 2 s beside the TorchRL rows alone, with the full error in the log.
     ( while true; do date +%s; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
         ps -eo pid,rss,args | grep -E "python3" | grep -v grep | cut -c1-160; echo ---; sleep 2; done ) \
-      > "$OUT/gpu_memory_model-bound.log" 2>&1 &
+      > "$OUT/gpu_memory_${gpu:-gpu}-model-bound.log" 2>&1 &
     timeout 540 python3 benchmarks/time_to_train.py $ttt --layouts none --regime model-bound \
       --model-width 2048 --model-depth 51 --seeds 1 --peers torchrl_sync,torchrl_async --out-dir "$OUT" \
-      --tag h200-model-bound-oom > "$OUT/time_to_train_h200-model-bound-oom.log" 2>&1
+      --tag "${gpu:-gpu}-model-bound-oom" > "$OUT/time_to_train_${gpu:-gpu}-model-bound-oom.log" 2>&1
     kill %1
-    grep -n -i -E "out of memory|Tried to allocate|Process .* has" "$OUT/time_to_train_h200-model-bound-oom.log" | cut -c1-600 ;;
+    grep -n -i -E "out of memory|Tried to allocate|Process .* has" "$OUT/time_to_train_${gpu:-gpu}-model-bound-oom.log" \
+      | cut -c1-600 ;;
   train-leads)
     timeout 560 python3 benchmarks/time_to_train.py $ttt --lead-sweep --regime balanced --seeds 3 --out-dir "$OUT" \
       --tag h200 2>&1 | tail -n 30 | tee "$OUT/time_to_train_lead_sweep_h200.log" ;;

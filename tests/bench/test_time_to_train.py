@@ -285,6 +285,12 @@ def test_a_failed_peer_s_line_names_each_exception_it_came_from_and_ends_on_a_lo
     looped.__context__ = KeyError("b")
     looped.__context__.__context__ = looped
     assert ttt.failure(looped) == "failed: ValueError: ...a <- KeyError: ...'b'"
+    # an out-of-memory error keeps every process it names (who holds the card), its start cut
+    holders = " ".join(f"Process {4925 + i} has {6 + i}.00 GiB memory in use." for i in range(9))
+    oom = RuntimeError(f"{'traceback line ' * 200}CUDA out of memory. Tried to allocate 20.00 MiB. {holders} "
+                       f"Of the allocated memory 5.82 GiB is allocated by PyTorch.")
+    line = ttt.failure(oom)
+    assert holders in line and line.endswith("by PyTorch.") and len(line) < len(str(oom))
 
 
 def test_compact_spaces_equal_the_spaces_and_pickle_small_so_spawned_workers_start_side_by_side():
@@ -330,6 +336,31 @@ def small_vla() -> tuple:
                              "task::target": spaces.Box(-1, 1, (2,), np.float32)})
     return obs_space, dict(observation_space=obs_space, action_space=spaces.Box(-1, 1, (2,), np.float64),
                            chunk_size=2, width=64, depth=2)
+
+
+def test_closing_torchrl_s_batches_ends_the_collector_s_generator_before_its_shutdown():
+    """The collector's batch generator is closed while this process runs (left to the finalizer at interpreter
+    exit, TorchRL's generator ran its shutdown again without its module globals: "Exception ignored")."""
+    ttt = torchrl_peer()
+    events = []
+
+    class Collector:
+        def __iter__(self):
+            try:
+                while True:
+                    yield torch.ones(1)
+            finally:
+                events.append("generator closed")
+
+        def shutdown(self):
+            events.append("shutdown")
+
+    batches = ttt.TorchRLBatches("torchrl_sync", None, learner_module().make_profile(learner_module().PPOConfig()),
+                                 None, (), 0, 1, 2)
+    batches.start = Collector
+    assert next(batches).tolist() == [1.0]  # one part of a PPO batch (a sync collector's batch spans every env)
+    batches.close()
+    assert events == ["generator closed", "shutdown"] and batches.collector is None and batches.stream is None
 
 
 def test_the_torchrl_actor_keeps_the_envs_leading_dims_and_acts_with_the_mirrored_weights():

@@ -271,11 +271,15 @@ class TorchRLBatches:
 
     def close(self) -> None:
         try:
-            if self.collector is not None:
-                self.collector.shutdown()
+            if self.stream is not None:  # its generator ends now (left to the collector's finalizer at exit, its
+                self.stream.close()  # shutdown ran again without the module globals: "Exception ignored")
         finally:
-            self.collector = None
-            self.workers.close()
+            try:
+                if self.collector is not None:
+                    self.collector.shutdown()
+            finally:
+                self.collector = self.stream = None
+                self.workers.close()
 
 
 #: The TorchRL collectors that train their own seeds (:class:`TorchRLTraining`): every one of them.

@@ -189,13 +189,19 @@ def seconds_per_sample(config: learner.PPOConfig, profile: RolloutProfile, facto
                    trainer_cpu_s_per_sample=per_sample(run.update_cpu_s, samples))
 
 
+#: Characters kept of the end of each message in a failed peer's line: a CUDA out-of-memory error names every
+#: process that holds the card (the H100's model-bound run: the trainer and 8 TorchRL workers, about 900).
+MESSAGE_TAIL = 1200
+
+
 def failure(exc: BaseException) -> str:
     """A failed peer's line: ``exc`` and then each exception it came from (``__cause__``, else ``__context__``),
-    each as its type and the end of its message (a worker's own error comes last, after TorchRL's traceback)."""
+    each as its type and the end of its message (:data:`MESSAGE_TAIL`; a worker's own error comes last, after
+    TorchRL's traceback)."""
     chain = [exc]
     while (chain[-1].__cause__ or chain[-1].__context__) not in (None, *chain):  # a chain can loop back
         chain.append(chain[-1].__cause__ or chain[-1].__context__)
-    return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-400:]}" for e in chain)
+    return "failed: " + " <- ".join(f"{type(e).__name__}: ...{' '.join(str(e).split())[-MESSAGE_TAIL:]}" for e in chain)
 
 
 def regime_power(runs: dict[str, list[TrainingRun]], rows: dict[str, Any]) -> dict[str, RowPower]:
