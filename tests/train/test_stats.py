@@ -24,6 +24,15 @@ def test_two_seeds_cannot_show_a_ratio_below_p_one_sixth():
     assert ratio.p_value == pytest.approx(2 / 6)  # 2 vs 2 seeds: 6 splits, the observed one and its mirror
 
 
+def test_fewer_than_four_seeds_a_side_get_no_verdict_however_narrow_their_interval():
+    clear = stats.ratio_interval([20.0, 21, 22], [10.0, 10.5, 11])  # 3 against 3: p cannot go below 2/20
+    assert clear.low > 1.5 and clear.p_value == pytest.approx(2 / 20)
+    assert stats.verdict(clear, 1.5) == stats.NOT_SHOWN
+    four = stats.ratio_interval([20.0, 21, 22, 20.5], [10.0, 10.5, 11, 10.2])
+    assert four.p_value < 0.05 and stats.verdict(four, 1.5) == stats.MET
+    assert stats.verdict(stats.ratio_interval([20.0, 21, 22, 20.5], [10.0, 10.5, 11]), 1.5) == stats.NOT_SHOWN
+
+
 def test_overlapping_rows_are_not_shown():
     ratio = stats.ratio_interval([10.0, 14, 8, 12, 9], [9.0, 13, 8.5, 11, 10])
     assert ratio.low < 1.2 < ratio.high or ratio.high < 1.2

@@ -10,7 +10,9 @@ interval. Here:
   p-value of the log values' difference in means (every split of the pooled seeds; 5 against 5 seeds gives
   252 splits, so p can go down to 2/252);
 - :func:`verdict`: a goal ``ratio >= goal`` is ``met`` only when the interval's low end clears it,
-  ``missed`` when its high end is below it, and ``not shown`` in between;
+  ``missed`` when its high end is below it, and ``not shown`` in between, and with fewer than
+  :data:`MIN_SEEDS` seeds a side (a bootstrap over 2 or 3 seeds is far too narrow, and no split of them can
+  reach p = 0.05);
 - :func:`censored`: a seed that did not reach the target within its budget counts at that budget (a lower
   bound of what it would have needed), and the row says how many seeds reached it;
 - :func:`success_area`: the lower-variance learning measure beside the first crossing: the mean success rate
@@ -33,6 +35,9 @@ RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
 
 MET, MISSED, NOT_SHOWN = "met", "missed", "not shown"
+#: Seeds a side before a ratio gets a verdict: the fewest whose exact permutation test can go below p = 0.05
+#: (4 against 4: 70 splits, two-sided p down to 2/70; 3 against 3: 2/20).
+MIN_SEEDS = 4
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,8 @@ def ratio_interval(peer: Sequence[float], ours: Sequence[float], confidence: flo
 
 def verdict(interval: Interval, goal: float) -> str:
     """``met`` when the interval clears ``goal`` (low end >= goal), ``missed`` when it lies below (high end <
-    goal), else ``not shown``; a single seed (no interval) is ``not shown``."""
-    if interval.low is None:
+    goal), else ``not shown``; fewer than :data:`MIN_SEEDS` seeds on a side is ``not shown``."""
+    if interval.low is None or min(interval.seeds) < MIN_SEEDS:
         return NOT_SHOWN
     if interval.low >= goal:
         return MET
