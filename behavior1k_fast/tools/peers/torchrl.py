@@ -151,12 +151,11 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
     step) through ``GymWrapper``, reading the actions the envs took (``own_actions``), the chunk's stepping
     seconds, what a trainer records of each chunk and the worker's index from the step info
     (:class:`CountedChunkEnv`)."""
+    from torchrl.data import Unbounded
     from torchrl.envs import GymWrapper
     from torchrl.envs.gym_like import default_info_dict_reader
 
     chunk_env = CountedChunkEnv(ChunkGymEnv(factory, envs, seed, profile, profile.chunk_size, spaces, True), worker)
-    from torchrl.data import Unbounded
-
     env = GymWrapper(chunk_env, batch_size=torch.Size([]))
     n, obs_space = profile.chunk_size, spaces[0]
     # arrays: their specs given (a reader infers a scalar from the reset, which has none)
@@ -338,6 +337,21 @@ class TorchRLTraining:
             return [np.flatnonzero(worker == w) for w in range(len(self.returns))]
         return list(np.arange(len(worker)).reshape(-1, self.rounds))
 
+    def sat_out(self, rows: np.ndarray, worker: int, arrays: dict) -> Any:
+        """The ``ChunkResult`` of a round that ``rows`` (``worker``'s) sat out: nothing applied, no reward, no
+        episode; zeros shaped as the batch's ``arrays``."""
+        from ...rollout.chunk import ChunkResult
+        from ...rollout.collector import WEIGHTS_VERSION_KEY
+
+        n, obs_space = len(rows), self.spaces[0]
+        none = np.zeros((n, self.chunk_size), dtype=bool)
+        return ChunkResult(
+            env_ids=rows, obs=None, rewards=np.zeros(none.shape), terminated=none, truncated=none, applied=none,
+            infos=[{}] * n, policy_obs={k: np.zeros((n, *space.shape), space.dtype) for k, space in obs_space.items()},
+            actions=np.zeros((n, *arrays["action"].shape[-2:])),
+            extras={"logprob": np.zeros(n, arrays["logprob"].dtype), "value": np.zeros(n, arrays["value"].dtype),
+                    WEIGHTS_VERSION_KEY: np.zeros(n, np.int64), WORKER_KEY: np.full(n, worker, dtype=np.int64)})
+
     def trajectory(self, data: Any) -> Any:
         """The TorchRL batch ``data`` as a ``Trajectory`` whose env rows ``j * E + e`` are run j's env e (E: the
         envs of one frame), each run's chunks in its last rounds (class docs); its measure kept for
@@ -356,22 +370,14 @@ class TorchRLTraining:
         row_returns, row_lengths = np.zeros(len(runs) * per), np.zeros(len(runs) * per, dtype=np.int64)
         batch = TrajectoryBatch(obs_space, len(runs) * per, self.chunk_size, rounds, row_returns, row_lengths)
         env_s = np.zeros(len(self.returns) // self.per)
-        sits = np.zeros((per, self.chunk_size), dtype=bool)
         last = {k: np.zeros((len(runs) * per, *obs_space[k].shape), obs_space[k].dtype) for k in keys}
         for j, frames in enumerate(runs):
             rows = np.arange(j * per, (j + 1) * per)
             worker = j if self.by_env else int(nxt["worker"][frames[0]])
             envs = np.arange(worker * per, (worker + 1) * per)
             row_returns[rows], row_lengths[rows] = self.returns[envs], self.lengths[envs]
-            for _ in range(rounds - len(frames)):  # sits out: nothing applied, nothing recorded of it
-                batch.add(0, ChunkResult(
-                    env_ids=rows, obs=None, rewards=np.zeros(sits.shape), terminated=sits, truncated=sits,
-                    applied=sits, infos=[{}] * per,
-                    policy_obs={k: np.zeros((per, *obs_space[k].shape), obs_space[k].dtype) for k in keys},
-                    actions=np.zeros((per, *arrays["action"].shape[-2:])),
-                    extras={"logprob": np.zeros(per, arrays["logprob"].dtype),
-                            "value": np.zeros(per, arrays["value"].dtype), WEIGHTS_VERSION_KEY: np.zeros(per, np.int64),
-                            WORKER_KEY: np.full(per, worker, dtype=np.int64)}))
+            for _ in range(rounds - len(frames)):
+                batch.add(0, self.sat_out(rows, worker, arrays))
             for f in frames:
                 ended_obs = {k: nxt[f"ended::{k}"][f] for k in keys}
                 steps = {name: nxt[key][f] for key, name in STEP_INFO.items() if name != "ended_success"}

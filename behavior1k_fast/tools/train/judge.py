@@ -309,7 +309,8 @@ class Judge:
         """Every compared row's samples and wall to target from its own training runs, in ``regime``: first the
         cost rows (the breakdown: every engine layout's seconds per sample), then the training runs seed by
         seed, each row per seed; then each row's intervals and the goals (:mod:`.goals`). ``--corrections``:
-        each overlapped row under each correction beside its serial twin, no cost rows. ``checkpoint`` gets what is measured so far after each piece (a run cut short keeps it)."""
+        each overlapped row under each correction beside its serial twin, no cost rows. ``checkpoint`` gets what
+        is measured so far after each piece (a run cut short keeps it)."""
         policy_class, vla, calibration = self.policy_for(regime)
         missing = {**self.missing, **{f"{n}+overlap": why for n, why in self.missing.items()}}
         peers = list(self.config.peers)
