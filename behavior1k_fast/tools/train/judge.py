@@ -323,12 +323,11 @@ class Judge:
         if why_not:
             missing.update({p: why_not for p in peers if LAYOUTS[p].family == "torchrl"})
         peers = [p for p in peers if p not in missing]
-        rows = compared_rows([n for n in self.config.layouts if n in self.profiles], peers, self.config.corrections)
+        asked = [n for n in self.config.layouts if n in self.profiles]
+        rows = compared_rows(asked, peers, self.config.corrections)
         so_far = RegimeProgress(calibration, not_run=missing, training_runs={n: [] for n in rows})
         if not self.config.corrections:
-            for layout in engine_layouts(self.profiles):
-                if layout.profile not in self.config.layouts:
-                    continue
+            for layout in engine_layouts(asked):
                 self.progress(f"{regime} {layout.name} ({_overlap(layout)}): timing {self.config.cost_iterations} "
                               f"PPO iterations after one uncounted")
                 so_far.cost[layout.name] = seconds_per_sample(

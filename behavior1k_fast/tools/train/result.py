@@ -62,9 +62,8 @@ class CostRow:
     a TorchRL cost row, the engine layout whose update it ran, with the wall to its first batch and the share
     of its chunks whose lag the log-probs could not tell, ``first_batch_s`` and ``lag_unmatched``, read back).
     ``trainer_cpu_s_per_sample``: the CPU seconds of the thread that ran the update (``time.thread_time``), part
-    of the bound. The wait and the update are
-    ``None`` where no iteration after the first was timed (a row's own runs that all reached the target in one
-    iteration): no steady state was measured."""
+    of the bound. The wait and the update are ``None`` where no iteration after the first was timed (a row's own
+    runs that all reached the target in one iteration): no steady state was measured."""
 
     wait_s_per_sample: float | None
     update_s_per_sample: float | None
