@@ -173,6 +173,10 @@ def torchrl_env(factory: Any, envs: int, seed: int, profile: RolloutProfile, spa
     return env
 
 
+#: The collector kinds :func:`torchrl_collector` builds (each trains its own seeds: :class:`TorchRLTraining`).
+KINDS = ("torchrl_sync", "torchrl_async", "torchrl_batched", "torchrl_parallel")
+
+
 def torchrl_collector(kind: str, behaviour: Any, profile: RolloutProfile, factory: Any, spaces: tuple, seed: int,
                       rounds: int, batches: int) -> Any:
     """TorchRL's collector ``kind`` (``torchrl_sync``, ``torchrl_async``, ``torchrl_batched`` or
@@ -281,12 +285,8 @@ class TorchRLBatches:
                 self.workers.close()
 
 
-#: The TorchRL collectors that train their own seeds (:class:`TorchRLTraining`): every one of them.
-TRAINABLE = ("torchrl_sync", "torchrl_async", "torchrl_parallel", "torchrl_batched")
-
-
 class TorchRLTraining:
-    """TorchRL's collector ``kind`` (one of :data:`TRAINABLE`) as a trainer's batch source
+    """TorchRL's collector ``kind`` (one of :data:`KINDS`) as a trainer's batch source
     (:func:`~behavior1k_fast.tools.train.learner.fit`): ``batches`` batches, each recorded as the engine records
     a :class:`~behavior1k_fast.rollout.trajectory.Trajectory` (the sub-envs report each chunk's per-step arrays,
     final observations, success and worker; the actor the weights version that chose each chunk; the extras
@@ -309,8 +309,8 @@ class TorchRLTraining:
 
     def __init__(self, kind: str, make_actor: Callable[[], Any], profile: RolloutProfile, factory: Any,
                  spaces: tuple, seed: int, rounds: int, batches: int) -> None:
-        if kind not in TRAINABLE:
-            raise ValueError(f"kind: expected one of {', '.join(TRAINABLE)}, got {kind!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
         self.posting = make_actor()
         self.batches = TorchRLBatches(kind, make_actor(), profile, factory, spaces, seed, rounds, batches)
         self.spaces, self.chunk_size, self.per = spaces, profile.chunk_size, profile.envs_per_process
